@@ -1,0 +1,5 @@
+import sys
+
+from migagent.cli import main
+
+sys.exit(main())

@@ -1,0 +1,46 @@
+"""Composition root: the only place that reads flags and environment and wires adapters together.
+
+Each sub-command lives in its own module exposing `register(subparsers)`; the handler it sets
+returns the process exit code. Errors migagent raises on purpose become one clear line on stderr
+and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from migagent import __version__
+from migagent.cli import commands
+from migagent.errors import MigAgentError
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="migagent", description="Node-level MIG partition manager.")
+    parser.add_argument("--version", action="version", version=f"migagent {__version__}")
+    parser.add_argument("-d", "--debug", action="store_true", help="verbose logs (env MIG_PARTED_DEBUG)")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for register in commands.REGISTRARS:
+        register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.handler(args)
+    except MigAgentError as exc:
+        print(f"migagent {args.command}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

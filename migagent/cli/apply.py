@@ -1,0 +1,289 @@
+"""`migagent plan`, `apply` and `assert`: mig-parted's verbs, flags and messages, on our engine.
+
+`plan` shows what an apply would do (offline on empty catalog GPUs with --gpu-model, else against
+the node); `apply` runs mig-parted's hook sequence around the journaled engine; `assert` checks
+that the selected layout is applied on the GPUs it covers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from migagent.cli.layout_args import add_config_file_argument, add_selected_config_argument, read_layout
+from migagent.cli.node import add_node_arguments, open_node
+from migagent.clock import SystemClock
+from migagent.errors import InvalidLayoutError
+from migagent.layout.desired import DesiredNode
+from migagent.layout.observed import Observation
+from migagent.layout.parse import select_config
+from migagent.layout.resolve import identity_of, resolve_config, resolve_entries
+from migagent.layout.spec import LayoutFile
+from migagent.planning import empty_observation, plan, plan_to_json, render_plan
+from migagent.planning.render import describe_step
+from migagent.reconcile.assertion import config_mismatches, mode_mismatches
+from migagent.reconcile.hooks import HookRunner, flag_environment, load_hooks_file
+from migagent.reconcile.journal import FileJournal, Journal, MemoryJournal
+from migagent.reconcile.machine import ApplyEngine
+from migagent.reconcile.ports import NodeDriver, RebootRequester
+from migagent.reconcile.reboot import CommandRebootRequester, RecordingRebootRequester
+from migagent.reconcile.session import ApplySession, RebootPendingError, SessionReport
+from migagent.sim.spec import NodeSpecError, parse_node_spec
+
+EXIT_REBOOT_REQUESTED = 3
+DEFAULT_JOURNAL_DIR = "/var/lib/migagent"
+_TRUE = {"1", "t", "true", "yes", "on"}
+_FALSE = {"", "0", "f", "false", "no", "off"}
+
+
+def _env_flag(name: str) -> bool:
+    """A boolean flag's default from the environment, spelt as mig-parted (Go's ParseBool) accepts."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise InvalidLayoutError(f"environment variable {name}={value!r}: expected true or false")
+
+
+# Boolean flags whose environment variable also turns them on (read when the command runs, so a
+# malformed value is reported like any other error).
+_ENV_FLAGS = {
+    "mode_only": "MIG_PARTED_MODE_CHANGE_ONLY",
+    "skip_reset": "MIG_PARTED_SKIP_RESET",
+    "valid_config": "MIG_PARTED_VALID_CONFIG",
+}
+
+
+def _read_env_flags(args: argparse.Namespace) -> None:
+    for attribute, variable in _ENV_FLAGS.items():
+        if hasattr(args, attribute) and not getattr(args, attribute):
+            setattr(args, attribute, _env_flag(variable))
+
+
+def _desired_on_node(layout: LayoutFile, name: str | None, observation: Observation) -> DesiredNode:
+    return resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus])
+
+
+def _config_name(layout: LayoutFile, name: str | None) -> str:
+    select_config(layout, name)  # raises the mig-parted style error for a missing or ambiguous name
+    return name if name is not None else layout.names[0]
+
+
+# -- plan -------------------------------------------------------------------------------------------
+
+
+def _offline_observation(specs: list[str]) -> Observation:
+    try:
+        models = [model for spec in specs for model in parse_node_spec(spec)]
+    except NodeSpecError as exc:
+        raise InvalidLayoutError(f"--gpu-model: {exc}") from exc
+    return empty_observation(models)
+
+
+def _run_plan(args: argparse.Namespace) -> int:
+    layout = read_layout(args.config_file)
+    name = _config_name(layout, args.selected_config)
+    if args.gpu_model:
+        observation = _offline_observation(args.gpu_model)
+        identities = [identity_of(gpu) for gpu in observation.gpus]
+        desired = resolve_entries(select_config(layout, name), identities, config_name=name)
+    else:
+        with open_node(args) as driver:
+            observation = driver.observe()
+        desired = _desired_on_node(layout, name, observation)
+    result = plan(observation, desired)
+    if args.output == "json":
+        print(json.dumps(plan_to_json(result, observation), indent=2))
+    else:
+        print(f"config {name}:")
+        print(render_plan(result, observation), end="")
+    if not desired.gpus:
+        print(f"warning: config {name} selects none of the GPUs planned for", file=sys.stderr)
+    return 0
+
+
+# -- apply ------------------------------------------------------------------------------------------
+
+
+def _journal(args: argparse.Namespace) -> Journal:
+    if args.journal_dir:
+        return FileJournal(Path(args.journal_dir))
+    if args.state:
+        state = Path(args.state)
+        return FileJournal(state.with_name(f"{state.name}.journal"))
+    if args.simulate:
+        return MemoryJournal()
+    return FileJournal(Path(DEFAULT_JOURNAL_DIR))
+
+
+def _reboot_requester(args: argparse.Namespace) -> RebootRequester | None:
+    if not args.allow_reboot:
+        return None
+    return RecordingRebootRequester() if args.simulate or args.state else CommandRebootRequester()
+
+
+def _hook_runner(args: argparse.Namespace, config_name: str) -> HookRunner | None:
+    if not args.hooks_file:
+        return None
+    env = flag_environment(
+        config_file=args.config_file,
+        selected_config=config_name,
+        hooks_file=args.hooks_file,
+        skip_reset=args.skip_reset,
+        mode_only=args.mode_only,
+    )
+    return HookRunner(load_hooks_file(Path(args.hooks_file)), flag_env=env)
+
+
+def _engine(args: argparse.Namespace, driver: NodeDriver) -> ApplyEngine:
+    return ApplyEngine(
+        driver,
+        _journal(args),
+        clock=SystemClock(),
+        allow_reboot=args.allow_reboot,
+        reboot_requester=_reboot_requester(args),
+        skip_reset=args.skip_reset,
+    )
+
+
+def _print_report(report: SessionReport, observation: Observation) -> None:
+    for result in report.results:
+        for step in result.steps_run:
+            print(f"  {describe_step(step, observation)}")
+    run = sum(len(result.steps_run) for result in report.results)
+    print(f"{run} operation(s) performed" if run else "nothing to change")
+
+
+def _run_apply(args: argparse.Namespace) -> int:
+    _read_env_flags(args)
+    layout = read_layout(args.config_file)
+    name = _config_name(layout, args.selected_config)
+    hooks = _hook_runner(args, name)
+    with open_node(args) as driver:
+        before = driver.observe()
+        desired = _desired_on_node(layout, name, before)
+        session = ApplySession(engine=_engine(args, driver), observe=driver.observe, hooks=hooks)
+        try:
+            report = session.run(desired, config_name=name, mode_only=args.mode_only)
+        except RebootPendingError as exc:
+            print(f"migagent apply: {exc}", file=sys.stderr)
+            return EXIT_REBOOT_REQUESTED
+    _print_report(report, before)
+    if args.mode_only:
+        print("MIG mode settings applied successfully")
+    else:
+        print("MIG configuration applied successfully")
+    return 0
+
+
+# -- assert -----------------------------------------------------------------------------------------
+
+
+def _run_assert(args: argparse.Namespace) -> int:
+    _read_env_flags(args)
+    layout = read_layout(args.config_file)
+    name = _config_name(layout, args.selected_config)
+    if args.valid_config:
+        print("Selected MIG configuration is valid")
+        return 0
+    with open_node(args) as driver:
+        observation = driver.observe()
+    desired = _desired_on_node(layout, name, observation)
+    check = mode_mismatches if args.mode_only else config_mismatches
+    reasons = check(observation, desired)
+    if reasons:
+        for reason in reasons:
+            print(reason, file=sys.stderr)
+        print("Assertion failure: selected configuration not currently applied", file=sys.stderr)
+        return 1
+    if args.mode_only:
+        print("Selected MIG mode settings from configuration currently applied")
+    else:
+        print("Selected MIG configuration currently applied")
+    return 0
+
+
+# -- registration -----------------------------------------------------------------------------------
+
+
+def _layout_arguments(parser: argparse.ArgumentParser) -> None:
+    add_config_file_argument(parser)
+    add_selected_config_argument(parser)
+
+
+def _mode_only_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-m",
+        "--mode-only",
+        action="store_true",
+        help="only the MIG mode part (env MIG_PARTED_MODE_CHANGE_ONLY)",
+    )
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    register_plan(subparsers)
+    register_apply(subparsers)
+    register_assert(subparsers)
+
+
+def register_plan(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("plan", help="show the steps an apply would run, without running them")
+    _layout_arguments(parser)
+    parser.add_argument(
+        "--gpu-model",
+        action="append",
+        metavar="KEY",
+        help="plan offline on empty GPUs of these catalog models (repeatable; '2xA100-40GB' gives two)",
+    )
+    parser.add_argument("--output", choices=("text", "json"), default="text")
+    add_node_arguments(parser)
+    parser.set_defaults(handler=_run_plan)
+
+
+def register_apply(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("apply", help="make the node's MIG layout match the selected config")
+    _layout_arguments(parser)
+    parser.add_argument(
+        "-k",
+        "--hooks-file",
+        default=os.environ.get("MIG_PARTED_HOOKS_FILE"),
+        help="mig-parted hooks file (env MIG_PARTED_HOOKS_FILE)",
+    )
+    parser.add_argument(
+        "-s",
+        "--skip-reset",
+        action="store_true",
+        help="leave a MIG mode change pending instead of resetting the GPU (env MIG_PARTED_SKIP_RESET)",
+    )
+    _mode_only_argument(parser)
+    parser.add_argument(
+        "--journal-dir",
+        default=os.environ.get("MIGAGENT_JOURNAL_DIR"),
+        help=f"where progress is journaled for crash recovery (env MIGAGENT_JOURNAL_DIR; default"
+        f" {DEFAULT_JOURNAL_DIR}, or next to --state for a simulated node)",
+    )
+    parser.add_argument(
+        "--allow-reboot",
+        action="store_true",
+        help=f"reboot the node when only a reboot can activate a MIG mode change (exit {EXIT_REBOOT_REQUESTED})",
+    )
+    add_node_arguments(parser)
+    parser.set_defaults(handler=_run_apply)
+
+
+def register_assert(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("assert", help="exit 0 when the selected config is applied on the GPUs it covers")
+    _layout_arguments(parser)
+    _mode_only_argument(parser)
+    parser.add_argument(
+        "-a",
+        "--valid-config",
+        action="store_true",
+        help="only check that the file parses and the config exists (env MIG_PARTED_VALID_CONFIG)",
+    )
+    add_node_arguments(parser)
+    parser.set_defaults(handler=_run_assert)

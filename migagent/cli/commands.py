@@ -1,0 +1,20 @@
+"""The list of sub-commands, in the order `migagent --help` shows them.
+
+Each module exposes `register(subparsers)`; listing them here (rather than registering on import)
+keeps imports free of side effects.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from migagent.cli import apply, export, validate
+
+Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
+
+REGISTRARS: list[Registrar] = [
+    validate.register,
+    export.register,
+    apply.register,
+]

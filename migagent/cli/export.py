@@ -1,0 +1,42 @@
+"""`migagent export`: the node's current layout as mig-parted v1 YAML (or JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import yaml
+
+from migagent.cli.node import add_node_arguments, open_node
+from migagent.errors import MigAgentError
+from migagent.layout.export import ExportError, export_layout
+
+
+def _run(args: argparse.Namespace) -> int:
+    with open_node(args) as driver:
+        observation = driver.observe()
+    try:
+        document = export_layout(observation, label=args.config_label)
+    except ExportError as exc:
+        raise MigAgentError(str(exc)) from exc
+    if args.output_format == "json":
+        print(json.dumps(document, indent=2))
+    else:
+        print(yaml.safe_dump(document, sort_keys=False, default_flow_style=False), end="")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("export", help="print the node's current MIG layout as a mig-parted v1 file")
+    parser.add_argument(
+        "-o", "--output-format", choices=("yaml", "json"),
+        default=os.environ.get("MIG_PARTED_OUTPUT_FORMAT", "yaml"),
+    )
+    parser.add_argument(
+        "-l", "--config-label", default=os.environ.get("MIG_PARTED_CONFIG_LABEL", "current"),
+        help="name of the exported config (default: current)",
+    )
+    add_node_arguments(parser)
+    parser.set_defaults(handler=_run)
+

@@ -1,0 +1,61 @@
+"""Wiring of the node the CLI acts on: real GPUs through pynvml, or the built-in simulator.
+
+`--simulate SPEC` builds a FakeNvml node (e.g. `8xH100-80GB-SXM`); `--state FILE` keeps that node
+between commands: it is loaded when the file exists and saved back after the command, so
+`apply` followed by `assert` acts on the same simulated GPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from migagent.errors import InvalidLayoutError
+from migagent.nvml.driver import GpuDriver
+from migagent.nvml.reset import NvidiaSmiResetRunner
+from migagent.nvml.system import system_nvml
+from migagent.sim.fake_nvml import FakeNvml
+from migagent.sim.reset import SimResetRunner
+
+
+def add_node_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("node")
+    group.add_argument(
+        "--simulate",
+        metavar="SPEC",
+        default=os.environ.get("MIGAGENT_SIMULATE"),
+        help="act on a simulated node instead of real GPUs, e.g. 8xH100-80GB-SXM or 2xA100-40GB,2xA30-24GB",
+    )
+    group.add_argument(
+        "--state",
+        metavar="FILE",
+        default=os.environ.get("MIGAGENT_SIM_STATE"),
+        help="simulator state file: loaded if it exists, saved after the command",
+    )
+
+
+def _load_fake(spec: str | None, state: Path | None) -> FakeNvml:
+    if state is not None and state.exists():
+        return FakeNvml.load(state)
+    if spec is None:
+        raise InvalidLayoutError("--state FILE does not exist yet; give --simulate SPEC to create the node")
+    return FakeNvml.from_spec(spec)
+
+
+@contextmanager
+def open_node(args: argparse.Namespace) -> Iterator[GpuDriver]:
+    """Yield an initialised GpuDriver for the node selected by --simulate/--state (or real GPUs)."""
+    spec: str | None = args.simulate
+    state = Path(args.state) if args.state else None
+    if spec is None and state is None:
+        with GpuDriver(system_nvml(), reset_runner=NvidiaSmiResetRunner()) as driver:
+            yield driver
+        return
+    fake = _load_fake(spec, state)
+    with GpuDriver(fake, reset_runner=SimResetRunner(fake)) as driver:
+        yield driver
+    if state is not None:
+        fake.save(state)

@@ -1,0 +1,105 @@
+"""`migagent validate`: format, resolution and fit of layouts, per catalog GPU model, without a GPU.
+
+Entries with a device filter must resolve and fit on every model the filter matches. An entry with
+no filter is mig-parted's way of saying "wherever these profiles exist" (its default file has
+`all-1g.5gb` unfiltered), so it must fit on at least one model, and models that lack its profiles are
+listed as not applicable — unless models were named with --gpu-model, where every one must fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from migagent.catalog import GpuModel, all_models, model_by_key
+from migagent.cli.layout_args import add_config_file_argument, add_selected_config_argument, read_layout
+from migagent.errors import InvalidLayoutError, LayoutDoesNotFitError
+from migagent.layout.desired import DesiredNode
+from migagent.layout.parse import select_config
+from migagent.layout.resolve import GpuIdentity, resolve_entry
+from migagent.layout.spec import LayoutEntry, LayoutFile
+from migagent.planning.offline import empty_observation
+from migagent.planning.planner import plan
+
+
+@dataclass
+class _Verdict:
+    fits: list[str] = field(default_factory=list)
+    not_applicable: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def _identity(model: GpuModel, entry: LayoutEntry) -> GpuIdentity:
+    pci = next((p for p in model.pci_device_ids if entry.matches_pci(p, None)), model.primary_pci_device_id)
+    label = f"GPU 0 ({model.key})"
+    return GpuIdentity(index=0, pci_device_id=pci, subsystem_id=None, profiles=model.profiles, label=label)
+
+
+def _check_on_model(entry: LayoutEntry, model: GpuModel, *, config: str) -> None:
+    """Resolve the entry on an empty GPU of `model` and run the exact placement solver on it."""
+    desired = resolve_entry(entry, _identity(model, entry), config_name=config)
+    plan(empty_observation([model], mig_enabled=entry.mig_enabled), DesiredNode(gpus=(desired,)))
+
+
+def _check_entry(
+    entry: LayoutEntry, models: Sequence[GpuModel], *, config: str, strict: bool, verdict: _Verdict
+) -> None:
+    targeted = [m for m in models if any(entry.matches_pci(p, None) for p in m.pci_device_ids)]
+    where = f"mig-configs.{config}[{entry.index}]"
+    if not targeted:
+        verdict.problems.append(f"{where}: its device-filter matches none of the models checked")
+        return
+    failures: list[tuple[GpuModel, str]] = []
+    for model in targeted:
+        try:
+            _check_on_model(entry, model, config=config)
+        except LayoutDoesNotFitError as exc:
+            failures.append((model, str(exc)))
+        else:
+            verdict.fits.append(f"{where} on {model.key}")
+    lenient = not strict and not entry.device_filter and len(failures) < len(targeted)
+    for model, message in failures:
+        if lenient:
+            verdict.not_applicable.append(f"{where} on {model.key}")
+        else:
+            verdict.problems.append(message)
+
+
+def validate_layout(layout: LayoutFile, *, config: str | None, model_keys: Sequence[str] | None) -> dict[str, _Verdict]:
+    names = [config] if config is not None else list(layout.names)
+    models = [model_by_key(k) for k in model_keys] if model_keys else list(all_models())
+    verdicts: dict[str, _Verdict] = {}
+    for name in names:
+        verdict = verdicts.setdefault(name, _Verdict())
+        for entry in select_config(layout, name):
+            _check_entry(entry, models, config=name, strict=bool(model_keys), verdict=verdict)
+    return verdicts
+
+
+def _run(args: argparse.Namespace) -> int:
+    layout = read_layout(args.config_file)
+    verdicts = validate_layout(layout, config=args.selected_config, model_keys=args.gpu_model)
+    problems = [p for v in verdicts.values() for p in v.problems]
+    for name, verdict in verdicts.items():
+        state = "INVALID" if verdict.problems else "ok"
+        models = sorted({f.rsplit(" on ", 1)[1] for f in verdict.fits})
+        print(f"{name}: {state}; fits on {', '.join(models) if models else 'no model'}")
+        if args.verbose and verdict.not_applicable:
+            print(f"  not applicable (profiles not offered): {'; '.join(verdict.not_applicable)}")
+    if problems:
+        raise InvalidLayoutError(f"{layout.path}: {len(problems)} problem(s):\n" + "\n".join(problems))
+    print(f"{layout.path}: {len(verdicts)} config(s) valid")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("validate", help="check a layout file's format, resolution and fit, offline")
+    add_config_file_argument(parser)
+    add_selected_config_argument(parser)
+    parser.add_argument(
+        "--gpu-model", action="append", metavar="KEY",
+        help="catalog model to check on (repeatable; default: every model the filters match)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="also list models an entry does not apply to")
+    parser.set_defaults(handler=_run)

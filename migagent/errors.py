@@ -1,0 +1,47 @@
+"""Error classes, by what the caller should do about them.
+
+Errors are classified where they enter (the NVML driver, the Kubernetes adapter, the layout
+parser) and raised `from` their cause, so the state machine branches on a type, not a string.
+"""
+
+from __future__ import annotations
+
+
+class MigAgentError(Exception):
+    """Base of every error migagent raises on purpose."""
+
+
+class PermanentError(MigAgentError):
+    """Retrying the same operation will not help; the attempt fails with this reason."""
+
+
+class TransientError(MigAgentError):
+    """Worth retrying after a delay (seconds)."""
+
+    def __init__(self, message: str, *, delay: float = 1.0) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+class InUseError(PermanentError):
+    """A GPU, GI or CI is held by a process or client; it must be freed before retrying."""
+
+
+class InsufficientResourcesError(PermanentError):
+    """NVML found no room for an instance: the plan does not match the GPU; re-observe and re-plan."""
+
+
+class ResetRequiredError(PermanentError):
+    """A MIG mode change needs a GPU reset (or a reboot where reset is not supported)."""
+
+
+class NotSupportedError(PermanentError):
+    """The GPU or driver does not support the operation."""
+
+
+class InvalidLayoutError(PermanentError):
+    """A layout file or selection that cannot be used; the message names file, config, entry and field."""
+
+
+class LayoutDoesNotFitError(PermanentError):
+    """A well-formed layout that cannot be realised on a GPU; the message names the GPU and what fails."""

@@ -1,0 +1,87 @@
+"""Turn what a node has into a mig-parted v1 layout (the `export` verb).
+
+Same shape as mig-parted's export (reference/mig-parted-contract.md §1.8): one entry per GPU
+(device-filter, devices [i], mig-enabled, mig-devices counted by CI profile name), then entries
+that differ only by GPU index are merged; the filter is dropped when the node has one model, and
+`devices` becomes `all` when an entry covers every GPU.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from migagent.catalog.model import ProfileTable
+from migagent.layout.observed import Observation, ObservedGi, ObservedGpu
+from migagent.layout.profile import ci_profile_name
+from migagent.layout.spec import format_pci_id
+
+
+class ExportError(ValueError):
+    """A GPU whose instances cannot be named (no profile table, unknown profile ids)."""
+
+
+def _gi_counts(gpu: ObservedGpu, table: ProfileTable, gi: ObservedGi) -> Counter[str]:
+    gi_profile = table.gi_profile(gi.profile_id)
+    if gi_profile is None:
+        raise ExportError(f"GPU {gpu.index} ({gpu.name}): GI {gi.id} has profile id {gi.profile_id}, unknown")
+    counts: Counter[str] = Counter()
+    for ci in gi.compute_instances:
+        ci_profile = gi_profile.ci_profile(ci.profile_id)
+        if ci_profile is None:
+            raise ExportError(
+                f"GPU {gpu.index} ({gpu.name}): CI {ci.id} of GI {gi.id} has profile id {ci.profile_id}, unknown"
+            )
+        counts[str(ci_profile_name(gi_profile, ci_profile, table))] += 1
+    return counts
+
+
+def _mig_devices(gpu: ObservedGpu) -> dict[str, int]:
+    if not gpu.gpu_instances:
+        return {}
+    if gpu.profiles is None:
+        raise ExportError(f"GPU {gpu.index} ({gpu.name}): MIG instances exist but no profile table is known")
+    counts: Counter[str] = Counter()
+    for gi in gpu.gpu_instances:
+        counts.update(_gi_counts(gpu, gpu.profiles, gi))
+    return dict(sorted(counts.items()))
+
+
+@dataclass
+class _Entry:
+    pci_device_id: int
+    devices: list[int]
+    mig_enabled: bool
+    mig_devices: dict[str, int]
+
+
+def export_layout(observation: Observation, *, label: str = "current") -> dict[str, Any]:
+    """The node's current layout as a mig-parted v1 document (a plain dict, ready for YAML or JSON)."""
+    entries: list[_Entry] = []
+    for gpu in sorted(observation.gpus, key=lambda g: g.index):
+        if not gpu.mig_capable:
+            continue
+        enabled = gpu.mig_current
+        devices = _mig_devices(gpu) if enabled else {}
+        for entry in entries:
+            if (entry.pci_device_id, entry.mig_enabled, entry.mig_devices) == (gpu.pci_device_id, enabled, devices):
+                entry.devices.append(gpu.index)
+                break
+        else:
+            entries.append(_Entry(gpu.pci_device_id, [gpu.index], enabled, devices))
+    models = {e.pci_device_id for e in entries}
+    gpus_per_model = Counter(g.pci_device_id for g in observation.gpus if g.mig_capable)
+    return {"version": "v1", "mig-configs": {label: [_render(e, models, gpus_per_model) for e in entries]}}
+
+
+def _render(entry: _Entry, models: set[int], gpus_per_model: Counter[int]) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    if len(models) > 1:
+        doc["device-filter"] = format_pci_id(entry.pci_device_id)
+    covers_all = len(entry.devices) == gpus_per_model[entry.pci_device_id]
+    doc["devices"] = "all" if covers_all else entry.devices
+    doc["mig-enabled"] = entry.mig_enabled
+    if entry.mig_enabled:
+        doc["mig-devices"] = entry.mig_devices
+    return doc

@@ -1,0 +1,272 @@
+"""Read mig-parted v1 layout files strictly (reference/mig-parted-contract.md §1.1-1.5).
+
+Every problem in a file is collected and reported at once, one per line, each naming the file and
+the path to the field (`layouts.yaml: mig-configs.all-balanced[1].devices: ...`) and saying what
+would be valid. Two deliberate differences from mig-parted: an unparseable `device-filter` is an
+error (mig-parted silently drops the entry), and keys written twice are an error.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Literal, TypeGuard
+
+from migagent.errors import InvalidLayoutError
+from migagent.layout.profile import MigProfile, ProfileNameError
+from migagent.layout.spec import ALL_DEVICES, LayoutEntry, LayoutFile, PciFilter, PciFilterError, parse_pci_filter
+from migagent.layout.strict_yaml import YamlSyntaxError, load_strict, path_part
+
+SUPPORTED_VERSION = "v1"
+TOP_LEVEL_FIELDS = ("version", "mig-configs")
+ENTRY_FIELDS = ("devices", "device-filter", "mig-enabled", "mig-devices")
+_MISSING = object()
+_FILTER_HINT = 'expected "0xDDDDVVVV" or "0xDDDDVVVV:0xSSSSVVVV" (device+vendor[:subsystem]), e.g. "0x20B710DE"'
+
+
+class _Problems:
+    """Collects every error in one file, so a user fixes them in one pass."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.lines: list[str] = []
+
+    def add(self, path: str, message: str) -> None:
+        self.lines.append(f"{self.source}: {path}: {message}" if path else f"{self.source}: {message}")
+
+    def raise_if_any(self) -> None:
+        if self.lines:
+            raise InvalidLayoutError("\n".join(self.lines))
+
+
+def parse_layout(text: str, *, source: str) -> LayoutFile:
+    """Parse the text of a layout file; `source` names it in messages. Raises `InvalidLayoutError`."""
+    problems = _Problems(source)
+    try:
+        data, duplicates = load_strict(text)
+    except YamlSyntaxError as exc:
+        raise InvalidLayoutError(f"{source}: {exc}") from exc
+    for dup in duplicates:
+        lines = " and ".join(str(line) for line in dup.lines)
+        problems.add(dup.path, f"key '{dup.key}' appears more than once (lines {lines}); write each key once")
+    configs = _read_document(data, problems)
+    problems.raise_if_any()
+    return LayoutFile(path=source, configs=configs)
+
+
+def load_layout_file(path: str | Path) -> LayoutFile:
+    """Read and parse a layout file from disk (the CLI handles `-` for stdin)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidLayoutError(f"{path}: cannot read layout file: {exc}") from exc
+    return parse_layout(text, source=str(path))
+
+
+def select_config(layout: LayoutFile, name: str | None) -> tuple[LayoutEntry, ...]:
+    """The entries of config `name`; `None` is allowed only when the file holds exactly one config."""
+    available = ", ".join(layout.names)
+    if name is None:
+        if len(layout.configs) == 1:
+            return next(iter(layout.configs.values()))
+        raise InvalidLayoutError(
+            f"{layout.path}: no config selected and the file holds {len(layout.configs)}; "
+            f"choose one of: {available}"
+        )
+    if name not in layout.configs:
+        raise InvalidLayoutError(
+            f"{layout.path}: selected mig-config not present: {name}; available configs: {available}"
+        )
+    return layout.configs[name]
+
+
+def _show(value: object) -> str:
+    """A value as the user wrote it, near enough: JSON spelling, shortened."""
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _bool_hint(value: object) -> str:
+    if isinstance(value, bool):
+        return " (YAML reads unquoted yes/no/on/off/true/false as booleans)"
+    return ""
+
+
+def _unknown_fields(
+    mapping: dict[object, object], *, path: str, allowed: tuple[str, ...], problems: _Problems
+) -> None:
+    for key in mapping:
+        if key in allowed:
+            continue
+        close = difflib.get_close_matches(str(key), allowed, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        problems.add(path, f"unexpected field {_show(key)}; {hint}valid fields here: {', '.join(allowed)}")
+
+
+def _read_document(data: object, problems: _Problems) -> dict[str, tuple[LayoutEntry, ...]]:
+    if data is None:
+        problems.add("", "the file is empty; expected 'version: v1' and a 'mig-configs' mapping")
+        return {}
+    if not isinstance(data, dict):
+        problems.add("", f"expected a mapping with 'version' and 'mig-configs' at the top, got {_show(data)}")
+        return {}
+    _unknown_fields(data, path="", allowed=TOP_LEVEL_FIELDS, problems=problems)
+    version = data.get("version", _MISSING)
+    if version is _MISSING:
+        problems.add("version", f"missing; expected version: {SUPPORTED_VERSION}")
+    elif version != SUPPORTED_VERSION:
+        problems.add("version", f"unknown version {_show(version)}; expected version: {SUPPORTED_VERSION}")
+    return _read_configs(data.get("mig-configs", _MISSING), problems)
+
+
+def _read_configs(value: object, problems: _Problems) -> dict[str, tuple[LayoutEntry, ...]]:
+    path = "mig-configs"
+    expected = "expected a mapping of config name -> list of entries"
+    if value is _MISSING:
+        problems.add(path, f"missing; {expected}")
+        return {}
+    if not isinstance(value, dict):
+        problems.add(path, f"{expected}, got {_show(value)}")
+        return {}
+    if not value:
+        problems.add(path, f"at least one config is required; {expected}")
+    configs: dict[str, tuple[LayoutEntry, ...]] = {}
+    for name, entries in value.items():
+        if not isinstance(name, str):
+            problems.add(path, f"config name {_show(name)} must be a string; quote it{_bool_hint(name)}")
+            continue
+        configs[name] = _read_entries(entries, path=f"{path}.{path_part(name)}", problems=problems)
+    return configs
+
+
+def _read_entries(value: object, *, path: str, problems: _Problems) -> tuple[LayoutEntry, ...]:
+    if not isinstance(value, list) or not value:
+        problems.add(path, f"expected a non-empty list of entries (at least one is required), got {_show(value)}")
+        return ()
+    entries = (_read_entry(raw, index=i, path=f"{path}[{i}]", problems=problems) for i, raw in enumerate(value))
+    return tuple(entry for entry in entries if entry is not None)
+
+
+def _read_entry(raw: object, *, index: int, path: str, problems: _Problems) -> LayoutEntry | None:
+    if not isinstance(raw, dict):
+        problems.add(path, f"expected a mapping with {', '.join(ENTRY_FIELDS)}, got {_show(raw)}")
+        return None
+    before = len(problems.lines)
+    _unknown_fields(raw, path=path, allowed=ENTRY_FIELDS, problems=problems)
+    devices = _read_devices(raw.get("devices", _MISSING), path=f"{path}.devices", problems=problems)
+    device_filter = _read_filter(raw.get("device-filter", _MISSING), path=f"{path}.device-filter", problems=problems)
+    enabled = _read_enabled(raw.get("mig-enabled", _MISSING), path=f"{path}.mig-enabled", problems=problems)
+    mig_devices = _read_mig_devices(
+        raw.get("mig-devices", _MISSING), enabled=enabled, path=f"{path}.mig-devices", problems=problems
+    )
+    if len(problems.lines) > before or devices is None or enabled is None:
+        return None
+    return LayoutEntry(
+        index=index, devices=devices, device_filter=device_filter, mig_enabled=enabled, mig_devices=mig_devices
+    )
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    # YAML `true` is a Python bool, which is also an int; a count or index must be a real integer.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _read_devices(
+    value: object, *, path: str, problems: _Problems
+) -> Literal["all"] | tuple[int, ...] | None:
+    expected = 'expected "all" or a non-empty list of GPU indices such as [0, 1]'
+    if value is _MISSING:
+        problems.add(path, f"missing; {expected}")
+        return None
+    if value == ALL_DEVICES:
+        return ALL_DEVICES
+    if not isinstance(value, list) or not value:
+        problems.add(path, f"{expected}, got {_show(value)}")
+        return None
+    bad = [(i, item) for i, item in enumerate(value) if not _is_int(item) or item < 0]
+    for i, item in bad:
+        problems.add(f"{path}[{i}]", f"expected a GPU index (an integer >= 0), got {_show(item)}")
+    return None if bad else tuple(value)
+
+
+def _read_filter(value: object, *, path: str, problems: _Problems) -> tuple[PciFilter, ...]:
+    if value is _MISSING:
+        return ()
+    if not isinstance(value, list):
+        parsed = _read_filter_item(value, path=path, problems=problems)
+        return () if parsed is None else (parsed,)
+    if not value:
+        problems.add(path, f"expected a PCI id string or a non-empty list of them; {_FILTER_HINT}; got []")
+        return ()
+    items = [_read_filter_item(item, path=f"{path}[{i}]", problems=problems) for i, item in enumerate(value)]
+    return tuple(item for item in items if item is not None)
+
+
+def _read_filter_item(value: object, *, path: str, problems: _Problems) -> PciFilter | None:
+    if _is_int(value):
+        problems.add(path, f"YAML read an unquoted number ({value}); quote the PCI id: {_FILTER_HINT}")
+        return None
+    if not isinstance(value, str):
+        problems.add(path, f"expected a PCI id string or a list of them; {_FILTER_HINT}; got {_show(value)}")
+        return None
+    try:
+        return parse_pci_filter(value)
+    except PciFilterError as exc:
+        problems.add(path, f"invalid PCI id filter: {exc}; {_FILTER_HINT}")
+        return None
+
+
+def _read_enabled(value: object, *, path: str, problems: _Problems) -> bool | None:
+    if value is _MISSING:
+        problems.add(path, "missing; expected true or false")
+        return None
+    if not isinstance(value, bool):
+        problems.add(path, f"expected true or false, got {_show(value)}")
+        return None
+    return value
+
+
+def _read_mig_devices(
+    value: object, *, enabled: bool | None, path: str, problems: _Problems
+) -> tuple[tuple[MigProfile, int], ...]:
+    expected = 'expected a mapping of MIG profile -> count, e.g. {"1g.10gb": 7}, or {} for no instances'
+    if value is _MISSING or (value is None and enabled is False):
+        if enabled is True:
+            problems.add(path, f"missing; required when mig-enabled is true; {expected}")
+        return ()
+    if not isinstance(value, dict):
+        problems.add(path, f"{expected}, got {_show(value)}")
+        return ()
+    if value and enabled is False:
+        problems.add(path, "must be absent or {} when mig-enabled is false")
+        return ()
+    counts = _read_counts(value, path=path, problems=problems)
+    if counts and all(count == 0 for _, count in counts):
+        problems.add(path, "all counts are 0; give a profile a count above 0, or write {} for no instances")
+    return counts
+
+
+def _read_counts(
+    value: dict[object, object], *, path: str, problems: _Problems
+) -> tuple[tuple[MigProfile, int], ...]:
+    counts: list[tuple[MigProfile, int]] = []
+    first_spelling: dict[MigProfile, str] = {}
+    for key, count in value.items():
+        if not isinstance(key, str):
+            problems.add(path, f"profile name {_show(key)} must be a string such as \"1g.10gb\"")
+            continue
+        try:
+            profile = MigProfile.parse(key)
+        except ProfileNameError as exc:
+            problems.add(path, str(exc))
+            continue
+        if not _is_int(count) or count < 0:
+            problems.add(path, f"profile {key!r}: count must be an integer >= 0, got {_show(count)}")
+            continue
+        if profile in first_spelling:
+            problems.add(path, f"profile {key!r} is the same profile as {first_spelling[profile]!r}; list it once")
+            continue
+        first_spelling[profile] = key
+        counts.append((profile, count))
+    return tuple(counts)

@@ -1,0 +1,160 @@
+"""Apply a config's entries to a node's GPUs, as mig-parted does (reference/mig-parted-contract.md §1.4-1.5).
+
+For each entry in file order, every GPU whose index is in `devices` and whose PCI id matches the
+filter is selected; a later entry replaces an earlier one for the same GPU; GPUs no entry selects
+are absent from the result and left untouched. Each profile name is resolved against the selected
+GPU's *own* profile table (mixed nodes), never against GPU 0's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from migagent.catalog import GpuModel, ProfileTable, all_models, model_by_key
+from migagent.errors import LayoutDoesNotFitError
+from migagent.layout.desired import DesiredGi, DesiredGpu, DesiredNode
+from migagent.layout.observed import ObservedGpu
+from migagent.layout.packing import (
+    ProfileNotOfferedError,
+    ResolvedProfile,
+    fit_problems,
+    flatten,
+    pack_compute_instances,
+    resolve_profile,
+)
+from migagent.layout.parse import select_config
+from migagent.layout.spec import LayoutEntry, LayoutFile
+from migagent.layout.strict_yaml import path_part
+
+_NO_PROFILES = ProfileTable(total_memory_mb=0, memory_slices=0, compute_slices=0, gi_profiles=())
+
+
+@dataclass(frozen=True)
+class GpuIdentity:
+    """What entry selection and profile resolution need to know about one GPU."""
+
+    index: int
+    pci_device_id: int
+    subsystem_id: int | None
+    profiles: ProfileTable
+    label: str
+
+
+def identity_of(gpu: ObservedGpu) -> GpuIdentity:
+    """The identity of an observed GPU. A GPU without MIG gets an empty profile table.
+
+    A GPU whose PCI subsystem id is unknown matches only filters without a `:0xSSSSVVVV` qualifier.
+    """
+    return GpuIdentity(
+        index=gpu.index,
+        pci_device_id=gpu.pci_device_id,
+        subsystem_id=gpu.pci_subsystem_id,
+        profiles=gpu.profiles if gpu.profiles is not None else _NO_PROFILES,
+        label=f"GPU {gpu.index} ({gpu.name})",
+    )
+
+
+def resolve_config(layout: LayoutFile, name: str | None, gpus: Sequence[GpuIdentity]) -> DesiredNode:
+    """Select config `name` (see `select_config`) and resolve it for these GPUs."""
+    entries = select_config(layout, name)
+    config_name = name if name is not None else layout.names[0]
+    return resolve_entries(entries, gpus, config_name=config_name)
+
+
+def resolve_entries(
+    entries: Sequence[LayoutEntry], gpus: Sequence[GpuIdentity], *, config_name: str
+) -> DesiredNode:
+    """Targets for the GPUs the entries select; every problem on every GPU is reported together."""
+    # Keyed by position, not index: offline identities of several models may all be GPU 0.
+    winners: dict[int, LayoutEntry] = {}
+    for entry in entries:
+        for position, gpu in enumerate(gpus):
+            if entry.selects(gpu_index=gpu.index, pci_device_id=gpu.pci_device_id, subsystem_id=gpu.subsystem_id):
+                winners[position] = entry
+    desired: list[DesiredGpu] = []
+    errors: list[str] = []
+    for position, winner in sorted(winners.items(), key=lambda item: gpus[item[0]].index):
+        try:
+            desired.append(resolve_entry(winner, gpus[position], config_name=config_name))
+        except LayoutDoesNotFitError as exc:
+            errors.append(str(exc))
+    if errors:
+        raise LayoutDoesNotFitError("\n".join(errors))
+    return DesiredNode(gpus=tuple(desired))
+
+
+def resolve_entry(entry: LayoutEntry, gpu: GpuIdentity, *, config_name: str) -> DesiredGpu:
+    """What one entry asks of one GPU, ignoring whether the entry selects it."""
+    if not entry.mig_enabled:
+        return DesiredGpu(index=gpu.index, mig_enabled=False, config_name=config_name)
+    where = f"mig-configs.{path_part(config_name)}[{entry.index}]"
+    resolved: list[tuple[ResolvedProfile, int]] = []
+    errors: list[str] = []
+    for profile, count in entry.requested:
+        try:
+            resolved.append((resolve_profile(profile, gpu.profiles), count))
+        except ProfileNotOfferedError as exc:
+            errors.append(f"{gpu.label}: profile '{profile}' in {where} is not offered; {exc}")
+    if errors:
+        raise LayoutDoesNotFitError("\n".join(errors))
+    packed = pack_compute_instances(flatten(resolved))
+    problems = fit_problems(packed, gpu.profiles)
+    if problems:
+        raise LayoutDoesNotFitError("\n".join(f"{gpu.label}: {where} {p}" for p in problems))
+    instances = tuple(DesiredGi(p.gi.id, tuple(sorted(ci.id for ci in p.cis))) for p in packed)
+    return DesiredGpu(index=gpu.index, mig_enabled=True, gpu_instances=instances, config_name=config_name)
+
+
+def validate_entries(
+    entries: Sequence[LayoutEntry], gpus: Sequence[GpuIdentity], *, config_name: str
+) -> None:
+    """Offline check: resolve every entry on every GPU its filter targets, ignoring `devices`.
+
+    Unlike `resolve_entries`, an entry that a later one overrides is still checked, and an entry
+    for GPU 3 is checked on an offline identity numbered 0.
+    """
+    errors: list[str] = []
+    for entry in entries:
+        for gpu in gpus:
+            if not entry.matches_pci(gpu.pci_device_id, gpu.subsystem_id):
+                continue
+            try:
+                resolve_entry(entry, gpu, config_name=config_name)
+            except LayoutDoesNotFitError as exc:
+                errors.append(str(exc))
+    if errors:
+        raise LayoutDoesNotFitError("\n".join(errors))
+
+
+def models_targeted_by(entry: LayoutEntry) -> tuple[GpuModel, ...]:
+    """Catalog models with a PCI id the entry's filter matches (all of them when it has no filter)."""
+    return tuple(m for m in all_models() if any(entry.matches_pci(pci, None) for pci in m.pci_device_ids))
+
+
+def offline_identities(
+    model_keys: Sequence[str] | None, entries: Sequence[LayoutEntry]
+) -> tuple[GpuIdentity, ...]:
+    """One GPU 0 per catalog model: the named models, or else every model the entries target.
+
+    The PCI id is the model's first id that some entry's filter matches (so a filter naming only an
+    H800 id still selects the H100 model it shares a table with), else its primary id. Unknown keys
+    raise `UnknownGpuModelError`, whose message lists the valid ones.
+    """
+    if model_keys is None:
+        targeted = {m.key for entry in entries for m in models_targeted_by(entry)}
+        models: Sequence[GpuModel] = [m for m in all_models() if m.key in targeted]
+    else:
+        models = [model_by_key(key) for key in model_keys]
+    return tuple(_offline_identity(model, entries) for model in models)
+
+
+def _offline_identity(model: GpuModel, entries: Sequence[LayoutEntry]) -> GpuIdentity:
+    matched = (pci for pci in model.pci_device_ids if any(e.matches_pci(pci, None) for e in entries))
+    return GpuIdentity(
+        index=0,
+        pci_device_id=next(matched, model.primary_pci_device_id),
+        subsystem_id=None,
+        profiles=model.profiles,
+        label=f"GPU 0 ({model.key})",
+    )

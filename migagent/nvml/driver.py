@@ -1,0 +1,206 @@
+"""`GpuDriver`: everything migagent does to GPUs, over the pynvml function surface.
+
+Every public method re-acquires the device handle by index: GI/CI/MIG handles and even device
+handles are invalidated by a reset or a mode change, so none is kept between calls. Profile
+tables are cached per (GPU UUID, current MIG mode), since NVML documents them as immutable for the
+lifetime of a MIG mode; observations never are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from ctypes import byref
+from types import TracebackType
+
+import pynvml
+
+from migagent.catalog import Placement, ProfileTable
+from migagent.errors import NotSupportedError, PermanentError
+from migagent.layout.observed import Observation, ObservedGi, ObservedGpu
+from migagent.nvml.device import Device, acquire, mode_change_needs_reset, read_mig_mode
+from migagent.nvml.errors import classify, nvml_call, nvml_error_name
+from migagent.nvml.lib import Handle, NvmlLib
+from migagent.nvml.mode import ModeActivation, activation_of
+from migagent.nvml.observe import read_gpu_instances
+from migagent.nvml.profiles import read_profile_table
+from migagent.nvml.reset import ResetRunner
+
+_INSTANCE_GONE = frozenset({pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_ERROR_INVALID_ARGUMENT})
+_NODE = "node"
+
+
+class GpuDriver:
+    def __init__(self, lib: NvmlLib, *, reset_runner: ResetRunner) -> None:
+        self._lib = lib
+        self._reset_runner = reset_runner
+        self._profile_tables: dict[tuple[str, bool], ProfileTable] = {}
+
+    def __enter__(self) -> GpuDriver:
+        with nvml_call("nvmlInit", _NODE):
+            self._lib.nvmlInit()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        with nvml_call("nvmlShutdown", _NODE):
+            self._lib.nvmlShutdown()
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def observe(self) -> Observation:
+        """A fresh read of every GPU: identity, MIG mode, GIs at their placements, CIs, processes."""
+        with nvml_call("nvmlDeviceGetCount", _NODE):
+            count = self._lib.nvmlDeviceGetCount()
+        return Observation(gpus=tuple(self._observe_gpu(index) for index in range(count)))
+
+    def profile_table(self, gpu: int) -> ProfileTable:
+        device = acquire(self._lib, gpu)
+        mode = read_mig_mode(self._lib, device)
+        if mode is None:
+            raise NotSupportedError(f"{device.label} is not MIG capable (nvmlDeviceGetMigMode: NOT_SUPPORTED)")
+        table = self._table(device, uuid=self._uuid(device), mig_enabled=mode[0])
+        if table is None:
+            raise NotSupportedError(_no_table_message(device, mig_enabled=mode[0]))
+        return table
+
+    def _observe_gpu(self, index: int) -> ObservedGpu:
+        device = acquire(self._lib, index)
+        uuid = self._uuid(device)
+        with nvml_call("nvmlDeviceGetName", device.label):
+            name = str(self._lib.nvmlDeviceGetName(device.handle))
+        mode = read_mig_mode(self._lib, device)
+        current, pending = mode if mode is not None else (False, False)
+        table = self._table(device, uuid=uuid, mig_enabled=current) if mode is not None else None
+        gpu_instances: tuple[ObservedGi, ...] = ()
+        if current:
+            if table is None:
+                raise NotSupportedError(_no_table_message(device, mig_enabled=True))
+            gpu_instances = read_gpu_instances(self._lib, device, table)
+        return ObservedGpu(
+            index=index,
+            uuid=uuid,
+            name=name,
+            pci_bus_id=device.pci_bus_id,
+            pci_device_id=device.pci_device_id,
+            mig_capable=mode is not None,
+            mig_current=current,
+            mig_pending=pending,
+            gpu_instances=gpu_instances,
+            profiles=table,
+            mode_change_needs_reset=mode_change_needs_reset(device.pci_device_id),
+        )
+
+    def _uuid(self, device: Device) -> str:
+        with nvml_call("nvmlDeviceGetUUID", device.label):
+            return str(self._lib.nvmlDeviceGetUUID(device.handle))
+
+    def _table(self, device: Device, *, uuid: str, mig_enabled: bool) -> ProfileTable | None:
+        key = (uuid, mig_enabled)
+        if key not in self._profile_tables:
+            table = read_profile_table(self._lib, device, mig_enabled=mig_enabled)
+            if table is None:
+                return None
+            self._profile_tables[key] = table
+        return self._profile_tables[key]
+
+    # --- MIG mode and reset --------------------------------------------------------------------
+
+    def set_mig_mode(self, gpu: int, *, enabled: bool) -> ModeActivation:
+        device = acquire(self._lib, gpu)
+        wanted = pynvml.NVML_DEVICE_MIG_ENABLE if enabled else pynvml.NVML_DEVICE_MIG_DISABLE
+        what = f"nvmlDeviceSetMigMode({'enable' if enabled else 'disable'})"
+        with nvml_call(what, device.label):
+            status = int(self._lib.nvmlDeviceSetMigMode(device.handle, wanted))
+        mode = read_mig_mode(self._lib, device)
+        if mode is None:
+            raise NotSupportedError(f"{device.label} is not MIG capable (nvmlDeviceGetMigMode: NOT_SUPPORTED)")
+        return activation_of(status, mode=mode, enabled=enabled, what=what, gpu_label=device.label)
+
+    def reset_gpu(self, gpu: int) -> None:
+        """Reset one GPU (destroys its GIs/CIs, applies a pending mode). Invalidates every handle."""
+        device = acquire(self._lib, gpu)
+        self._reset_runner.reset(device.pci_bus_id)
+
+    # --- instances -----------------------------------------------------------------------------
+
+    def create_gpu_instance(self, gpu: int, *, profile_id: int, placement: Placement) -> int:
+        device = acquire(self._lib, gpu)
+        # pynvml passes `placement` straight to a `const nvmlGpuInstancePlacement_t*` parameter.
+        placement_struct = pynvml.c_nvmlGpuInstancePlacement_t(placement.start, placement.size)
+        what = f"nvmlDeviceCreateGpuInstanceWithPlacement(profile {profile_id} at {placement})"
+        with nvml_call(what, device.label):
+            gi = self._lib.nvmlDeviceCreateGpuInstanceWithPlacement(device.handle, profile_id, byref(placement_struct))
+        with nvml_call(f"nvmlGpuInstanceGetInfo(new GI of profile {profile_id})", device.label):
+            return int(self._lib.nvmlGpuInstanceGetInfo(gi).id)
+
+    def create_compute_instance(
+        self, gpu: int, *, gi_id: int, profile_id: int, placement: Placement | None = None
+    ) -> int:
+        device = acquire(self._lib, gpu)
+        gi = self._gpu_instance(device, gi_id)
+        if placement is None:
+            with nvml_call(f"nvmlGpuInstanceCreateComputeInstance(GI {gi_id}, profile {profile_id})", device.label):
+                ci = self._lib.nvmlGpuInstanceCreateComputeInstance(gi, profile_id)
+        else:
+            placement_struct = pynvml.c_nvmlComputeInstancePlacement_t(placement.start, placement.size)
+            what = f"nvmlGpuInstanceCreateComputeInstanceWithPlacement(GI {gi_id}, profile {profile_id} at {placement})"
+            with nvml_call(what, device.label):
+                ci = self._lib.nvmlGpuInstanceCreateComputeInstanceWithPlacement(
+                    gi, profile_id, byref(placement_struct)
+                )
+        with nvml_call(f"nvmlComputeInstanceGetInfo(new CI in GI {gi_id})", device.label):
+            return int(self._lib.nvmlComputeInstanceGetInfo(ci).id)
+
+    def destroy_compute_instance(self, gpu: int, *, gi_id: int, ci_id: int) -> None:
+        device = acquire(self._lib, gpu)
+        gi = self._gpu_instance(device, gi_id)
+        ci = _lookup(
+            lambda: self._lib.nvmlGpuInstanceGetComputeInstanceById(gi, ci_id),
+            what=f"nvmlGpuInstanceGetComputeInstanceById(GI {gi_id}, CI {ci_id})",
+            missing=f"compute instance {ci_id} of GPU instance {gi_id}",
+            device=device,
+        )
+        with nvml_call(f"nvmlComputeInstanceDestroy(GI {gi_id}, CI {ci_id})", device.label):
+            self._lib.nvmlComputeInstanceDestroy(ci)
+
+    def destroy_gpu_instance(self, gpu: int, *, gi_id: int) -> None:
+        device = acquire(self._lib, gpu)
+        gi = self._gpu_instance(device, gi_id)
+        with nvml_call(f"nvmlGpuInstanceDestroy(GI {gi_id})", device.label):
+            self._lib.nvmlGpuInstanceDestroy(gi)
+
+    def _gpu_instance(self, device: Device, gi_id: int) -> Handle:
+        return _lookup(
+            lambda: self._lib.nvmlDeviceGetGpuInstanceById(device.handle, gi_id),
+            what=f"nvmlDeviceGetGpuInstanceById({gi_id})",
+            missing=f"GPU instance {gi_id}",
+            device=device,
+        )
+
+
+def _lookup(call: Callable[[], Handle], *, what: str, missing: str, device: Device) -> Handle:
+    """A GI/CI handle by id. A missing instance is an error here: the engine checks `is_done` first."""
+    try:
+        return call()
+    except pynvml.NVMLError as exc:
+        code = int(exc.value)
+        if code in _INSTANCE_GONE:
+            raise PermanentError(
+                f"{device.label}: {missing} does not exist ({what} answered {nvml_error_name(code)}); "
+                "re-observe the GPU before acting on it"
+            ) from exc
+        raise classify(exc, what=what, gpu_label=device.label) from exc
+
+
+def _no_table_message(device: Device, *, mig_enabled: bool) -> str:
+    if mig_enabled:
+        return f"{device.label}: NVML reports no GPU instance profiles although MIG mode is enabled"
+    return (
+        f"{device.label}: this driver answers no MIG profile queries while MIG mode is disabled and "
+        f"the catalog has no model with PCI device id {device.pci_device_id:#010x}; "
+        "enable MIG mode first, or add the model to the catalog"
+    )

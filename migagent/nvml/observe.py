@@ -1,0 +1,149 @@
+"""Read the GPU instances, compute instances and MIG devices of one MIG-enabled GPU.
+
+Placements always come from `nvmlGpuInstanceGetInfo().placement`, never from the GI id: the id is
+a chip-dependent function of the placement (reference/nvml-mig.md §5.5, standard vs xor4 maps).
+MIG UUIDs and processes come from walking the MIG device handles, not from
+`nvmlComputeInstanceGetInfo().device`, which is the parent GPU (reference §1.4).
+"""
+
+from __future__ import annotations
+
+from ctypes import byref, c_uint
+from dataclasses import dataclass
+from functools import partial
+
+import pynvml
+
+from migagent.catalog import Placement, ProfileTable
+from migagent.layout.observed import ObservedCi, ObservedGi, ObservedProcess
+from migagent.nvml.device import Device
+from migagent.nvml.errors import nvml_call, nvml_probe
+from migagent.nvml.lib import Handle, NvmlLib
+from migagent.nvml.profiles import PROFILE_ABSENT
+
+_NO_MIG_DEVICE = frozenset({pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_ERROR_INVALID_ARGUMENT})
+
+
+@dataclass(frozen=True)
+class MigDevice:
+    """What a MIG device handle tells about one compute instance."""
+
+    uuid: str
+    processes: tuple[ObservedProcess, ...]
+
+
+def read_gpu_instances(lib: NvmlLib, device: Device, table: ProfileTable) -> tuple[ObservedGi, ...]:
+    mig_devices = read_mig_devices(lib, device)
+    gis = [
+        _observe_gi(lib, device, gi_handle, mig_devices)
+        for profile in table.gi_profiles
+        for gi_handle in _gpu_instances_of(lib, device, profile.id, capacity=profile.max_instances)
+    ]
+    return tuple(sorted(gis, key=lambda gi: gi.placement))
+
+
+def read_mig_devices(lib: NvmlLib, device: Device) -> dict[tuple[int, int], MigDevice]:
+    """(GI id, CI id) -> MIG device, for every MIG device handle of the GPU."""
+    with nvml_call("nvmlDeviceGetMaxMigDeviceCount", device.label):
+        max_count = lib.nvmlDeviceGetMaxMigDeviceCount(device.handle)
+    found: dict[tuple[int, int], MigDevice] = {}
+    for index in range(max_count):
+        handle = nvml_probe(
+            partial(lib.nvmlDeviceGetMigDeviceHandleByIndex, device.handle, index),
+            absent=_NO_MIG_DEVICE,
+            what=f"nvmlDeviceGetMigDeviceHandleByIndex({index})",
+            gpu_label=device.label,
+        )
+        if handle is not None:
+            key, mig_device = _read_mig_device(lib, device, handle, index)
+            found[key] = mig_device
+    return found
+
+
+def _read_mig_device(lib: NvmlLib, device: Device, handle: Handle, index: int) -> tuple[tuple[int, int], MigDevice]:
+    with nvml_call(f"reading MIG device {index} (GI/CI id, UUID, processes)", device.label):
+        gi_id = int(lib.nvmlDeviceGetGpuInstanceId(handle))
+        ci_id = int(lib.nvmlDeviceGetComputeInstanceId(handle))
+        uuid = str(lib.nvmlDeviceGetUUID(handle))
+        processes = tuple(
+            ObservedProcess(pid=int(p.pid), used_memory_bytes=int(p.usedGpuMemory or 0))
+            for p in lib.nvmlDeviceGetComputeRunningProcesses(handle)
+        )
+    return (gi_id, ci_id), MigDevice(uuid=uuid, processes=processes)
+
+
+def _gpu_instances_of(lib: NvmlLib, device: Device, profile_id: int, *, capacity: int) -> list[Handle]:
+    if capacity <= 0:
+        return []
+    buffer = (pynvml.c_nvmlGpuInstance_t * capacity)()
+    count = c_uint(capacity)
+    with nvml_call(f"nvmlDeviceGetGpuInstances(profile {profile_id})", device.label):
+        lib.nvmlDeviceGetGpuInstances(device.handle, profile_id, buffer, byref(count))
+    return [buffer[i] for i in range(count.value)]
+
+
+def _observe_gi(
+    lib: NvmlLib, device: Device, gi_handle: Handle, mig_devices: dict[tuple[int, int], MigDevice]
+) -> ObservedGi:
+    with nvml_call("nvmlGpuInstanceGetInfo", device.label):
+        info = lib.nvmlGpuInstanceGetInfo(gi_handle)
+    gi_id = int(info.id)
+    cis = [
+        _observe_ci(lib, device, ci_handle, gi_id=gi_id, mig_devices=mig_devices)
+        for ci_handle in _compute_instances_of(lib, device, gi_handle, gi_id=gi_id)
+    ]
+    return ObservedGi(
+        id=gi_id,
+        profile_id=int(info.profileId),
+        placement=Placement(int(info.placement.start), int(info.placement.size)),
+        compute_instances=tuple(sorted(cis, key=lambda ci: ci.id)),
+    )
+
+
+def _compute_instances_of(lib: NvmlLib, device: Device, gi_handle: Handle, *, gi_id: int) -> list[Handle]:
+    handles: list[Handle] = []
+    seen_profiles: set[int] = set()
+    for enum in range(pynvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT):
+        info = nvml_probe(
+            partial(
+                lib.nvmlGpuInstanceGetComputeInstanceProfileInfo,
+                gi_handle,
+                enum,
+                pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
+            ),
+            absent=PROFILE_ABSENT,
+            what=f"nvmlGpuInstanceGetComputeInstanceProfileInfo(GI {gi_id}, enum {enum})",
+            gpu_label=device.label,
+        )
+        if info is None or int(info.id) in seen_profiles or int(info.instanceCount) <= 0:
+            continue
+        seen_profiles.add(int(info.id))
+        capacity = int(info.instanceCount)
+        buffer = (pynvml.c_nvmlComputeInstance_t * capacity)()
+        count = c_uint(capacity)
+        with nvml_call(f"nvmlGpuInstanceGetComputeInstances(GI {gi_id}, profile {info.id})", device.label):
+            lib.nvmlGpuInstanceGetComputeInstances(gi_handle, int(info.id), buffer, byref(count))
+        handles.extend(buffer[i] for i in range(count.value))
+    return handles
+
+
+def _observe_ci(
+    lib: NvmlLib,
+    device: Device,
+    ci_handle: Handle,
+    *,
+    gi_id: int,
+    mig_devices: dict[tuple[int, int], MigDevice],
+) -> ObservedCi:
+    with nvml_call(f"nvmlComputeInstanceGetInfo(GI {gi_id})", device.label):
+        info = lib.nvmlComputeInstanceGetInfo(ci_handle)
+    ci_id = int(info.id)
+    # A CI always has a MIG device; if NVML has not listed it yet the UUID stays empty rather than wrong.
+    mig_device = mig_devices.get((gi_id, ci_id), MigDevice(uuid="", processes=()))
+    return ObservedCi(
+        id=ci_id,
+        profile_id=int(info.profileId),
+        placement=Placement(int(info.placement.start), int(info.placement.size)),
+        uuid=mig_device.uuid,
+        processes=mig_device.processes,
+    )

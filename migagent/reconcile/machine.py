@@ -1,0 +1,319 @@
+"""The apply engine: observe, plan, gate, then run the plan one journaled, verified step at a time.
+
+Crash safety comes from three rules. The journal records "about to run step i" before step i
+touches a GPU and "step i done" after a fresh observation confirms it. Every step is checked
+against a fresh observation before it runs, so a step that already happened is skipped. A journal
+from another boot, or a node that no longer looks the way the plan expects at the current step,
+leads to a fresh observation and a new plan rather than to blind replay.
+
+Phases move only through `states.transition`, and only `_fail` moves an attempt to FAILED.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from migagent.clock import Clock
+from migagent.errors import (
+    InsufficientResourcesError,
+    MigAgentError,
+    NotSupportedError,
+    PermanentError,
+    ResetRequiredError,
+    TransientError,
+)
+from migagent.layout.desired import DesiredNode
+from migagent.layout.observed import Observation
+from migagent.planning import Plan, plan
+from migagent.planning.steps import Step, StepKind
+from migagent.reconcile.bootid import BootIdProvider, read_boot_id
+from migagent.reconcile.executor import execute_step, is_step_done, precondition_failure
+from migagent.reconcile.journal import JOURNAL_VERSION, Journal, JournalRecord
+from migagent.reconcile.ports import NodeDriver, RebootRequester
+from migagent.reconcile.retry import RetryPolicy, step_retrying
+from migagent.reconcile.safety import check_nothing_in_use
+from migagent.reconcile.signals import RebootNeeded, Replan, ResetSkipped
+from migagent.reconcile.states import RESUMABLE, Phase, transition
+
+Planner = Callable[[Observation, DesiredNode], Plan]
+
+log = structlog.get_logger(__name__)
+
+_MODE_STEPS = (StepKind.SET_MODE, StepKind.RESET_GPU)
+
+
+class ApplyOutcome(enum.StrEnum):
+    CONVERGED = "converged"
+    FAILED = "failed"
+    REBOOT_REQUESTED = "reboot-requested"
+    RESET_PENDING = "reset-pending"
+    """The apply stopped before a GPU reset because resets were skipped (mig-parted --skip-reset)."""
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    outcome: ApplyOutcome
+    steps_run: tuple[Step, ...] = ()
+    steps_skipped: tuple[Step, ...] = ()
+    error: str | None = None
+    plan: Plan | None = None
+
+    @property
+    def converged(self) -> bool:
+        return self.outcome is ApplyOutcome.CONVERGED
+
+
+@dataclass
+class _Attempt:
+    """The working state of one `apply` call (mutable on purpose: it is the engine's scratchpad)."""
+
+    layout_hash: str
+    config_name: str
+    phase: Phase = Phase.IDLE
+    boot_id: str = ""
+    previous: JournalRecord | None = None
+    plan: Plan | None = None
+    step_index: int = 0
+    attempts: int = 0
+    reboot_requested: bool = False
+    replanned: bool = False
+    saved: JournalRecord | None = None
+    steps_run: list[Step] = field(default_factory=list)
+    steps_skipped: list[Step] = field(default_factory=list)
+    log: Any = None
+
+    def result(self, outcome: ApplyOutcome, error: str | None = None) -> ApplyResult:
+        return ApplyResult(outcome, tuple(self.steps_run), tuple(self.steps_skipped), error, self.plan)
+
+
+class ApplyEngine:
+    """Makes the node match a DesiredNode; safe to kill at any point and run again."""
+
+    def __init__(
+        self,
+        driver: NodeDriver,
+        journal: Journal,
+        *,
+        clock: Clock,
+        boot_id_provider: BootIdProvider = read_boot_id,
+        allow_reboot: bool = False,
+        reboot_requester: RebootRequester | None = None,
+        retry: RetryPolicy | None = None,
+        skip_reset: bool = False,
+        planner: Planner = plan,
+    ) -> None:
+        self._driver = driver
+        self._journal = journal
+        self._clock = clock
+        self._boot_id = boot_id_provider
+        self._allow_reboot = allow_reboot
+        self._reboot_requester = reboot_requester
+        self._retry = retry or RetryPolicy()
+        self._skip_reset = skip_reset
+        self._planner = planner
+
+    def apply(self, desired: DesiredNode, *, layout_hash: str, config_name: str) -> ApplyResult:
+        attempt = _Attempt(layout_hash=layout_hash, config_name=config_name)
+        attempt.log = log.bind(config=config_name, layout_hash=layout_hash[:12])
+        try:
+            return self._run(attempt, desired)
+        except MigAgentError as exc:
+            return self._fail(attempt, exc)
+
+    # -- the flow -----------------------------------------------------------------------------
+
+    def _run(self, a: _Attempt, desired: DesiredNode) -> ApplyResult:
+        self._move(a, Phase.OBSERVING)
+        self._load_journal(a)
+        observation = self._driver.observe()
+        self._check_reboot_outcome(a, observation, desired)
+        if self._can_resume(a):
+            self._move(a, Phase.APPLYING)
+            check_nothing_in_use(self._remaining(a), observation)
+        else:
+            self._plan(a, observation, desired)
+        try:
+            self._execute_with_one_replan(a, desired)
+        except RebootNeeded as signal:
+            return self._request_reboot(a, signal.reason)
+        except ResetSkipped as signal:
+            return self._stop_before_reset(a, signal.step)
+        return self._verify(a, desired)
+
+    def _load_journal(self, a: _Attempt) -> None:
+        a.boot_id = self._boot_id()
+        previous = a.saved = self._journal.load()
+        if previous is not None and previous.layout_hash == a.layout_hash:
+            a.previous = previous
+            a.attempts = previous.attempts
+            a.reboot_requested = previous.reboot_requested
+
+    def _can_resume(self, a: _Attempt) -> bool:
+        p = a.previous
+        if p is None or p.plan is None or p.phase not in RESUMABLE or p.boot_id != a.boot_id:
+            return False
+        a.plan, a.step_index = p.plan, p.step_index
+        a.log.info("journal_resumed", step_index=p.step_index, steps=len(p.plan.steps))
+        return True
+
+    def _plan(self, a: _Attempt, observation: Observation, desired: DesiredNode) -> None:
+        self._move(a, Phase.PLANNING)
+        a.plan, a.step_index = self._planner(observation, desired), 0
+        a.log.info("plan_computed", steps=len(a.plan.steps))
+        check_nothing_in_use(a.plan.steps, observation)
+        self._move(a, Phase.APPLYING)
+
+    def _execute_with_one_replan(self, a: _Attempt, desired: DesiredNode) -> None:
+        while True:
+            try:
+                self._execute(a)
+                return
+            except Replan as signal:
+                if a.replanned:
+                    raise PermanentError(f"{signal.reason} (the node changed again after re-planning)") from signal
+                a.log.warning("replanning", reason=signal.reason)
+                a.replanned = True
+                self._move(a, Phase.OBSERVING)
+                self._plan(a, self._driver.observe(), desired)
+
+    def _execute(self, a: _Attempt) -> None:
+        assert a.plan is not None
+        for index in range(a.step_index, len(a.plan.steps)):
+            a.step_index = index
+            self._save(a, Phase.APPLYING)  # write-ahead: "about to run step `index`"
+            self._run_step_retrying(a, a.plan.steps[index])
+            a.step_index = index + 1
+            self._save(a, Phase.APPLYING)
+
+    def _run_step_retrying(self, a: _Attempt, step: Step) -> None:
+        retrying = step_retrying(self._retry, clock=self._clock, what=step.describe())
+        try:
+            for try_ in retrying:
+                with try_:
+                    ran = self._run_step(a, step)
+        except TransientError as exc:
+            raise PermanentError(
+                f"{step.describe()}: still failing after {self._retry.step_attempts} attempts: {exc}"
+            ) from exc
+        (a.steps_run if ran else a.steps_skipped).append(step)
+
+    def _run_step(self, a: _Attempt, step: Step) -> bool:
+        step_log = a.log.bind(gpu=step.gpu, step=step.describe())
+        observation = self._driver.observe()
+        if is_step_done(step, observation):
+            step_log.info("step_skipped", reason="already done")
+            return False
+        reason = precondition_failure(step, observation)
+        if reason is not None:
+            raise Replan(reason)
+        if step.kind is StepKind.RESET_GPU and self._skip_reset:
+            raise ResetSkipped(step)
+        step_log.info("step_started")
+        try:
+            execute_step(self._driver, step, observation)
+        except InsufficientResourcesError as exc:
+            raise Replan(str(exc)) from exc
+        except (NotSupportedError, ResetRequiredError) as exc:
+            if step.kind in _MODE_STEPS:
+                raise RebootNeeded(str(exc)) from exc
+            raise
+        if not is_step_done(step, self._driver.observe()):
+            raise PermanentError(f"{step.describe()}: the driver reported success but the node does not show it")
+        step_log.info("step_succeeded")
+        return True
+
+    def _verify(self, a: _Attempt, desired: DesiredNode) -> ApplyResult:
+        self._move(a, Phase.VERIFYING)
+        remaining = self._planner(self._driver.observe(), desired)
+        if not remaining.is_empty:
+            pending = "; ".join(step.describe() for step in remaining.steps[:4])
+            raise PermanentError(f"the node does not match the layout after applying; still needed: {pending}")
+        self._move(a, Phase.CONVERGED)
+        a.attempts, a.reboot_requested = 0, False
+        self._save(a, Phase.CONVERGED)
+        a.log.info("apply_converged", steps_run=len(a.steps_run), steps_skipped=len(a.steps_skipped))
+        return a.result(ApplyOutcome.CONVERGED)
+
+    # -- reboots and resets ---------------------------------------------------------------------
+
+    def _check_reboot_outcome(self, a: _Attempt, observation: Observation, desired: DesiredNode) -> None:
+        p = a.previous
+        if p is None or p.phase is not Phase.REBOOT_REQUESTED or p.boot_id == a.boot_id:
+            return
+        for gpu in desired.gpus:
+            seen = observation.gpu(gpu.index)
+            if seen.mode_change_needs_reset and seen.mig_current != gpu.mig_enabled:
+                wanted = "enabled" if gpu.mig_enabled else "disabled"
+                raise PermanentError(f"reboot did not activate MIG mode on GPU {gpu.index}: wanted {wanted}")
+
+    def _reboot_already_tried(self, a: _Attempt) -> bool:
+        p = a.previous
+        if p is None or not p.reboot_requested:
+            return False
+        return not (p.phase is Phase.REBOOT_REQUESTED and p.boot_id == a.boot_id)
+
+    def _request_reboot(self, a: _Attempt, reason: str) -> ApplyResult:
+        if not self._allow_reboot or self._reboot_requester is None:
+            raise ResetRequiredError(f"{reason}; reboot the node, or allow migagent to (--allow-reboot)")
+        if self._reboot_already_tried(a):
+            raise PermanentError(f"reboot did not activate MIG mode: {reason}")
+        self._move(a, Phase.REBOOT_REQUESTED)
+        a.reboot_requested = True
+        self._save(a, Phase.REBOOT_REQUESTED)
+        a.log.warning("reboot_requested", reason=reason)
+        self._reboot_requester.request_reboot(reason)
+        return a.result(ApplyOutcome.REBOOT_REQUESTED, reason)
+
+    def _stop_before_reset(self, a: _Attempt, step: Step) -> ApplyResult:
+        self._move(a, Phase.IDLE)
+        self._save(a, Phase.IDLE)
+        reason = f"{step.describe()} skipped (skip-reset): the mode change activates at the next reset or reboot"
+        a.log.info("reset_skipped", gpu=step.gpu)
+        return a.result(ApplyOutcome.RESET_PENDING, reason)
+
+    # -- bookkeeping ----------------------------------------------------------------------------
+
+    def _fail(self, a: _Attempt, exc: MigAgentError) -> ApplyResult:
+        """The one place an attempt becomes FAILED: record why and when to try again."""
+        a.phase = transition(a.phase, Phase.FAILED)
+        a.attempts += 1
+        retry_at = self._clock.wall() + self._retry.failure_delay(a.attempts)
+        record = self._record(a, Phase.FAILED).evolve(last_error=str(exc), next_retry_at=retry_at)
+        try:
+            self._journal.save(record)
+        except MigAgentError as journal_error:
+            a.log.error("journal_write_failed", error=str(journal_error))
+        a.log.error("apply_failed", error=str(exc), attempts=a.attempts, next_retry_at=retry_at)
+        return a.result(ApplyOutcome.FAILED, str(exc))
+
+    def _move(self, a: _Attempt, target: Phase) -> None:
+        a.phase = transition(a.phase, target)
+        a.log = a.log.bind(phase=target.value)
+        a.log.debug("phase_changed")
+
+    def _remaining(self, a: _Attempt) -> tuple[Step, ...]:
+        return () if a.plan is None else a.plan.steps[a.step_index :]
+
+    def _record(self, a: _Attempt, phase: Phase) -> JournalRecord:
+        return JournalRecord(
+            version=JOURNAL_VERSION,
+            boot_id=a.boot_id,
+            layout_hash=a.layout_hash,
+            config_name=a.config_name,
+            phase=phase,
+            plan=a.plan,
+            step_index=a.step_index,
+            attempts=a.attempts,
+            reboot_requested=a.reboot_requested,
+        )
+
+    def _save(self, a: _Attempt, phase: Phase) -> None:
+        record = self._record(a, phase)
+        if record != a.saved:
+            self._journal.save(record)
+            a.saved = record

@@ -1,0 +1,37 @@
+"""What the apply engine needs from the world, as small protocols.
+
+`NodeDriver` is the subset of `migagent.nvml.GpuDriver` the engine calls; naming it here lets tests
+wrap the real driver (to crash it at step k, say) without subclassing it.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from migagent.catalog.model import Placement
+from migagent.layout.observed import Observation
+from migagent.nvml.mode import ModeActivation
+
+
+class NodeDriver(Protocol):
+    def observe(self) -> Observation: ...
+
+    def set_mig_mode(self, gpu: int, *, enabled: bool) -> ModeActivation: ...
+
+    def reset_gpu(self, gpu: int) -> None: ...
+
+    def create_gpu_instance(self, gpu: int, *, profile_id: int, placement: Placement) -> int: ...
+
+    def create_compute_instance(
+        self, gpu: int, *, gi_id: int, profile_id: int, placement: Placement | None = None
+    ) -> int: ...
+
+    def destroy_compute_instance(self, gpu: int, *, gi_id: int, ci_id: int) -> None: ...
+
+    def destroy_gpu_instance(self, gpu: int, *, gi_id: int) -> None: ...
+
+
+class RebootRequester(Protocol):
+    def request_reboot(self, reason: str) -> None:
+        """Ask the host to reboot (asynchronously); the engine returns right after asking."""
+        ...

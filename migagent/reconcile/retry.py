@@ -1,0 +1,68 @@
+"""Retry settings: tenacity retries a step within one apply; the journal carries back-off across applies.
+
+A transient NVML error (timeout, not ready) is retried in place with exponential back-off that never
+waits less than the delay the error itself suggests. A failed apply records how many attempts have
+failed and when the next one is due, so an agent that restarts keeps backing off instead of
+hammering the GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
+
+from migagent.clock import Clock
+from migagent.errors import TransientError
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    step_attempts: int = 5
+    """How many times one step is tried when it keeps failing transiently."""
+    step_backoff_initial: float = 1.0
+    step_backoff_max: float = 60.0
+    failure_backoff_initial: float = 30.0
+    """Delay before retrying a failed apply, doubled per consecutive failure up to the max."""
+    failure_backoff_max: float = 1800.0
+
+    def step_delay(self, attempt: int, suggested: float = 0.0) -> float:
+        exponential = self.step_backoff_initial * 2.0 ** max(0, attempt - 1)
+        return min(self.step_backoff_max, max(exponential, suggested))
+
+    def failure_delay(self, failures: int) -> float:
+        return min(self.failure_backoff_max, self.failure_backoff_initial * 2.0 ** max(0, failures - 1))
+
+
+def step_retrying(policy: RetryPolicy, *, clock: Clock, what: str) -> Retrying:
+    """A tenacity policy for one step: retry TransientError only, sleeping on `clock`."""
+    return Retrying(
+        retry=retry_if_exception_type(TransientError),
+        stop=stop_after_attempt(policy.step_attempts),
+        wait=_backoff(policy),
+        sleep=clock.sleep,
+        before_sleep=_log_retry(what),
+        reraise=True,
+    )
+
+
+def _backoff(policy: RetryPolicy) -> Callable[[RetryCallState], float]:
+    def wait(state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome is not None else None
+        suggested = error.delay if isinstance(error, TransientError) else 0.0
+        return policy.step_delay(state.attempt_number, suggested)
+
+    return wait
+
+
+def _log_retry(what: str) -> Callable[[RetryCallState], None]:
+    def before_sleep(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome is not None else None
+        delay = state.next_action.sleep if state.next_action is not None else 0.0
+        log.warning("step_retrying", step=what, attempt=state.attempt_number, delay=delay, error=str(error))
+
+    return before_sleep

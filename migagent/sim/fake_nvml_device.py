@@ -1,0 +1,193 @@
+"""FakeNvml's device-level pynvml surface: init, enumeration, identity, memory, processes, MIG devices."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import pynvml
+
+from migagent.sim.core import NO_INSTANCE_ID, FakeCore, nvml_api
+from migagent.sim.device_bus import index_by_bus_id, parse_bus_id
+from migagent.sim.handles import HandleKind, nvml_error
+from migagent.sim.state import SimProcess
+
+_MIB = 1024 * 1024
+# Texts the real library returns for codes pynvml does not know itself (reference §1.1, observed).
+_ERROR_TEXTS = {
+    pynvml.NVML_ERROR_IN_USE: "In use by another client",
+    pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES: "Insufficient Resources",
+}
+def _text(value: str | bytes) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else value
+
+
+class DeviceApi(FakeCore):
+    # --- library lifetime -------------------------------------------------------------------
+    @nvml_api(needs_init=False)
+    def nvmlInitWithFlags(self, flags: int) -> None:  # noqa: N802
+        del flags  # no flag changes what a simulated node reports
+        self._init_count += 1
+
+    @nvml_api(needs_init=False)
+    def nvmlInit(self) -> None:  # noqa: N802
+        self._init_count += 1
+
+    @nvml_api(needs_init=False)
+    def nvmlShutdown(self) -> None:  # noqa: N802
+        """Reference-counted like NVML; an extra shutdown is harmless."""
+        self._init_count = max(0, self._init_count - 1)
+
+    @nvml_api(needs_init=False)
+    def nvmlErrorString(self, result: int) -> str:  # noqa: N802
+        if result in _ERROR_TEXTS:
+            return _ERROR_TEXTS[result]
+        known: dict[int, str] = pynvml.NVMLError._errcode_to_string
+        return known.get(result, f"NVML Error with code {result}")
+
+    # --- enumeration ------------------------------------------------------------------------
+    @nvml_api()
+    def nvmlDeviceGetCount(self) -> int:  # noqa: N802
+        """Physical GPUs only; MIG devices are never counted."""
+        return len(self.state.gpus)
+
+    @nvml_api()
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> Any:  # noqa: N802
+        if not isinstance(index, int) or not 0 <= index < len(self.state.gpus):
+            raise nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return self._device_handle(index)
+
+    @nvml_api()
+    def nvmlDeviceGetHandleByUUID(self, uuid: str | bytes) -> Any:  # noqa: N802
+        """`GPU-...` gives the physical GPU, `MIG-...` the MIG device (nvml.h)."""
+        wanted = _text(uuid)
+        for index, gpu in enumerate(self.state.gpus):
+            if gpu.uuid == wanted:
+                return self._device_handle(index)
+            for gi, ci in self._mig_devices(gpu):
+                if ci.uuid == wanted:
+                    return self._mig_handle(index, gi, ci)
+        raise nvml_error(pynvml.NVML_ERROR_NOT_FOUND)
+
+    @nvml_api()
+    def nvmlDeviceGetHandleByPciBusId(self, pciBusId: str | bytes) -> Any:  # noqa: N802, N803
+        return self._device_handle(index_by_bus_id(self.state, pciBusId))
+
+    # --- identity ---------------------------------------------------------------------------
+    @nvml_api()
+    def nvmlDeviceGetName(self, handle: Any) -> str:  # noqa: N802
+        """A MIG device is named `<parent name> MIG <profile>` (reference §2)."""
+        target = self._target(handle, HandleKind.DEVICE, HandleKind.MIG_DEVICE)
+        parent = self.model(target.gpu).name
+        if target.kind is HandleKind.DEVICE:
+            return parent
+        gpu_index, gi, ci = self._compute_instance(handle, HandleKind.MIG_DEVICE)
+        return f"{parent} MIG {self._ci_name(gpu_index, gi, ci)}"
+
+    @nvml_api()
+    def nvmlDeviceGetUUID(self, handle: Any) -> str:  # noqa: N802
+        target = self._target(handle, HandleKind.DEVICE, HandleKind.MIG_DEVICE)
+        if target.kind is HandleKind.DEVICE:
+            return self.state.gpus[target.gpu].uuid
+        return self._compute_instance(handle, HandleKind.MIG_DEVICE)[2].uuid
+
+    @nvml_api()
+    def nvmlDeviceGetPciInfo(self, handle: Any) -> Any:  # noqa: N802
+        """On a MIG handle this returns the parent's PCI info [?: undocumented in nvml.h]."""
+        target = self._target(handle, HandleKind.DEVICE, HandleKind.MIG_DEVICE)
+        gpu = self.state.gpus[target.gpu]
+        domain, bus, device = parse_bus_id(gpu.pci_bus_id) or (0, 0, 0)
+        info = pynvml.nvmlPciInfo_t()
+        info.busId = gpu.pci_bus_id
+        info.busIdLegacy = f"{domain:04X}:{bus:02X}:{device:02X}.0"
+        info.domain, info.bus, info.device = domain, bus, device
+        info.pciDeviceId = self.model(target.gpu).primary_pci_device_id
+        info.pciSubSystemId = 0
+        return info
+
+    # --- memory and processes ---------------------------------------------------------------
+    @nvml_api()
+    def nvmlDeviceGetMemoryInfo(self, handle: Any, version: int | None = None) -> Any:  # noqa: N802
+        """Whole-GPU memory on a physical handle; the GI's memory on a MIG handle."""
+        target = self._target(handle, HandleKind.DEVICE, HandleKind.MIG_DEVICE)
+        if target.kind is HandleKind.DEVICE:
+            gpu = self.state.gpus[target.gpu]
+            total = self.model(target.gpu).profiles.total_memory_mb * _MIB
+            used = sum(p.used_memory_bytes for p in self._all_processes(gpu))
+        else:
+            gpu_index, gi, _ci = self._compute_instance(handle, HandleKind.MIG_DEVICE)
+            total = self._gi_profile(gpu_index, gi).memory_mb * _MIB
+            used = sum(p.used_memory_bytes for ci in gi.compute_instances for p in ci.processes)
+        memory = pynvml.c_nvmlMemory_v2_t() if version else pynvml.c_nvmlMemory_t()
+        if version:
+            memory.version = version
+            memory.reserved = 0
+        memory.total, memory.used, memory.free = total, used, max(0, total - used)
+        return memory
+
+    @nvml_api()
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]:  # noqa: N802
+        """Parent: every process, with its GI/CI IDs; MIG handle: only that CI's processes."""
+        target = self._target(handle, HandleKind.DEVICE, HandleKind.MIG_DEVICE)
+        if target.kind is HandleKind.MIG_DEVICE:
+            _index, gi, ci = self._compute_instance(handle, HandleKind.MIG_DEVICE)
+            rows = [(p, gi.id, ci.id) for p in ci.processes]
+        else:
+            gpu = self.state.gpus[target.gpu]
+            rows = [(p, NO_INSTANCE_ID, NO_INSTANCE_ID) for p in gpu.processes]
+            rows += [(p, gi.id, ci.id) for gi, ci in self._mig_devices(gpu) for p in ci.processes]
+        return [_process_object(p, gi_id, ci_id) for p, gi_id, ci_id in rows]
+
+    # --- MIG devices --------------------------------------------------------------------------
+    @nvml_api()
+    def nvmlDeviceIsMigDeviceHandle(self, device: Any) -> Any:  # noqa: N802
+        """A `ctypes.c_uint`, as pynvml returns it (so `r == 1` is False; use `r.value`)."""
+        target = self._target(device, HandleKind.DEVICE, HandleKind.MIG_DEVICE)
+        return ctypes.c_uint(1 if target.kind is HandleKind.MIG_DEVICE else 0)
+
+    @nvml_api()
+    def nvmlDeviceGetGpuInstanceId(self, device: Any) -> int:  # noqa: N802
+        return self._mig_ids(device)[0]
+
+    @nvml_api()
+    def nvmlDeviceGetComputeInstanceId(self, device: Any) -> int:  # noqa: N802
+        return self._mig_ids(device)[1]
+
+    def _mig_ids(self, device: Any) -> tuple[int, int]:
+        target = self._target(device, HandleKind.DEVICE, HandleKind.MIG_DEVICE)
+        if target.kind is HandleKind.DEVICE:
+            raise nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        _gpu, gi, ci = self._compute_instance(device, HandleKind.MIG_DEVICE)
+        return gi.id, ci.id
+
+    @nvml_api()
+    def nvmlDeviceGetMaxMigDeviceCount(self, device: Any) -> int:  # noqa: N802
+        """The model's maximum while MIG is enabled, else 0 (nvml.h)."""
+        index, gpu = self._physical(device)
+        return self.model(index).max_mig_devices if self._mig_enabled(gpu) else 0
+
+    @nvml_api()
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, device: Any, index: int) -> Any:  # noqa: N802
+        """NOT_FOUND for an empty slot below the maximum; INVALID_ARGUMENT at or past it."""
+        gpu_index, gpu = self._physical(device)
+        limit = self.model(gpu_index).max_mig_devices if self._mig_enabled(gpu) else 0
+        if not 0 <= index < limit:
+            raise nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        devices = self._mig_devices(gpu)
+        if index >= len(devices):
+            raise nvml_error(pynvml.NVML_ERROR_NOT_FOUND)
+        gi, ci = devices[index]
+        return self._mig_handle(gpu_index, gi, ci)
+
+    @nvml_api()
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, migDevice: Any) -> Any:  # noqa: N802, N803
+        gpu_index, _gi, _ci = self._compute_instance(migDevice, HandleKind.MIG_DEVICE)
+        return self._device_handle(gpu_index)
+
+
+def _process_object(process: SimProcess, gi_id: int, ci_id: int) -> Any:
+    info = pynvml.c_nvmlProcessInfo_t()
+    info.pid, info.usedGpuMemory = process.pid, process.used_memory_bytes
+    info.gpuInstanceId, info.computeInstanceId = gi_id, ci_id
+    # pynvml hands callers this "friendly object" (pid, usedGpuMemory, gpuInstanceId, computeInstanceId).
+    return pynvml.nvmlStructToFriendlyObject(info)

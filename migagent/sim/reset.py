@@ -1,0 +1,27 @@
+"""The simulator's GPU reset runner: what `nvidia-smi -r -i <bus>` is in production."""
+
+from __future__ import annotations
+
+import pynvml
+
+from migagent.errors import InUseError, NotSupportedError, PermanentError
+from migagent.sim.fake_nvml import FakeNvml
+
+
+class SimResetRunner:
+    """Resets a simulated GPU, raising migagent's error classes like the real runner does."""
+
+    def __init__(self, fake: FakeNvml) -> None:
+        self._fake = fake
+
+    def reset(self, pci_bus_id: str) -> None:
+        try:
+            self._fake.sim_reset_gpu(pci_bus_id)
+        except pynvml.NVMLError_InUse as exc:
+            raise InUseError(f"cannot reset GPU {pci_bus_id}: a process or client is using it") from exc
+        except pynvml.NVMLError_NotSupported as exc:
+            raise NotSupportedError(
+                f"cannot reset GPU {pci_bus_id}: reset is not supported here (pass-through VM?); reboot instead"
+            ) from exc
+        except pynvml.NVMLError as exc:
+            raise PermanentError(f"cannot reset GPU {pci_bus_id}: {exc}") from exc

@@ -1,0 +1,161 @@
+"""`migagent validate` and `migagent export` end to end, through `migagent.cli.main` on the simulator."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from migagent.cli import main
+
+SHIPPED = Path(__file__).resolve().parents[3] / "configs" / "mig-layouts" / "mig-layouts.yaml"
+
+# Written the way mig-parted's default file is: unfiltered `all-*` entries that only make sense on the
+# models offering those profiles, and filtered entries where counts differ by model.
+MIG_PARTED_STYLE = textwrap.dedent(
+    """
+    version: v1
+    mig-configs:
+      all-disabled:
+        - devices: all
+          mig-enabled: false
+      all-1g.5gb:
+        - devices: all
+          mig-enabled: true
+          mig-devices:
+            "1g.5gb": 7
+      all-1g.10gb:
+        - device-filter: ["0x20B010DE", "0x20B110DE", "0x20F110DE", "0x20F610DE"]
+          devices: all
+          mig-enabled: true
+          mig-devices:
+            "1g.10gb": 4
+        - device-filter: ["0x233010DE", "0x233110DE", "0x20B210DE", "0x20B510DE"]
+          devices: all
+          mig-enabled: true
+          mig-devices:
+            "1g.10gb": 7
+      custom-config:
+        - devices: [0,1,2,3]
+          mig-enabled: false
+        - devices: [4]
+          mig-enabled: true
+          mig-devices:
+            "1g.5gb": 7
+        - devices: [5]
+          mig-enabled: true
+          mig-devices:
+            "2g.10gb": 3
+        - devices: [6]
+          mig-enabled: true
+          mig-devices:
+            "3g.20gb": 2
+        - devices: [7]
+          mig-enabled: true
+          mig-devices:
+            "1g.5gb": 2
+            "2g.10gb": 1
+            "3g.20gb": 1
+    """
+)
+
+
+def _write(tmp_path: Path, text: str, name: str = "layouts.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_validate_accepts_every_shipped_layout(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "-f", str(SHIPPED)]) == 0
+    out = capsys.readouterr().out
+    assert "INVALID" not in out
+    assert "all-balanced: ok" in out
+
+
+def test_validate_accepts_a_file_written_for_mig_parted_with_unfiltered_model_specific_entries(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, MIG_PARTED_STYLE)
+    assert main(["validate", "-f", str(path), "-v"]) == 0
+    out = capsys.readouterr().out
+    assert "all-1g.5gb: ok; fits on A100-40GB" in out
+    assert "not applicable" in out
+
+
+def test_validate_with_a_named_model_refuses_a_profile_that_model_lacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, MIG_PARTED_STYLE)
+    assert main(["validate", "-f", str(path), "-c", "all-1g.5gb", "--gpu-model", "h100-80gb-sxm"]) == 1
+    err = capsys.readouterr().err
+    assert "1g.5gb" in err
+    assert "H100-80GB-SXM" in err
+    assert "1g.10gb" in err  # lists what that GPU does offer
+
+
+def test_validate_refuses_a_layout_that_does_not_fit_and_names_the_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = """
+version: v1
+mig-configs:
+  too-big:
+    - device-filter: "0x233010DE"
+      devices: all
+      mig-enabled: true
+      mig-devices: {"3g.40gb": 2, "2g.20gb": 1}
+"""
+    assert main(["validate", "-f", str(_write(tmp_path, text))]) == 1
+    err = capsys.readouterr().err
+    assert "too-big" in err
+    assert "3g.40gb" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("broken", "expected"),
+    [
+        ("version: v2\nmig-configs: {a: [{devices: all, mig-enabled: false}]}\n", "version"),
+        ("version: v1\nmig-configs: {a: [{devices: 7, mig-enabled: false}]}\n", "devices"),
+        ("version: v1\nmig-configs: {a: [{devices: all, mig-enabled: true, mig-devices: {1g.5gb: -1}}]}\n", "1g.5gb"),
+        ("version: v1\nmig-configs: {a: [{devices: all, mig-enabled: true, colour: red}]}\n", "colour"),
+        ("version: v1\nmig-configs: {a: [{devices: all, mig-enabled: true, mig-devices: {1x.5gb: 1}}]}\n", "1x.5gb"),
+        ("version: v1\nmig-configs: {a: [{devices: all\n", "a"),
+    ],
+)
+def test_validate_refuses_broken_files_with_a_message_and_no_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], broken: str, expected: str
+) -> None:
+    assert main(["validate", "-f", str(_write(tmp_path, broken))]) == 1
+    err = capsys.readouterr().err
+    assert expected in err
+    assert "layouts.yaml" in err
+    assert "Traceback" not in err
+
+
+def test_validate_names_the_missing_config_and_lists_the_available_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["validate", "-f", str(_write(tmp_path, MIG_PARTED_STYLE)), "-c", "nope"]) == 1
+    err = capsys.readouterr().err
+    assert "nope" in err
+    assert "custom-config" in err
+
+
+def test_export_of_a_fresh_simulated_node_is_v1_yaml_that_validate_accepts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["export", "--simulate", "2xA100-80GB"]) == 0
+    exported = capsys.readouterr().out
+    document = yaml.safe_load(exported)
+    assert document["version"] == "v1"
+    assert document["mig-configs"]["current"] == [{"devices": "all", "mig-enabled": False}]
+    assert main(["validate", "-f", str(_write(tmp_path, exported))]) == 0
+
+
+def test_export_in_json_with_a_label(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", "--simulate", "1xH100-80GB-SXM", "-o", "json", "-l", "snapshot"]) == 0
+    assert '"snapshot"' in capsys.readouterr().out
