@@ -2,7 +2,8 @@
 
 For every multiset of GI profiles (default CI each) that fits an empty GPU:
 * ours: plan from the empty GPU, run the steps on FakeNvml through GpuDriver, check the result;
-* NVML's automatic placement in mig-parted's creation order, one attempt;
+* NVML's automatic placement in mig-parted's creation order, one attempt (mig-parted leaves ties
+  between profiles of equal G, C and attributes in random order; both tie orders are tried);
 * the same with mig-parted's retry over unique permutations (capped);
 * a sensitivity check: one attempt when NVML simply takes the lowest free start.
 Plan time is measured on the pure planner alone (time.perf_counter around `plan`).
@@ -11,7 +12,6 @@ Plan time is measured on the pure planner alone (time.perf_counter around `plan`
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,10 +22,11 @@ from bench.migparted import (
     unique_ordering_count,
     unique_orderings,
 )
-from bench.simnode import SimNode, holds, sim_node
+from bench.simnode import SimNode, holds, sim_node, time_plan
 from migagent.catalog import GpuModel
 from migagent.layout.desired import DesiredGi, DesiredGpu, DesiredNode
-from migagent.planning import enumerate_fitting_multisets, plan
+from migagent.planning import enumerate_fitting_multisets
+from migagent.planning.naming import describe_multiset
 from migagent.sim.fake_nvml import FakeNvml
 
 
@@ -35,7 +36,7 @@ class CatalogSettings:
     plan_repeats: int
 
 
-FULL = CatalogSettings(permutation_cap=1000, plan_repeats=25)
+FULL = CatalogSettings(permutation_cap=1000, plan_repeats=50)
 QUICK = CatalogSettings(permutation_cap=1000, plan_repeats=2)
 
 
@@ -45,12 +46,14 @@ class ModelRow:
     architecture: str
     multisets: int
     ours: int
-    nvml_first: int
+    nvml_first: int  # Flatten ties (same G, C, attribute) broken towards more memory first
+    nvml_first_small: int  # the same ties broken towards less memory first
     nvml_retry: int
     retry_tries: tuple[int, ...]  # tries used by each multiset the retry realised
     retry_capped: int  # multisets given up at the cap, not because every ordering failed
     lowest_start_first: int
     plan_seconds: tuple[float, ...]
+    first_attempt_misses: tuple[str, ...]  # the multisets the single NVML attempt cannot build
 
     def share(self, realised: int) -> float:
         return realised / self.multisets if self.multisets else 1.0
@@ -88,46 +91,61 @@ def _nvml_retry(node: SimNode, gis: Sequence[DesiredGi], desired: DesiredNode, c
 def _plan_times(model: GpuModel, desired: DesiredNode, repeats: int) -> list[float]:
     with sim_node(FakeNvml.from_models([model], mig_enabled=True)) as node:
         observation = node.observe()
-    samples = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        plan(observation, desired)
-        samples.append(time.perf_counter() - started)
-    return samples
+    return time_plan(observation, desired, repeats)
+
+
+@dataclass(frozen=True)
+class _MultisetResult:
+    ours: bool
+    nvml_first: bool
+    nvml_first_small: bool
+    lowest_start_first: bool
+    retry_tries: int | None
+    plan_seconds: list[float]
+
+
+def _measure(
+    gis: Sequence[DesiredGi], model: GpuModel, nodes: tuple[SimNode, SimNode], settings: CatalogSettings
+) -> _MultisetResult:
+    table = model.profiles
+    inferred, lowest_start = nodes
+    desired = _single_gpu(gis)
+    return _MultisetResult(
+        ours=_ours_realises(model, desired),
+        nvml_first=_nvml_attempt(inferred, flatten_order(table, gis), desired),
+        nvml_first_small=_nvml_attempt(inferred, flatten_order(table, gis, more_memory_first=False), desired),
+        lowest_start_first=_nvml_attempt(lowest_start, flatten_order(table, gis), desired),
+        retry_tries=_nvml_retry(inferred, gis, desired, settings.permutation_cap),
+        plan_seconds=_plan_times(model, desired, settings.plan_repeats),
+    )
 
 
 def bench_model(model: GpuModel, settings: CatalogSettings) -> ModelRow:
+    """Every non-empty fitting multiset of this model, through every approach."""
     table = model.profiles
     multisets = [gis for gis in enumerate_fitting_multisets(table) if gis]
-    ours = first = retried = capped = lowest = 0
-    tries_used: list[int] = []
-    plan_seconds: list[float] = []
     with (
         sim_node(FakeNvml.from_models([model], mig_enabled=True)) as inferred,
-        sim_node(FakeNvml.from_models([model], mig_enabled=True, auto_placement="lowest-start")) as lowest_node,
+        sim_node(FakeNvml.from_models([model], mig_enabled=True, auto_placement="lowest-start")) as lowest_start,
     ):
-        for gis in multisets:
-            desired = _single_gpu(gis)
-            ours += _ours_realises(model, desired)
-            first += _nvml_attempt(inferred, flatten_order(table, gis), desired)
-            lowest += _nvml_attempt(lowest_node, flatten_order(table, gis), desired)
-            tries = _nvml_retry(inferred, gis, desired, settings.permutation_cap)
-            if tries is not None:
-                retried += 1
-                tries_used.append(tries)
-            elif unique_ordering_count(gis) > settings.permutation_cap:
-                capped += 1
-            plan_seconds += _plan_times(model, desired, settings.plan_repeats)
+        results = [_measure(gis, model, (inferred, lowest_start), settings) for gis in multisets]
+    tries = [r.retry_tries for r in results if r.retry_tries is not None]
     return ModelRow(
         model=model.key,
         architecture=model.architecture.value,
         multisets=len(multisets),
-        ours=ours,
-        nvml_first=first,
-        nvml_retry=retried,
-        retry_tries=tuple(tries_used),
-        retry_capped=capped,
-        lowest_start_first=lowest,
-        plan_seconds=tuple(plan_seconds),
+        ours=sum(r.ours for r in results),
+        nvml_first=sum(r.nvml_first for r in results),
+        nvml_first_small=sum(r.nvml_first_small for r in results),
+        nvml_retry=len(tries),
+        retry_tries=tuple(tries),
+        retry_capped=sum(
+            r.retry_tries is None and unique_ordering_count(gis) > settings.permutation_cap
+            for r, gis in zip(results, multisets, strict=True)
+        ),
+        lowest_start_first=sum(r.lowest_start_first for r in results),
+        plan_seconds=tuple(t for r in results for t in r.plan_seconds),
+        first_attempt_misses=tuple(
+            describe_multiset(table, gis) for r, gis in zip(results, multisets, strict=True) if not r.nvml_first
+        ),
     )
-

@@ -14,6 +14,7 @@ import functools
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+
 import pynvml
 
 from migagent.catalog.model import ProfileTable
@@ -24,10 +25,15 @@ from migagent.planning.naming import ci_name
 from migagent.sim.fake_nvml import FakeNvml
 
 
-def _flatten_compare(table: ProfileTable, a: DesiredGi, b: DesiredGi) -> int:
-    """-1 when `a` is created before `b`. Go's sort leaves memory-size ties in map order; we put more memory first."""
+def _flatten_compare(table: ProfileTable, a: DesiredGi, b: DesiredGi, *, more_memory_first: bool) -> int:
+    """-1 when `a` is created before `b`.
+
+    Flatten compares G, C and attributes only; profiles equal in those (1g.10gb and 1g.5gb) stay in
+    Go's map iteration order, which is random. `more_memory_first` fixes that tie either way.
+    """
     pa, pb = table.gi_profile(a.profile_id), table.gi_profile(b.profile_id)
-    assert pa is not None and pb is not None
+    assert pa is not None
+    assert pb is not None
     na, nb = gi_profile_name(pa, table), gi_profile_name(pb, table)
     key_a = (-na.g, -na.c)
     key_b = (-nb.g, -nb.c)
@@ -36,11 +42,19 @@ def _flatten_compare(table: ProfileTable, a: DesiredGi, b: DesiredGi) -> int:
     attr_a, attr_b = na.media.value.lstrip("+"), nb.media.value.lstrip("+")
     if attr_a != attr_b:
         return -1 if attr_a > attr_b else 1  # Flatten puts the larger attribute string first
-    return (nb.gb > na.gb) - (nb.gb < na.gb)
+    by_memory = (nb.gb > na.gb) - (nb.gb < na.gb)
+    return by_memory if more_memory_first else -by_memory
 
 
-def flatten_order(table: ProfileTable, gis: Sequence[DesiredGi]) -> tuple[DesiredGi, ...]:
-    return tuple(sorted(gis, key=functools.cmp_to_key(lambda a, b: _flatten_compare(table, a, b))))
+def flatten_order(
+    table: ProfileTable, gis: Sequence[DesiredGi], *, more_memory_first: bool = True
+) -> tuple[DesiredGi, ...]:
+    """mig-parted's creation order: G descending, C descending, attribute string descending."""
+
+    def compare(a: DesiredGi, b: DesiredGi) -> int:
+        return _flatten_compare(table, a, b, more_memory_first=more_memory_first)
+
+    return tuple(sorted(gis, key=functools.cmp_to_key(compare)))
 
 
 def unique_orderings(items: Sequence[DesiredGi]) -> Iterator[tuple[DesiredGi, ...]]:

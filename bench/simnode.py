@@ -6,6 +6,8 @@ end-to-end check that a plan, executed step by step, leaves the GPUs holding wha
 
 from __future__ import annotations
 
+import gc
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -102,6 +104,24 @@ def sim_node(fake: FakeNvml) -> Iterator[SimNode]:
     runner = CountingResetRunner(fake)
     with GpuDriver(fake, reset_runner=runner) as driver:
         yield SimNode(fake=fake, driver=driver, reset_runner=runner)
+
+
+def time_plan(observation: Observation, desired: DesiredNode, repeats: int) -> list[float]:
+    """Seconds per `plan` call. Like timeit, the garbage collector is off while timing, so a
+    collection of the simulator's objects is not billed to the planner; one untimed call warms up."""
+    plan(observation, desired)
+    samples: list[float] = []
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(repeats):
+            started = time.perf_counter()
+            plan(observation, desired)
+            samples.append(time.perf_counter() - started)
+    finally:
+        if collecting:
+            gc.enable()
+    return samples
 
 
 def holds(observation: Observation, desired: DesiredNode) -> bool:

@@ -16,14 +16,14 @@ def _text(cell: Cell) -> str:
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[Cell]]) -> str:
     texts = [[_text(cell) for cell in row] for row in rows]
     widths = [max([len(h)] + [len(row[i]) for row in texts]) for i, h in enumerate(headers)]
-    numeric = [all(isinstance(row[i], int | float) for row in rows) and bool(rows) for i in range(len(headers))]
 
     def line(cells: Sequence[str]) -> str:
-        parts = [c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric, strict=True)]
+        # The first column names the row; every other column holds a figure.
+        parts = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
         return "  ".join(parts).rstrip()
 
     rule = "  ".join("-" * w for w in widths)
-    return "\n".join([line(headers), rule, *(line(row) for row in texts)])
+    return "\n".join([line(list(headers)), rule, *(line(row) for row in texts)])
 
 
 def percent(share: float) -> str:

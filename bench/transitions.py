@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from bench.layouts import BALANCED, DISABLED, NodeLayout, resolve_node_layout
 from bench.migparted import rebuild_cost
-from bench.simnode import gi_multiset, holds, sim_node
+from bench.simnode import gi_multiset, holds, sim_node, time_plan
 from migagent.layout.desired import DesiredNode
 from migagent.layout.observed import Observation
 from migagent.sim.fake_nvml import FakeNvml
@@ -102,6 +102,7 @@ class TransitionRow:
     bound_destroys: int
     bound_resets: int
     verified: bool  # executing our plan destroyed/reset exactly that and reached the target
+    plan_seconds: tuple[float, ...]  # the transition's plan, timed on the pure planner
 
     @property
     def ours_at_bound(self) -> bool:
@@ -119,7 +120,7 @@ def lower_bound(before: Observation, desired: DesiredNode) -> tuple[int, int]:
     return destroys, resets
 
 
-def run_transition(transition: Transition) -> TransitionRow:
+def run_transition(transition: Transition, *, plan_repeats: int = 1) -> TransitionRow:
     models = parse_node_spec(transition.node)
     start = resolve_node_layout(transition.start, models, name="start")
     target = resolve_node_layout(transition.target, models, name="target")
@@ -144,8 +145,9 @@ def run_transition(transition: Transition) -> TransitionRow:
         bound_destroys=bound_destroys,
         bound_resets=bound_resets,
         verified=holds(after, target) and (report.gis_lost, report.resets) == (destroys, resets),
+        plan_seconds=tuple(time_plan(before, target, plan_repeats)),
     )
 
 
-def run_suite(transitions: Sequence[Transition] = SUITE) -> list[TransitionRow]:
-    return [run_transition(t) for t in transitions]
+def run_suite(transitions: Sequence[Transition] = SUITE, *, plan_repeats: int = 1) -> list[TransitionRow]:
+    return [run_transition(t, plan_repeats=plan_repeats) for t in transitions]

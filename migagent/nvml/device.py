@@ -25,6 +25,7 @@ class Device:
     handle: Handle
     pci_bus_id: str
     pci_device_id: int
+    pci_subsystem_id: int | None = None
 
     @property
     def label(self) -> str:
@@ -40,7 +41,15 @@ def acquire(lib: NvmlLib, index: int) -> Device:
         handle = lib.nvmlDeviceGetHandleByIndex(index)
     with nvml_call("nvmlDeviceGetPciInfo", gpu_label(index)):
         pci = lib.nvmlDeviceGetPciInfo(handle)
-    return Device(index=index, handle=handle, pci_bus_id=_text(pci.busId), pci_device_id=int(pci.pciDeviceId))
+    subsystem = int(pci.pciSubSystemId)
+    return Device(
+        index=index,
+        handle=handle,
+        pci_bus_id=_text(pci.busId),
+        pci_device_id=int(pci.pciDeviceId),
+        # 0 means the driver did not report one; such a GPU matches only filters without a qualifier.
+        pci_subsystem_id=subsystem or None,
+    )
 
 
 def _text(value: str | bytes) -> str:

@@ -15,7 +15,7 @@ from types import TracebackType
 import pynvml
 
 from migagent.catalog import Placement, ProfileTable
-from migagent.errors import NotSupportedError, PermanentError
+from migagent.errors import MigAgentError, NotSupportedError, PermanentError
 from migagent.layout.observed import Observation, ObservedGi, ObservedGpu
 from migagent.nvml.device import Device, acquire, mode_change_needs_reset, read_mig_mode
 from migagent.nvml.errors import classify, nvml_call, nvml_error_name
@@ -46,8 +46,13 @@ class GpuDriver:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        with nvml_call("nvmlShutdown", _NODE):
-            self._lib.nvmlShutdown()
+        try:
+            with nvml_call("nvmlShutdown", _NODE):
+                self._lib.nvmlShutdown()
+        except MigAgentError:
+            # An error already leaving the block says what went wrong; a failed shutdown must not hide it.
+            if exc is None:
+                raise
 
     # --- reading -------------------------------------------------------------------------------
 
@@ -86,6 +91,7 @@ class GpuDriver:
             name=name,
             pci_bus_id=device.pci_bus_id,
             pci_device_id=device.pci_device_id,
+            pci_subsystem_id=device.pci_subsystem_id,
             mig_capable=mode is not None,
             mig_current=current,
             mig_pending=pending,

@@ -28,6 +28,8 @@ class PciInfo(Protocol):
     def busId(self) -> str | bytes: ...  # noqa: N802  (pynvml's field name)
     @property
     def pciDeviceId(self) -> int: ...  # noqa: N802
+    @property
+    def pciSubSystemId(self) -> int: ...  # noqa: N802
 
 
 class MemoryInfo(Protocol):

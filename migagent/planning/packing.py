@@ -35,9 +35,7 @@ class Packer:
 
     def candidates(self, index: int, occupied: int, min_start: int) -> list[Placement]:
         return [
-            p
-            for p in sorted(self.items[index].placements)
-            if p.start >= min_start and not placement_mask(p) & occupied
+            p for p in sorted(self.items[index].placements) if p.start >= min_start and not placement_mask(p) & occupied
         ]
 
     def min_start(self, index: int, previous: Placement | None) -> int:

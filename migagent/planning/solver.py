@@ -21,6 +21,9 @@ from migagent.planning.naming import describe_desired, largest_first
 from migagent.planning.packing import Packer, PackItem, placement_mask
 from migagent.planning.rules import multiset_problem, rules_allow
 
+# closest_fitting tries dropping up to this many instances one level at a time before listing all.
+_CHEAP_DROP_LEVELS = 2
+
 
 @dataclass(frozen=True)
 class PlacedGi:
@@ -204,15 +207,24 @@ def closest_fitting(table: ProfileTable, desired: Sequence[DesiredGi]) -> tuple[
     # A kind that cannot exist even alone (unknown profile, unpackable CIs) is always dropped.
     keepable = [wanted[kind] if multiset_problem(table, [kind]) is None else 0 for kind in kinds]
 
-    def kept(drops: tuple[int, ...]) -> tuple[DesiredGi, ...]:
+    def remaining(drops: tuple[int, ...]) -> tuple[DesiredGi, ...]:
         return tuple(k for k, n, d in zip(kinds, keepable, drops, strict=True) for _ in range(n - d))
 
+    def drops_of(gis: tuple[DesiredGi, ...]) -> tuple[int, ...]:
+        have = Counter(gis)
+        return tuple(n - have[kind] for kind, n in zip(kinds, keepable, strict=True))
+
     def preference(drops: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
-        slices = sum(p.memory_slices for gi in kept(drops) if (p := table.gi_profile(gi.profile_id)) is not None)
+        gis = remaining(drops)
+        slices = sum(p.memory_slices for gi in gis if (p := table.gi_profile(gi.profile_id)) is not None)
         return (-slices, drops)
 
-    for total in range(sum(keepable) + 1):
-        fitting = [drops for drops in _drop_vectors(keepable, total) if fits(table, kept(drops))]
+    # Layouts a little too large are common and cheap to answer level by level; beyond that, list
+    # every fitting sub-multiset at once (monotone search) rather than the many drop vectors.
+    for total in range(min(sum(keepable), _CHEAP_DROP_LEVELS) + 1):
+        fitting = [drops for drops in _drop_vectors(keepable, total) if fits(table, remaining(drops))]
         if fitting:
-            return kept(min(fitting, key=preference))
-    return ()  # pragma: no cover - dropping everything always fits
+            return remaining(min(fitting, key=preference))
+    found = _fitting_sub_multisets(table, kinds, keepable)
+    best: tuple[DesiredGi, ...] = min(found, key=lambda gis: (-len(gis), *preference(drops_of(gis))))
+    return best

@@ -11,7 +11,6 @@ Phases move only through `states.transition`, and only `_fail` moves an attempt 
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +34,7 @@ from migagent.reconcile.bootid import BootIdProvider, read_boot_id
 from migagent.reconcile.executor import execute_step, is_step_done, precondition_failure
 from migagent.reconcile.journal import JOURNAL_VERSION, Journal, JournalRecord
 from migagent.reconcile.ports import NodeDriver, RebootRequester
+from migagent.reconcile.result import ApplyOutcome, ApplyResult
 from migagent.reconcile.retry import RetryPolicy, step_retrying
 from migagent.reconcile.safety import check_nothing_in_use
 from migagent.reconcile.signals import RebootNeeded, Replan, ResetSkipped
@@ -42,30 +42,11 @@ from migagent.reconcile.states import RESUMABLE, Phase, transition
 
 Planner = Callable[[Observation, DesiredNode], Plan]
 
+__all__ = ["ApplyEngine", "ApplyOutcome", "ApplyResult", "Planner"]
+
 log = structlog.get_logger(__name__)
 
 _MODE_STEPS = (StepKind.SET_MODE, StepKind.RESET_GPU)
-
-
-class ApplyOutcome(enum.StrEnum):
-    CONVERGED = "converged"
-    FAILED = "failed"
-    REBOOT_REQUESTED = "reboot-requested"
-    RESET_PENDING = "reset-pending"
-    """The apply stopped before a GPU reset because resets were skipped (mig-parted --skip-reset)."""
-
-
-@dataclass(frozen=True)
-class ApplyResult:
-    outcome: ApplyOutcome
-    steps_run: tuple[Step, ...] = ()
-    steps_skipped: tuple[Step, ...] = ()
-    error: str | None = None
-    plan: Plan | None = None
-
-    @property
-    def converged(self) -> bool:
-        return self.outcome is ApplyOutcome.CONVERGED
 
 
 @dataclass

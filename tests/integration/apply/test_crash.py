@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pytest
 from structlog.testing import capture_logs
 
+from migagent.catalog.model import Placement
 from migagent.planning import StepKind
 from migagent.reconcile.assertion import config_mismatches
 from migagent.reconcile.states import Phase
@@ -113,7 +114,7 @@ def test_a_resumed_plan_whose_next_step_no_longer_fits_the_node_is_planned_again
     assert record.plan is not None
     second = [s for s in record.plan.steps if s.kind is StepKind.CREATE_GI][1]
     assert second.gi_placement is not None
-    node.driver.create_gpu_instance(0, profile_id=19, placement=second.gi_placement.__class__(second.gi_placement.start, 1))
+    node.driver.create_gpu_instance(0, profile_id=19, placement=Placement(second.gi_placement.start, 1))
     with capture_logs() as logs:
         result = node.apply("h100-2x3g")
     events = [e["event"] for e in logs]

@@ -14,9 +14,7 @@ def _plain_sms(model: GpuModel) -> dict[int, int]:
     return {gi.slices: gi.sms for gi in model.profiles.gi_profiles if gi.enum_value in PLAIN_GI_ENUMS}
 
 
-@pytest.mark.parametrize(
-    ("model", "gi"), CASES, ids=[f"{model.key}-gi{gi.id}" for model, gi in CASES]
-)
+@pytest.mark.parametrize(("model", "gi"), CASES, ids=[f"{model.key}-gi{gi.id}" for model, gi in CASES])
 def test_inferred_ci_profiles_reproduce_the_catalog_for_every_model_inferred_rule_uncertain(
     model: GpuModel, gi: GiProfile
 ) -> None:

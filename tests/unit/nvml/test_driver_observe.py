@@ -16,9 +16,7 @@ MIXED = "2xA100-40GB,1xA30-24GB"
 
 
 def _mig_uuids(fake: FakeNvml, gpu: int) -> dict[tuple[int, int], str]:
-    return {
-        (gi.id, ci.id): ci.uuid for gi in fake.state.gpus[gpu].gpu_instances for ci in gi.compute_instances
-    }
+    return {(gi.id, ci.id): ci.uuid for gi in fake.state.gpus[gpu].gpu_instances for ci in gi.compute_instances}
 
 
 def test_observe_reads_identity_mode_and_reset_needs_of_every_gpu_on_a_mixed_node(

@@ -52,9 +52,7 @@ def test_a_reset_refused_because_the_gpu_is_busy_raises_in_use(output: str) -> N
     assert output in str(caught.value)
 
 
-@pytest.mark.parametrize(
-    "output", ["Resetting GPU 00000000:07:00.0 is not supported.", "GPU reset: Not Supported"]
-)
+@pytest.mark.parametrize("output", ["Resetting GPU 00000000:07:00.0 is not supported.", "GPU reset: Not Supported"])
 def test_a_reset_the_platform_cannot_do_raises_not_supported(output: str) -> None:
     run = RecordingRun(Completed(3, stderr=output))
     with pytest.raises(NotSupportedError, match="reboot"):

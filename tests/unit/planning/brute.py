@@ -40,9 +40,10 @@ def all_packings(table: ProfileTable, profile_ids: Sequence[int]) -> Iterator[di
         return
     counts = Counter(profile_ids)
     kinds = sorted(counts)
-    if sum(table.gi_profile(k).memory_slices * counts[k] for k in kinds) > table.memory_slices:  # type: ignore[union-attr]
+    profiles = {p.id: p for p in table.gi_profiles}
+    if sum(profiles[k].memory_slices * counts[k] for k in kinds) > table.memory_slices:
         return
-    choices = [itertools.combinations(table.gi_profile(k).placements, counts[k]) for k in kinds]  # type: ignore[union-attr]
+    choices = [itertools.combinations(profiles[k].placements, counts[k]) for k in kinds]
     for combo in itertools.product(*choices):
         if _disjoint([p for group in combo for p in group]):
             yield dict(zip(kinds, combo, strict=True))
@@ -67,13 +68,21 @@ def brute_max_kept(table: ProfileTable, existing: Sequence[ObservedGi], desired:
         for profile_id, placements in packing.items():
             kept += max(
                 sum(
-                    any(
-                        e.profile_id == profile_id and e.placement == p and e.ci_profile_ids == cis
-                        for e in existing
-                    )
+                    any(e.profile_id == profile_id and e.placement == p and e.ci_profile_ids == cis for e in existing)
                     for p, cis in zip(placements, order, strict=True)
                 )
                 for order in set(itertools.permutations(by_profile[profile_id]))
             )
         best = max(best, kept)
+    return best
+
+
+def brute_largest_fitting_size(table: ProfileTable, profile_ids: Sequence[int]) -> int:
+    """The most instances of `profile_ids` (a multiset) that can exist together."""
+    counts = Counter(profile_ids)
+    kinds = sorted(counts)
+    best = 0
+    for chosen in itertools.product(*(range(counts[k] + 1) for k in kinds)):
+        if sum(chosen) > best and brute_fits(table, [k for k, n in zip(kinds, chosen, strict=True) for _ in range(n)]):
+            best = sum(chosen)
     return best

@@ -7,11 +7,13 @@ against the profile table itself, so a wrong plan fails here rather than being t
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Sequence
 
 from migagent.catalog.model import MediaAttribute, Placement, ProfileTable
 from migagent.layout.desired import DesiredGi, DesiredGpu, DesiredNode
 from migagent.layout.observed import Observation, ObservedCi, ObservedGi, ObservedGpu, ObservedProcess
+from migagent.planning.solver import enumerate_fitting_multisets
 from migagent.planning.steps import Step, StepKind
 
 
@@ -49,7 +51,9 @@ def _check_media(table: ProfileTable, profile_ids: Sequence[int]) -> None:
     exclusive = [m for m in media if m in (MediaAttribute.ME, MediaAttribute.ME_ALL)]
     if len(exclusive) > 1:
         raise IllegalStepError("two GIs hold media engines")
-    if MediaAttribute.ME_ALL in media and any(m is not MediaAttribute.NO_ME for m in media if m is not MediaAttribute.ME_ALL):
+    if MediaAttribute.ME_ALL in media and any(
+        m is not MediaAttribute.NO_ME for m in media if m is not MediaAttribute.ME_ALL
+    ):
         raise IllegalStepError("+me.all GI next to a GI that is not -me")
 
 
@@ -73,7 +77,8 @@ def _create_gi(gpu: ObservedGpu, step: Step) -> ObservedGpu:
 def _create_ci(gpu: ObservedGpu, step: Step) -> ObservedGpu:
     gi = _gi(gpu, step)
     profile = _table(gpu).gi_profile(gi.profile_id)
-    assert profile is not None and step.ci_placement is not None
+    assert profile is not None
+    assert step.ci_placement is not None
     ci_profile = profile.ci_profile(step.ci_profile_id or 0)
     if ci_profile is None or step.ci_placement not in ci_profile.placements:
         raise IllegalStepError(f"illegal CI placement {step.describe()}")
@@ -174,8 +179,15 @@ def with_process(observation: Observation, *, gpu: int, placement: Placement, pi
     """Attach a process to the first CI of the GI at `placement` (a GI that is in use)."""
     target = observation.gpu(gpu)
     gi = target.gi_at(placement)
-    assert gi is not None and gi.compute_instances
+    assert gi is not None
+    assert gi.compute_instances
     first, *rest = gi.compute_instances
     busy = dataclasses.replace(first, processes=(ObservedProcess(pid=pid, used_memory_bytes=1 << 30),))
     new_gi = dataclasses.replace(gi, compute_instances=(busy, *rest))
     return _replace_gpu(observation, _with_gi(target, gi, new_gi))
+
+
+@functools.cache
+def fitting_multisets(table: ProfileTable) -> list[tuple[DesiredGi, ...]]:
+    """enumerate_fitting_multisets, computed once per table for the whole test session."""
+    return enumerate_fitting_multisets(table)

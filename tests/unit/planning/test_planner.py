@@ -1,34 +1,29 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections import Counter
+from collections.abc import Mapping
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from migagent.catalog import all_models, model_by_key
-from migagent.catalog.model import GpuModel, Placement, ProfileTable
+from migagent.catalog.model import GpuModel, Placement
 from migagent.errors import LayoutDoesNotFitError
 from migagent.layout.desired import DesiredGi, DesiredGpu, DesiredNode
 from migagent.layout.observed import Observation
 from migagent.planning import empty_observation, plan
-from migagent.planning import enumerate_fitting_multisets as _enumerate
-from migagent.planning.solver import default_gi
+from migagent.planning.solver import closest_fitting, default_gi
 from migagent.planning.steps import STEP_ORDER, StepKind
-from tests.unit.planning.brute import brute_max_kept
+from tests.unit.planning.brute import brute_fits, brute_largest_fitting_size, brute_max_kept
 from tests.unit.planning.simulate import apply_all, desired_of, gi_multiset, with_process
+from tests.unit.planning.simulate import fitting_multisets as enumerate_fitting_multisets
 
 MODELS = all_models()
 A100 = model_by_key("A100-40GB")
 H100 = model_by_key("H100-80GB-SXM")
 T = A100.profiles  # profile ids are the same on every 8-slice model: 19 1g, 20 1g+me, 15 1g-double, 14 2g, 9 3g ...
-
-
-@functools.cache
-def enumerate_fitting_multisets(table: ProfileTable) -> list[tuple[DesiredGi, ...]]:
-    return _enumerate(table)
 
 
 def _gis(*pairs: tuple[int, int]) -> tuple[DesiredGi, ...]:
@@ -39,10 +34,12 @@ ALL_BALANCED = _gis((9, 1), (14, 1), (19, 2))
 ALL_1G = _gis((19, 7))
 
 
-def _node(layouts: dict[int, tuple[DesiredGi, ...] | None]) -> DesiredNode:
+def _node(layouts: Mapping[int, tuple[DesiredGi, ...] | None]) -> DesiredNode:
     """GPU index -> its GIs (MIG on), or None for MIG off."""
     return DesiredNode(
-        gpus=tuple(DesiredGpu(index=i, mig_enabled=gis is not None, gpu_instances=gis or ()) for i, gis in layouts.items())
+        gpus=tuple(
+            DesiredGpu(index=i, mig_enabled=gis is not None, gpu_instances=gis or ()) for i, gis in layouts.items()
+        )
     )
 
 
@@ -60,23 +57,44 @@ def test_every_fitting_multiset_is_planned_from_an_empty_gpu_with_legal_steps(mo
         assert gi_multiset(after.gpu(0)) == sorted(gis)
 
 
-@pytest.mark.parametrize("model", [A100, model_by_key("A30-24GB")], ids=lambda m: m.key)
-def test_multisets_that_do_not_fit_are_refused_before_any_step(model: GpuModel) -> None:
-    table = model.profiles
-    fitting = {tuple(sorted(gis)) for gis in enumerate_fitting_multisets(table)}
-    kinds = [default_gi(table, p.id) for p in table.gi_profiles]
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.key)
+def test_one_instance_more_than_a_fitting_layout_is_planned_exactly_when_brute_force_finds_room(
+    model: GpuModel,
+) -> None:
+    table, empty = model.profiles, empty_observation([model])
     refused = 0
-    for first in kinds:
-        for second in kinds:
-            for base in enumerate_fitting_multisets(table):
-                candidate = tuple(sorted((*base, first, second)))
-                if candidate in fitting:
-                    continue
-                with pytest.raises(LayoutDoesNotFitError, match=r"^GPU 0 \("):
-                    plan(empty_observation([model]), _node({0: candidate}))
+    for base in enumerate_fitting_multisets(table):
+        for extra in table.gi_profiles:
+            candidate = (*base, default_gi(table, extra.id))
+            if brute_fits(table, [gi.profile_id for gi in candidate]):
+                assert gi_multiset(apply_all(empty, plan(empty, _node({0: candidate})).steps).gpu(0)) == sorted(
+                    candidate
+                )
+            else:
+                with pytest.raises(LayoutDoesNotFitError, match=r"^GPU 0 \(.*closest layout that fits: "):
+                    plan(empty, _node({0: candidate}))
                 refused += 1
-                break
     assert refused > 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(model=st.sampled_from(MODELS), data=st.data())
+def test_any_multiset_is_refused_exactly_when_brute_force_finds_no_packing(
+    model: GpuModel, data: st.DataObject
+) -> None:
+    table = model.profiles
+    counts = [data.draw(st.integers(0, p.max_instances + 1)) for p in table.gi_profiles]
+    desired = tuple(default_gi(table, p.id) for p, n in zip(table.gi_profiles, counts, strict=True) for _ in range(n))
+    empty = empty_observation([model])
+    if brute_fits(table, [gi.profile_id for gi in desired]):
+        assert not plan(empty, _node({0: desired})).is_empty or not desired
+        return
+    with pytest.raises(LayoutDoesNotFitError):
+        plan(empty, _node({0: desired}))
+    closest = closest_fitting(table, desired)
+    assert not Counter(closest) - Counter(desired)
+    assert brute_fits(table, [gi.profile_id for gi in closest])
+    assert len(closest) == brute_largest_fitting_size(table, [gi.profile_id for gi in desired])
 
 
 @settings(max_examples=60, deadline=None)
@@ -91,12 +109,28 @@ def test_planning_a_layout_that_is_already_in_place_gives_no_steps(data: st.Data
     assert all(g.is_unchanged for g in result.gpus)
 
 
-@settings(max_examples=40, deadline=None)
-@given(data=st.data())
-def test_changing_layout_keeps_as_many_gis_as_any_legal_packing_could(data: st.DataObject) -> None:
-    fitting = enumerate_fitting_multisets(T)
-    before = _built(empty_observation([A100]), _node({0: data.draw(st.sampled_from(fitting))}))
-    target = data.draw(st.sampled_from(fitting))
+def _ci_variants(gi: DesiredGi) -> list[DesiredGi]:
+    """The GI with its default CI, and where the GI allows it, split into 1c compute instances."""
+    profile = T.gi_profile(gi.profile_id)
+    assert profile is not None
+    one_c = profile.ci_profile(0)
+    if profile.slices == 1 or one_c is None or one_c.max_instances < profile.slices:
+        return [gi]
+    return [gi, DesiredGi(gi.profile_id, (0,) * profile.slices)]
+
+
+@st.composite
+def _a100_layouts(draw: st.DrawFn) -> tuple[DesiredGi, ...]:
+    base = draw(st.sampled_from(enumerate_fitting_multisets(T)))
+    return tuple(sorted(draw(st.sampled_from(_ci_variants(gi))) for gi in base))
+
+
+@settings(max_examples=60, deadline=None)
+@given(first=_a100_layouts(), target=_a100_layouts())
+def test_changing_layout_keeps_as_many_gis_as_any_legal_packing_could(
+    first: tuple[DesiredGi, ...], target: tuple[DesiredGi, ...]
+) -> None:
+    before = _built(empty_observation([A100]), _node({0: first}))
     result = plan(before, _node({0: target}))
     after = apply_all(before, result.steps)
     assert gi_multiset(after.gpu(0)) == sorted(target)
@@ -135,7 +169,9 @@ def test_a_gi_with_different_compute_instances_is_destroyed_and_recreated() -> N
     before = _built(empty_observation([A100]), _node({0: _gis((9, 1))}))
     result = plan(before, _node({0: (DesiredGi(9, (0, 0, 0)),)}))
     kinds = Counter(step.kind for step in result.steps)
-    assert kinds == Counter({StepKind.DESTROY_CI: 1, StepKind.DESTROY_GI: 1, StepKind.CREATE_GI: 1, StepKind.CREATE_CI: 3})
+    assert kinds == Counter(
+        {StepKind.DESTROY_CI: 1, StepKind.DESTROY_GI: 1, StepKind.CREATE_GI: 1, StepKind.CREATE_CI: 3}
+    )
     create_cis = [s.ci_placement for s in result.steps if s.kind is StepKind.CREATE_CI]
     assert create_cis == [Placement(0, 1), Placement(1, 1), Placement(2, 1)]
     apply_all(before, result.steps)
@@ -163,24 +199,28 @@ def test_turning_mig_on_resets_only_ampere_gpus_and_only_the_ones_that_change(mo
     assert {s.gpu for s in result.steps if s.kind is StepKind.SET_MODE} == {1, 4}
     assert {s.gpu for s in result.steps if s.kind is StepKind.RESET_GPU} == ({1, 4} if resets else set())
     assert [g.gpu for g in result.gpus] == [1, 4, 5]
-    assert result.gpu(5) is not None and result.gpu(5).is_unchanged  # type: ignore[union-attr]
+    unchanged = result.gpu(5)
+    assert unchanged is not None
+    assert unchanged.is_unchanged
     after = apply_all(observation, result.steps)
-    assert after.gpu(1).mig_current and after.gpu(4).mig_current
+    assert after.gpu(1).mig_current
+    assert after.gpu(4).mig_current
     assert gi_multiset(after.gpu(4)) == sorted(ALL_1G)
 
 
 def test_an_ampere_gpu_whose_pending_mode_already_matches_needs_only_the_reset() -> None:
     (gpu,) = empty_observation([A100], mig_enabled=False).gpus
     pending = Observation(gpus=(dataclasses.replace(gpu, mig_pending=True),))
-    result = plan(pending, _node({0: None if False else ()}))
+    result = plan(pending, _node({0: ()}))
     assert [s.kind for s in result.steps] == [StepKind.RESET_GPU]
-    assert result.gpus[0].mode_change is None and result.gpus[0].reset
+    assert result.gpus[0].mode_change is None
+    assert result.gpus[0].reset
 
 
 def test_a_hopper_gpu_left_pending_gets_set_mode_again_and_never_a_reset() -> None:
     (gpu,) = empty_observation([H100], mig_enabled=False).gpus
     pending = Observation(gpus=(dataclasses.replace(gpu, mig_pending=True),))
-    result = plan(pending, _node({0: _gis((7 - 7, 1))}))
+    result = plan(pending, _node({0: _gis((0, 1))}))
     kinds = [s.kind for s in result.steps]
     assert kinds[0] is StepKind.SET_MODE
     assert StepKind.RESET_GPU not in kinds
@@ -197,12 +237,12 @@ def test_an_ampere_gpu_with_a_pending_disable_that_is_wanted_on_keeps_its_instan
 
 def test_steps_run_by_kind_then_gpu_and_create_larger_gis_first() -> None:
     before = _built(empty_observation([A100, H100, A100]), _node({0: ALL_BALANCED, 1: ALL_1G, 2: ALL_BALANCED}))
-    result = plan(before, _node({0: _gis((19, 7)), 1: None, 2: _gis((9, 2))}))
+    result = plan(before, _node({0: _gis((19, 7)), 1: None, 2: _gis((19, 1), (14, 1), (5, 1))}))
     ranks = [(STEP_ORDER.index(s.kind), s.gpu) for s in result.steps]
     assert ranks == sorted(ranks)
-    for gpu in (0, 2):
-        sizes = [s.gi_placement.size for s in result.steps if s.kind is StepKind.CREATE_GI and s.gpu == gpu]
-        assert sizes == sorted(sizes, reverse=True)
+    assert {s.kind for s in result.steps} == set(StepKind) - {StepKind.RESET_GPU}  # GPU 1 is a Hopper
+    created = [s.gi_placement for s in result.steps if s.kind is StepKind.CREATE_GI and s.gpu == 2]
+    assert created == [Placement(0, 4), Placement(4, 2), Placement(6, 1)]
     apply_all(before, result.steps)
 
 
@@ -247,7 +287,9 @@ def test_unplaceable_compute_instances_are_refused() -> None:
 def test_a_gpu_without_a_profile_table_cannot_take_instances() -> None:
     (gpu,) = empty_observation([A100]).gpus
     unknown = Observation(gpus=(dataclasses.replace(gpu, profiles=None),))
-    with pytest.raises(LayoutDoesNotFitError, match=r"GPU 0 \(NVIDIA A100-SXM4-40GB\): its MIG profile table is unknown"):
+    with pytest.raises(
+        LayoutDoesNotFitError, match=r"GPU 0 \(NVIDIA A100-SXM4-40GB\): its MIG profile table is unknown"
+    ):
         plan(unknown, _node({0: ALL_1G}))
     assert plan(unknown, _node({0: ()})).is_empty
 
@@ -260,3 +302,14 @@ def test_a_gpu_without_mig_or_missing_from_the_node_is_refused() -> None:
     assert plan(no_mig, _node({0: None})).is_empty
     with pytest.raises(LayoutDoesNotFitError, match=r"GPU 3 .*no such GPU \(present: 0\)"):
         plan(no_mig, _node({3: None}))
+
+
+def test_an_ampere_gpu_with_a_pending_disable_that_is_wanted_off_loses_its_instances_and_is_reset() -> None:
+    before = _built(empty_observation([A100]), _node({0: ALL_BALANCED}))
+    flipped = Observation(gpus=(dataclasses.replace(before.gpu(0), mig_pending=False),))
+    result = plan(flipped, _node({0: None}))
+    kinds = [s.kind for s in result.steps]
+    assert StepKind.SET_MODE not in kinds
+    assert kinds[-1] is StepKind.RESET_GPU
+    assert kinds.count(StepKind.DESTROY_GI) == 4
+    assert not apply_all(flipped, result.steps).gpu(0).mig_current

@@ -43,8 +43,11 @@ class _Recorder:
 
 def _flags() -> dict[str, str]:
     return flag_environment(
-        config_file="/etc/config.yaml", selected_config="all-1g.10gb", hooks_file="/etc/hooks.yaml",
-        skip_reset=False, mode_only=True,
+        config_file="/etc/config.yaml",
+        selected_config="all-1g.10gb",
+        hooks_file="/etc/hooks.yaml",
+        skip_reset=False,
+        mode_only=True,
     )
 
 

@@ -261,3 +261,13 @@ def test_a_destroyed_gi_handle_is_stale() -> None:
     fake.nvmlGpuInstanceDestroy(gi)
     assert nvml_code(lambda: fake.nvmlGpuInstanceGetInfo(gi)) == pynvml.NVML_ERROR_INVALID_ARGUMENT
     assert nvml_code(lambda: fake.nvmlGpuInstanceDestroy(gi)) == pynvml.NVML_ERROR_INVALID_ARGUMENT
+
+
+def test_a_destroyed_gi_handle_stays_stale_when_the_same_gi_is_recreated() -> None:
+    fake = started(A100)
+    device = fake.nvmlDeviceGetHandleByIndex(0)
+    old = create_gi(fake, device, 9, 0, 4)
+    fake.nvmlGpuInstanceDestroy(old)
+    new = create_gi(fake, device, 9, 0, 4)
+    assert fake.nvmlGpuInstanceGetInfo(new).id == 1
+    assert nvml_code(lambda: fake.nvmlGpuInstanceGetInfo(old)) == pynvml.NVML_ERROR_INVALID_ARGUMENT

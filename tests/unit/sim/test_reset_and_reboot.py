@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pynvml
 import pytest
 
 from migagent.errors import InUseError, NotSupportedError, PermanentError
 from migagent.sim import FakeNvml
 from migagent.sim.reset import SimResetRunner
-from tests.unit.sim.helpers import create_gi, gi_profile, nvml_code, started
+from tests.unit.sim.helpers import gi_profile, nvml_code, started
 
 BUS0, BUS1 = "00000000:18:00.0", "00000000:19:00.0"
 
@@ -27,7 +29,7 @@ def test_reset_destroys_every_instance_and_leaves_no_mig_device() -> None:
     device = fake.nvmlDeviceGetHandleByIndex(0)
     assert fake.state.gpus[0].gpu_instances == []
     for index in range(fake.nvmlDeviceGetMaxMigDeviceCount(device)):
-        assert nvml_code(lambda i=index: fake.nvmlDeviceGetMigDeviceHandleByIndex(device, i)) == (
+        assert nvml_code(partial(fake.nvmlDeviceGetMigDeviceHandleByIndex, device, index)) == (
             pynvml.NVML_ERROR_NOT_FOUND
         )
 
