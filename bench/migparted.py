@@ -103,7 +103,11 @@ def create_without_placement(fake: FakeNvml, gpu: int, ordering: Sequence[Desire
 
 
 def clear_gpu(fake: FakeNvml, gpu: int) -> None:
-    """mig-parted's ClearMigConfig: every CI, then its GI, for every GI on the GPU."""
+    """mig-parted's ClearMigConfig: every CI, then its GI, for every GI on the GPU.
+
+    The ids to walk are read from the simulator's state (shorter than NVML's list calls); the
+    destroys themselves are pynvml calls, so FakeNvml checks and records them.
+    """
     device = fake.nvmlDeviceGetHandleByIndex(gpu)
     for gi_state in list(fake.state.gpus[gpu].gpu_instances):
         gi = fake.nvmlDeviceGetGpuInstanceById(device, gi_state.id)

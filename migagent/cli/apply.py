@@ -164,15 +164,15 @@ def _run_apply(args: argparse.Namespace) -> int:
     name = _config_name(layout, args.selected_config)
     hooks = _hook_runner(args, name)
     with open_node(args) as driver:
-        before = driver.observe()
-        desired = _desired_on_node(layout, name, before)
+        desired = _desired_on_node(layout, name, driver.observe())
         session = ApplySession(engine=_engine(args, driver), observe=driver.observe, hooks=hooks)
         try:
             report = session.run(desired, config_name=name, mode_only=args.mode_only)
         except RebootPendingError as exc:
             print(f"migagent apply: {exc}", file=sys.stderr)
             return EXIT_REBOOT_REQUESTED
-    _print_report(report, before)
+        after = driver.observe()  # names the profiles of GPUs whose MIG mode just changed
+    _print_report(report, after)
     if args.mode_only:
         print("MIG mode settings applied successfully")
     else:

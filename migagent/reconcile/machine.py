@@ -46,7 +46,12 @@ __all__ = ["ApplyEngine", "ApplyOutcome", "ApplyResult", "Planner"]
 
 log = structlog.get_logger(__name__)
 
-_MODE_STEPS = (StepKind.SET_MODE, StepKind.RESET_GPU)
+
+def _needs_reboot(step: Step, error: MigAgentError) -> bool:
+    """A reset the platform refuses, or a mode change only a reboot activates (pass-through VMs)."""
+    if isinstance(error, ResetRequiredError):
+        return step.kind in (StepKind.SET_MODE, StepKind.RESET_GPU)
+    return step.kind is StepKind.RESET_GPU and isinstance(error, NotSupportedError)
 
 
 @dataclass
@@ -200,7 +205,7 @@ class ApplyEngine:
         except InsufficientResourcesError as exc:
             raise Replan(str(exc)) from exc
         except (NotSupportedError, ResetRequiredError) as exc:
-            if step.kind in _MODE_STEPS:
+            if _needs_reboot(step, exc):
                 raise RebootNeeded(str(exc)) from exc
             raise
         if not is_step_done(step, self._driver.observe()):

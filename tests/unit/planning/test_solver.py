@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -159,3 +160,21 @@ def test_the_closest_fitting_layout_drops_the_fewest_and_smallest_instances() ->
 def test_the_closest_fitting_layout_of_a_fitting_layout_is_itself() -> None:
     desired = _gi(A100, 14) + _gi(A100, 9)
     assert sorted(closest_fitting(A100, desired)) == sorted(desired)
+
+
+def _with_media_variants(table: ProfileTable) -> ProfileTable:
+    """A100's table plus a 1g+me.all (enum 0xF) and a 1g-me (enum 0xD) profile, as Blackwell-era tables list."""
+    one_g = table.gi_profile(19)
+    assert one_g is not None
+    me_all = dataclasses.replace(one_g, id=101, enum_value=0xF, max_instances=1)
+    no_me = dataclasses.replace(one_g, id=102, enum_value=0xD)
+    return dataclasses.replace(table, gi_profiles=(*table.gi_profiles, me_all, no_me))
+
+
+def test_a_me_all_gi_shares_the_gpu_only_with_no_me_gis() -> None:
+    table = _with_media_variants(A100)
+    assert fits(table, [default_gi(table, 101), default_gi(table, 102), default_gi(table, 102)])
+    problem = placement_problem(table, [default_gi(table, 101), default_gi(table, 19)])
+    assert problem is not None
+    assert "only with -me GIs" in problem
+    assert not fits(table, [default_gi(table, 101), default_gi(table, 20)])

@@ -126,7 +126,8 @@ def test_ci_capacity_is_capped_by_the_profiles_instance_count() -> None:
     profiles = tuple(
         dataclasses.replace(p, ci_profiles=capped) if p.id == 0 else p for p in base.profiles.gi_profiles
     )
-    model = dataclasses.replace(base, key="TEST-CAPPED", profiles=dataclasses.replace(base.profiles, gi_profiles=profiles))
+    table = dataclasses.replace(base.profiles, gi_profiles=profiles)
+    model = dataclasses.replace(base, key="TEST-CAPPED", profiles=table)
     fake = FakeNvml.from_models([model], mig_enabled=True)
     fake.nvmlInit()
     gi = create_gi(fake, fake.nvmlDeviceGetHandleByIndex(0), 0, 0, 8)

@@ -191,3 +191,10 @@ def test_sim_controls_name_a_bad_gpu_index_or_gi() -> None:
         fake.sim_set_client_attached(3, True)
     with pytest.raises(ValueError, match="no GPU instance with ID 4"):
         fake.sim_set_gpu_instance_held(0, 4, True)
+
+
+def test_pci_info_of_a_mig_device_is_its_parents_uncertain() -> None:
+    fake = started(A100)
+    device = layout(fake)
+    info = fake.nvmlDeviceGetPciInfo(mig_devices(fake, device)[0])
+    assert (info.busId, info.pciDeviceId) == ("00000000:18:00.0", 0x20B010DE)
