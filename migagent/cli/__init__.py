@@ -8,12 +8,15 @@ and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 from collections.abc import Sequence
 
 from migagent import __version__
 from migagent.cli import commands
 from migagent.errors import MigAgentError
+from migagent.runtime.logging import configure_logging
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -32,6 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    debug = bool(args.debug) or os.environ.get("MIG_PARTED_DEBUG", "").lower() in ("1", "true")
+    # Sub-commands that run as daemons set `log_level` (INFO) with set_defaults; one-shot ones log warnings.
+    level = logging.DEBUG if debug else getattr(args, "log_level", logging.WARNING)
+    configure_logging(json_logs=getattr(args, "json_logs", None), level=level)
     try:
         code: int = args.handler(args)
     except MigAgentError as exc:

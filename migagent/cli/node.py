@@ -55,7 +55,10 @@ def open_node(args: argparse.Namespace) -> Iterator[GpuDriver]:
             yield driver
         return
     fake = _load_fake(spec, state)
-    with GpuDriver(fake, reset_runner=SimResetRunner(fake)) as driver:
-        yield driver
-    if state is not None:
-        fake.save(state)
+    try:
+        with GpuDriver(fake, reset_runner=SimResetRunner(fake)) as driver:
+            yield driver
+    finally:
+        # Saved even when the command fails: real GPUs keep whatever a failed apply already changed.
+        if state is not None:
+            fake.save(state)
