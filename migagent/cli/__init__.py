@@ -20,6 +20,7 @@ from migagent.runtime.logging import configure_logging
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_INTERNAL = 70
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +47,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug, not bad input: say so in one line; --debug shows the traceback
+        if debug:
+            raise
+        print(f"migagent {args.command}: internal error: {type(exc).__name__}: {exc} (run with --debug for details)",
+              file=sys.stderr)
+        return EXIT_INTERNAL
     return code
 
 

@@ -1,14 +1,17 @@
 """`migagent validate`: format, resolution and fit of layouts, per catalog GPU model, without a GPU.
 
-Entries with a device filter must resolve and fit on every model the filter matches. An entry with
-no filter is mig-parted's way of saying "wherever these profiles exist" (its default file has
-`all-1g.5gb` unfiltered), so it must fit on at least one model, and models that lack its profiles are
-listed as not applicable — unless models were named with --gpu-model, where every one must fit.
+Entries with a device filter must resolve and fit on every catalog model the filter matches. An
+entry with no filter is mig-parted's way of saying "wherever these profiles exist" (its default file
+has `all-1g.5gb` unfiltered): it must fit on every model that offers all of its profiles, and models
+lacking one are listed as not applicable — unless models were named with --gpu-model, where each
+named model must fit. Entries only for hardware the catalog does not describe (a filter matching no
+catalog model, or profiles no catalog model offers) cannot be checked: they are warnings, not errors.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -16,6 +19,7 @@ from migagent.catalog import GpuModel, all_models, model_by_key
 from migagent.cli.layout_args import add_config_file_argument, add_selected_config_argument, read_layout
 from migagent.errors import InvalidLayoutError, LayoutDoesNotFitError
 from migagent.layout.desired import DesiredNode
+from migagent.layout.packing import ProfileNotOfferedError, resolve_profile
 from migagent.layout.parse import select_config
 from migagent.layout.resolve import GpuIdentity, resolve_entry
 from migagent.layout.spec import LayoutEntry, LayoutFile
@@ -27,6 +31,7 @@ from migagent.planning.planner import plan
 class _Verdict:
     fits: list[str] = field(default_factory=list)
     not_applicable: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
 
@@ -42,28 +47,40 @@ def _check_on_model(entry: LayoutEntry, model: GpuModel, *, config: str) -> None
     plan(empty_observation([model], mig_enabled=entry.mig_enabled), DesiredNode(gpus=(desired,)))
 
 
+def _offers_every_profile(entry: LayoutEntry, model: GpuModel) -> bool:
+    try:
+        for profile, _count in entry.requested:
+            resolve_profile(profile, model.profiles)
+    except ProfileNotOfferedError:
+        return False
+    return True
+
+
 def _check_entry(
     entry: LayoutEntry, models: Sequence[GpuModel], *, config: str, strict: bool, verdict: _Verdict
 ) -> None:
-    targeted = [m for m in models if any(entry.matches_pci(p, None) for p in m.pci_device_ids)]
     where = f"mig-configs.{config}[{entry.index}]"
+    targeted = [m for m in models if any(entry.matches_pci(p, None) for p in m.pci_device_ids)]
     if not targeted:
-        verdict.problems.append(f"{where}: its device-filter matches none of the models checked")
+        # e.g. mig-parted's entries for GB200 or RTX PRO 6000: hardware the catalog does not describe.
+        filters = ", ".join(str(f) for f in entry.device_filter)
+        verdict.warnings.append(f"{where}: device-filter {filters} matches no catalog model; not checked")
         return
-    failures: list[tuple[GpuModel, str]] = []
-    for model in targeted:
+    # Without named models, an unfiltered entry means "wherever these profiles exist" (mig-parted's
+    # default file relies on that): models lacking a profile are not applicable, not errors.
+    lenient = not strict and not entry.device_filter
+    candidates = [m for m in targeted if not lenient or _offers_every_profile(entry, m)]
+    if lenient and not candidates:
+        verdict.warnings.append(f"{where}: no catalog model offers all of its profiles; not checked")
+        return
+    verdict.not_applicable.extend(f"{where} on {m.key}" for m in targeted if m not in candidates)
+    for model in candidates:
         try:
             _check_on_model(entry, model, config=config)
         except LayoutDoesNotFitError as exc:
-            failures.append((model, str(exc)))
+            verdict.problems.append(f"{where} on {model.key}: {exc}")
         else:
             verdict.fits.append(f"{where} on {model.key}")
-    lenient = not strict and not entry.device_filter and len(failures) < len(targeted)
-    for model, message in failures:
-        if lenient:
-            verdict.not_applicable.append(f"{where} on {model.key}")
-        else:
-            verdict.problems.append(message)
 
 
 def validate_layout(layout: LayoutFile, *, config: str | None, model_keys: Sequence[str] | None) -> dict[str, _Verdict]:
@@ -82,9 +99,15 @@ def _run(args: argparse.Namespace) -> int:
     verdicts = validate_layout(layout, config=args.selected_config, model_keys=args.gpu_model)
     problems = [p for v in verdicts.values() for p in v.problems]
     for name, verdict in verdicts.items():
-        state = "INVALID" if verdict.problems else "ok"
         models = sorted({f.rsplit(" on ", 1)[1] for f in verdict.fits})
-        print(f"{name}: {state}; fits on {', '.join(models) if models else 'no model'}")
+        if verdict.problems:
+            print(f"{name}: INVALID")
+        elif models:
+            print(f"{name}: ok; fits on {', '.join(models)}")
+        else:
+            print(f"{name}: not checked (no catalog model it applies to)")
+        for warning in verdict.warnings:
+            print(f"  warning: {warning}", file=sys.stderr)
         if args.verbose and verdict.not_applicable:
             print(f"  not applicable (profiles not offered): {'; '.join(verdict.not_applicable)}")
     if problems:

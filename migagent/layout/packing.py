@@ -96,28 +96,3 @@ def _place(cis: Sequence[CiProfile], taken: tuple[Placement, ...]) -> bool:
         if not any(placement.overlaps(other) for other in taken) and _place(rest, (*taken, placement)):
             return True
     return False
-
-
-def fit_problems(packed: Sequence[PackedGi], table: ProfileTable) -> list[str]:
-    """Necessary conditions only (instance limits, then slice totals); the planner places exactly.
-
-    The first kind of problem found is reported alone: three GIs of a two-GI profile also overflow
-    the slices, and saying so again would only add noise.
-    """
-    per_gi = Counter(p.gi.id for p in packed)
-    too_many = [
-        f"needs {per_gi[gi.id]} GPU instances of {gi_profile_name(gi, table)}; "
-        f"this GPU holds at most {gi.max_instances}"
-        for gi in table.gi_profiles
-        if per_gi[gi.id] > gi.max_instances
-    ]
-    if too_many:
-        return too_many
-    breakdown = ", ".join(f"{n} x {gi_profile_name(gi, table)}" for gi in table.gi_profiles if (n := per_gi[gi.id]))
-    memory = sum(p.gi.memory_slices for p in packed)
-    if memory > table.memory_slices:
-        return [f"needs {memory} memory slices ({breakdown}); this GPU has {table.memory_slices}"]
-    compute = sum(p.gi.slices for p in packed)
-    if compute > table.compute_slices:
-        return [f"needs {compute} compute slices ({breakdown}); this GPU has {table.compute_slices}"]
-    return []

@@ -18,7 +18,6 @@ from migagent.layout.observed import ObservedGpu
 from migagent.layout.packing import (
     ProfileNotOfferedError,
     ResolvedProfile,
-    fit_problems,
     flatten,
     pack_compute_instances,
     resolve_profile,
@@ -98,10 +97,9 @@ def resolve_entry(entry: LayoutEntry, gpu: GpuIdentity, *, config_name: str) -> 
             errors.append(f"{gpu.label}: profile '{profile}' in {where} is not offered; {exc}")
     if errors:
         raise LayoutDoesNotFitError("\n".join(errors))
+    # Whether the GIs fit (instance limits, slices, placements) is the planner's exact solver's call:
+    # it also says which close layout would fit.
     packed = pack_compute_instances(flatten(resolved))
-    problems = fit_problems(packed, gpu.profiles)
-    if problems:
-        raise LayoutDoesNotFitError("\n".join(f"{gpu.label}: {where} {p}" for p in problems))
     instances = tuple(DesiredGi(p.gi.id, tuple(sorted(ci.id for ci in p.cis))) for p in packed)
     return DesiredGpu(index=gpu.index, mig_enabled=True, gpu_instances=instances, config_name=config_name)
 

@@ -37,6 +37,27 @@ MIG_PARTED_STYLE = textwrap.dedent(
           mig-enabled: true
           mig-devices:
             "1g.10gb": 7
+      all-1g.24gb.gfx:
+        - devices: all
+          mig-enabled: true
+          mig-devices:
+            "1g.24gb+gfx": 4
+      all-balanced:
+        - device-filter: ["0x20B010DE", "0x20B110DE", "0x20F110DE", "0x20F610DE"]
+          devices: all
+          mig-enabled: true
+          mig-devices:
+            "1g.5gb": 2
+            "2g.10gb": 1
+            "3g.20gb": 1
+        # GB200: hardware the catalog does not describe
+        - device-filter: "0x294110DE"
+          devices: all
+          mig-enabled: true
+          mig-devices:
+            "1g.23gb": 2
+            "2g.47gb": 1
+            "3g.93gb": 1
       custom-config:
         - devices: [0,1,2,3]
           mig-enabled: false
@@ -83,6 +104,17 @@ def test_validate_accepts_a_file_written_for_mig_parted_with_unfiltered_model_sp
     out = capsys.readouterr().out
     assert "all-1g.5gb: ok; fits on A100-40GB" in out
     assert "not applicable" in out
+    assert "all-1g.24gb.gfx: not checked" in out
+    assert "all-balanced: ok; fits on A100-40GB" in out
+
+
+def test_validate_warns_about_entries_for_hardware_the_catalog_does_not_describe(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["validate", "-f", str(_write(tmp_path, MIG_PARTED_STYLE))]) == 0
+    err = capsys.readouterr().err
+    assert "0x294110DE matches no catalog model; not checked" in err
+    assert "all-1g.24gb.gfx[0]: no catalog model offers all of its profiles" in err
 
 
 def test_validate_with_a_named_model_refuses_a_profile_that_model_lacks(

@@ -6,7 +6,7 @@ import pytest
 
 from migagent.catalog import GpuModel, all_models, model_by_key
 from migagent.errors import LayoutDoesNotFitError
-from migagent.layout.desired import DesiredGi, DesiredGpu
+from migagent.layout.desired import DesiredGi, DesiredGpu, DesiredNode
 from migagent.layout.observed import ObservedGpu
 from migagent.layout.parse import load_layout_file, parse_layout
 from migagent.layout.profile import MigProfile, ci_profile_name
@@ -19,6 +19,8 @@ from migagent.layout.resolve import (
     validate_entries,
 )
 from migagent.layout.spec import ALL_DEVICES, LayoutEntry, LayoutFile, PciFilter
+from migagent.planning.offline import empty_observation
+from migagent.planning.planner import plan
 from tests.unit.layout.support import MIG_PARTED_STYLE, gpu
 
 # Catalog GI / CI profile ids used below (A100 family; see migagent/catalog/models.yaml).
@@ -168,20 +170,16 @@ def test_the_double_memory_1g_on_hopper_uses_its_default_compute_profile() -> No
     assert on("H100-80GB-SXM", {"1g.20gb": 1}) == (DesiredGi(15, (7,)),)
 
 
-def test_a_gi_count_past_the_profiles_limit_is_refused() -> None:
+def test_a_gi_count_past_the_profiles_limit_resolves_and_is_left_to_the_planner_to_refuse() -> None:
+    gis = on("A100-80GB", {"3g.40gb": 3})
+    assert gis == (DesiredGi(GI_3G, (2,)),) * 3
+    observation = empty_observation([model_by_key("A100-80GB")])
     with pytest.raises(LayoutDoesNotFitError) as info:
-        on("A100-80GB", {"3g.40gb": 3})
-    assert str(info.value) == (
-        "GPU 0 (A100-80GB): mig-configs.c[0] needs 3 GPU instances of 3g.40gb; this GPU holds at most 2"
-    )
-
-
-def test_more_memory_slices_than_the_gpu_has_is_refused() -> None:
-    with pytest.raises(LayoutDoesNotFitError) as info:
-        on("A100-40GB", {"4g.20gb": 1, "3g.20gb": 1, "1g.5gb": 1})
+        plan(observation, DesiredNode(gpus=(DesiredGpu(index=0, mig_enabled=True, gpu_instances=gis),)))
     message = str(info.value)
-    assert "GPU 0 (A100-40GB): mig-configs.c[0] needs 9 memory slices" in message
-    assert "(1 x 1g.5gb, 1 x 3g.20gb, 1 x 4g.20gb); this GPU has 8" in message
+    assert message.startswith("GPU 0 (NVIDIA A100-SXM4-80GB)")
+    assert "3g.40gb" in message
+    assert "closest" in message
 
 
 def test_zero_counts_request_nothing() -> None:

@@ -1,0 +1,78 @@
+"""`serve_pod_resources`: a PodResources v1 server on a unix socket (the fake kubelet's side).
+
+It answers from callables, so the caller's own state stays the single truth: `List` from
+`provider`, `GetAllocatableResources` from `allocatable`, `Get` by filtering `provider`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+
+from migagent.podresources.generated import api_pb2, api_pb2_grpc
+from migagent.podresources.model import PodDevices, to_pod_resources
+
+PodDevicesProvider = Callable[[], Sequence[PodDevices]]
+AllocatableProvider = Callable[[], Mapping[str, Sequence[str]]]
+
+
+class _Lister(api_pb2_grpc.PodResourcesListerServicer):  # type: ignore[misc]
+    def __init__(self, provider: PodDevicesProvider, allocatable: AllocatableProvider) -> None:
+        self._provider = provider
+        self._allocatable = allocatable
+
+    def List(  # noqa: N802 (the gRPC method name)
+        self, request: api_pb2.ListPodResourcesRequest, context: grpc.ServicerContext
+    ) -> api_pb2.ListPodResourcesResponse:
+        return api_pb2.ListPodResourcesResponse(pod_resources=to_pod_resources(self._provider()))
+
+    def GetAllocatableResources(  # noqa: N802
+        self, request: api_pb2.AllocatableResourcesRequest, context: grpc.ServicerContext
+    ) -> api_pb2.AllocatableResourcesResponse:
+        devices = [
+            api_pb2.ContainerDevices(resource_name=name, device_ids=list(ids))
+            for name, ids in sorted(self._allocatable().items())
+        ]
+        return api_pb2.AllocatableResourcesResponse(devices=devices)
+
+    def Get(  # noqa: N802
+        self, request: api_pb2.GetPodResourcesRequest, context: grpc.ServicerContext
+    ) -> api_pb2.GetPodResourcesResponse:
+        wanted = [e for e in self._provider() if (e.namespace, e.name) == (request.pod_namespace, request.pod_name)]
+        if not wanted:
+            # The kubelet answers an unknown pod with an error, not an empty message.
+            context.abort(
+                grpc.StatusCode.NOT_FOUND, f"pod {request.pod_name} in namespace {request.pod_namespace} not found"
+            )
+        return api_pb2.GetPodResourcesResponse(pod_resources=to_pod_resources(wanted)[0])
+
+
+def serve_pod_resources(
+    socket_path: str,
+    provider: PodDevicesProvider,
+    *,
+    allocatable: AllocatableProvider | None = None,
+    max_workers: int = 4,
+) -> grpc.Server:
+    """Start serving on `unix://<socket_path>` and return the started server.
+
+    A socket file left by an earlier run is replaced, as the kubelet does. Stop it with
+    `server.stop(grace).wait()`; gRPC removes the socket file on shutdown.
+    """
+    path = Path(socket_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_socket():
+        path.unlink()
+    elif path.exists():
+        raise FileExistsError(f"PodResources socket path {socket_path} exists and is not a socket; remove it first")
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="podresources"))
+    lister = _Lister(provider, allocatable or dict)
+    api_pb2_grpc.add_PodResourcesListerServicer_to_server(lister, server)
+    if server.add_insecure_port(f"unix://{os.fspath(path)}") == 0:
+        raise OSError(f"cannot bind the PodResources server to unix://{socket_path}")
+    server.start()
+    return server
