@@ -45,3 +45,11 @@ class InvalidLayoutError(PermanentError):
 
 class LayoutDoesNotFitError(PermanentError):
     """A well-formed layout that cannot be realised on a GPU; the message names the GPU and what fails."""
+
+
+class DrainBlockedError(PermanentError):
+    """Pods that had to leave did not within the drain timeout; `pods` names them (namespace/name)."""
+
+    def __init__(self, message: str, *, pods: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.pods = pods

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from migagent.cli import apply, export, validate
+from migagent.cli import agent, apply, demo, export, host, validate
 
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
@@ -17,4 +17,7 @@ REGISTRARS: list[Registrar] = [
     validate.register,
     export.register,
     apply.register,
+    host.register,
+    agent.register,
+    demo.register,
 ]

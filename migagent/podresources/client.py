@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -17,12 +18,14 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 # The kubelet rate-limits this socket and can restart at any moment: a retry a little later usually works.
 _RETRY_DELAY_S = 2.0
 
+Stub = Any  # the generated stub is untyped; each call below names its response type
+
 
 class PodResourcesClient:
     """`PodResourcesClient("/var/lib/kubelet/pod-resources/kubelet.sock").list()`.
 
     Each call opens its own channel: the kubelet recreates the socket when it restarts, and a
-    channel per call always dials the current one.
+    channel per call always dials the current one. Every failure is a TransientError naming the socket.
     """
 
     def __init__(self, socket_path: str, *, timeout_s: float = 10) -> None:
@@ -39,22 +42,41 @@ class PodResourcesClient:
         """Every device the kubelet has assigned to a container of an active pod on this node.
 
         Device ids are physical ids (a time-slicing replica suffix `::N` is removed).
-        Raises TransientError when the socket is missing or the call fails.
         """
-        response: api_pb2.ListPodResourcesResponse = self._call("List", api_pb2.ListPodResourcesRequest())
+        request = api_pb2.ListPodResourcesRequest()
+        response: api_pb2.ListPodResourcesResponse = self._call(
+            "List", lambda s: s.List(request, timeout=self.timeout_s)
+        )
         return from_pod_resources(response.pod_resources)
+
+    def get(self, namespace: str, name: str) -> tuple[PodDevices, ...]:
+        """The devices of one pod; empty when the kubelet does not know the pod.
+
+        `Get` needs Kubernetes >= 1.34 or the KubeletPodResourcesGet gate; `list` works everywhere.
+        """
+        request = api_pb2.GetPodResourcesRequest(pod_name=name, pod_namespace=namespace)
+        try:
+            response: api_pb2.GetPodResourcesResponse = self._call(
+                "Get", lambda s: s.Get(request, timeout=self.timeout_s)
+            )
+        except TransientError as exc:
+            if _status_code(exc.__cause__) is grpc.StatusCode.NOT_FOUND:
+                return ()
+            raise
+        return from_pod_resources([response.pod_resources])
 
     def allocatable(self) -> dict[str, tuple[str, ...]]:
         """Resource name -> every device id the kubelet can hand out (held or free)."""
+        request = api_pb2.AllocatableResourcesRequest()
         response: api_pb2.AllocatableResourcesResponse = self._call(
-            "GetAllocatableResources", api_pb2.AllocatableResourcesRequest()
+            "GetAllocatableResources", lambda s: s.GetAllocatableResources(request, timeout=self.timeout_s)
         )
         by_resource: dict[str, list[str]] = {}
         for devices in response.devices:
             by_resource.setdefault(devices.resource_name, []).extend(devices.device_ids)
         return {name: tuple(ids) for name, ids in by_resource.items()}
 
-    def _call(self, method: str, request: object) -> Any:
+    def _call(self, method: str, invoke: Callable[[Stub], Any]) -> Any:
         if not os.path.exists(self.socket_path):
             raise TransientError(
                 f"PodResources {method}: socket {self.socket_path} does not exist "
@@ -64,17 +86,21 @@ class PodResourcesClient:
         options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
         try:
             with grpc.insecure_channel(self.target, options=options) as channel:
-                stub = api_pb2_grpc.PodResourcesListerStub(channel)
-                return getattr(stub, method)(request, timeout=self.timeout_s)
+                return invoke(api_pb2_grpc.PodResourcesListerStub(channel))  # type: ignore[no-untyped-call]
         except grpc.RpcError as exc:
             raise TransientError(
                 f"PodResources {method} on {self.target} failed: {_describe(exc)}", delay=_RETRY_DELAY_S
             ) from exc
 
 
-def _describe(exc: grpc.RpcError) -> str:
-    """`UNAVAILABLE: <details>`; an RpcError raised by a call is also a grpc.Call carrying both."""
+def _status_code(exc: BaseException | None) -> grpc.StatusCode | None:
+    """An RpcError raised by a call is also a grpc.Call, which carries the status code."""
     code = exc.code() if isinstance(exc, grpc.Call) else None
+    return code if isinstance(code, grpc.StatusCode) else None
+
+
+def _describe(exc: grpc.RpcError) -> str:
+    """`UNAVAILABLE: <details>`."""
+    code = _status_code(exc)
     details = exc.details() if isinstance(exc, grpc.Call) else None
-    name = code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
-    return f"{name}: {details or exc}"
+    return f"{code.name if code else 'UNKNOWN'}: {details or exc}"

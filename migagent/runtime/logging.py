@@ -11,6 +11,10 @@ import sys
 import structlog
 
 
+def _stderr_logger(*_args: object) -> structlog.PrintLogger:
+    return structlog.PrintLogger(file=sys.stderr)
+
+
 def configure_logging(*, json_logs: bool | None = None, level: int = logging.WARNING) -> None:
     """json_logs None means: JSON unless stderr is a terminal. One-shot commands log warnings only
     (mig-parted prints its details only with --debug); daemons pass INFO."""
@@ -27,6 +31,7 @@ def configure_logging(*, json_logs: bool | None = None, level: int = logging.WAR
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # Resolved at each log call, not at configure time: sys.stderr may be swapped (tests, daemons).
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )

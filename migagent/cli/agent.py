@@ -1,0 +1,285 @@
+"""`migagent agent`: the Kubernetes node agent (a drop-in for k8s-mig-manager), and its wiring.
+
+Flags mirror nvidia-mig-manager where one exists (NODE_NAME, CONFIG_FILE, KUBECONFIG). The agent
+applies the layout named by its Node's `nvidia.com/mig.config` label from the mounted layout file,
+draining only the pods whose MIG devices change; see migagent.runtime.reconcile_node.
+`build_agent` is shared with `migagent demo`, which runs the same wiring against the simulator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+from migagent.cli.node import add_node_arguments, open_node
+from migagent.clock import Clock, SystemClock
+from migagent.errors import InvalidLayoutError
+from migagent.kube.adapter import KubeApi
+from migagent.kube.client import make_api_client
+from migagent.kube.deviceplugin import DeletePod, DevicePluginRestarter, GpuOperatorPause, NoRestart
+from migagent.kube.drain import Drainer
+from migagent.kube.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_SELECTOR
+from migagent.podresources.client import DEFAULT_SOCKET_PATH, PodResourcesClient
+from migagent.reconcile.journal import FileJournal, Journal, MemoryJournal
+from migagent.reconcile.machine import ApplyEngine
+from migagent.reconcile.ports import NodeDriver
+from migagent.runtime.agent import Agent
+from migagent.runtime.attempt import RetryBackoff
+from migagent.runtime.health import HealthState
+from migagent.runtime.listener import MetricsListener, NullListener
+from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook
+from migagent.runtime.serve import start_observability
+from migagent.sources.node_label import NodeLabelSource, WatchSettings
+
+DEFAULT_JOURNAL_DIR = "/var/lib/migagent"
+RESTART_STRATEGIES = ("gpu-operator", "delete-pod", "none")
+
+# Kubernetes' own libraries log every retried connection at WARNING; our structured logs say it once.
+_NOISY_LOGGERS = ("urllib3.connectionpool", "kubernetes.client.rest")
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    """Everything `build_agent` needs besides the live objects: what the flags resolve to."""
+
+    node_name: str
+    settings: AgentSettings
+    podresources_socket: str = DEFAULT_SOCKET_PATH
+    restart: str = "gpu-operator"
+    operator_namespace: str = DEFAULT_OPERATOR_NAMESPACE
+    plugin_selector: str = DEVICE_PLUGIN_SELECTOR
+    plugin_timeout_s: float = 300.0
+    poll_interval_s: float = 1.0
+    """How often pod departures, plugin pods and Node allocatable are re-read while waiting."""
+    watch: WatchSettings = field(default_factory=WatchSettings)
+
+
+def _restarter(options: AgentOptions, api: KubeApi, clock: Clock) -> DevicePluginRestarter:
+    if options.restart == "gpu-operator":
+        return GpuOperatorPause(
+            api,
+            clock=clock,
+            namespace=options.operator_namespace,
+            timeout_s=options.plugin_timeout_s,
+            poll_interval_s=options.poll_interval_s,
+        )
+    if options.restart == "delete-pod":
+        return DeletePod(
+            api,
+            clock=clock,
+            namespace=options.operator_namespace,
+            label_selector=options.plugin_selector,
+            timeout_s=options.plugin_timeout_s,
+            poll_interval_s=options.poll_interval_s,
+        )
+    if options.restart == "none":
+        return NoRestart()
+    raise InvalidLayoutError(
+        f"--device-plugin-restart {options.restart!r} is not valid; valid: {', '.join(RESTART_STRATEGIES)}"
+    )
+
+
+def build_agent(
+    options: AgentOptions,
+    *,
+    api: KubeApi,
+    driver: NodeDriver,
+    journal: Journal,
+    clock: Clock,
+    listener: MetricsListener | None = None,
+    health: HealthState | None = None,
+    phase_hook: PhaseHook | None = None,
+) -> tuple[Agent, NodeLabelSource]:
+    """The agent and its label source (not started: `source.start()` before `agent.run`)."""
+    ports = AgentPorts(
+        api=api,
+        driver=driver,
+        engine=ApplyEngine(driver, journal, clock=clock),
+        pod_resources=PodResourcesClient(options.podresources_socket),
+        restarter=_restarter(options, api, clock),
+        drainer=Drainer(
+            api,
+            clock=clock,
+            retry_initial_s=min(1.0, options.poll_interval_s),
+            retry_max_s=max(5.0 * options.poll_interval_s, 0.05),
+            poll_interval_s=options.poll_interval_s,
+        ),
+        clock=clock,
+        listener=listener or NullListener(),
+    )
+    source = NodeLabelSource(api, clock=clock, settings=options.watch)
+    agent = Agent(ports, options.settings, source=source, health=health, phase_hook=phase_hook)
+    return agent, source
+
+
+# -- the command ----------------------------------------------------------------------------------
+
+
+def _positive(args: argparse.Namespace, *names: str) -> None:
+    for name in names:
+        if getattr(args, name) <= 0:
+            raise InvalidLayoutError(f"--{name.replace('_', '-')} must be a positive number of seconds")
+
+
+def _options(args: argparse.Namespace) -> AgentOptions:
+    if not args.node_name:
+        raise InvalidLayoutError("the node name is required: set NODE_NAME (downward API) or pass --node-name")
+    if not args.config_file:
+        raise InvalidLayoutError("the layout file is required: pass --config-file (env CONFIG_FILE)")
+    _positive(args, "drain_timeout", "readvertise_timeout", "resync_period", "retry_initial")
+    settings = AgentSettings(
+        config_file=Path(args.config_file),
+        drain_timeout_s=args.drain_timeout,
+        readvertise_timeout_s=args.readvertise_timeout,
+        force_delete=args.force_delete,
+        resync_period_s=args.resync_period,
+        retry=RetryBackoff(initial_s=args.retry_initial, max_s=max(args.retry_initial, 1800.0)),
+    )
+    return AgentOptions(
+        node_name=args.node_name,
+        settings=settings,
+        podresources_socket=args.podresources_socket,
+        restart=args.device_plugin_restart,
+        operator_namespace=args.operator_namespace,
+        plugin_selector=args.device_plugin_selector,
+        watch=WatchSettings(resync_period_s=args.resync_period),
+    )
+
+
+def _journal(args: argparse.Namespace) -> Journal:
+    if args.journal_dir:
+        return FileJournal(Path(args.journal_dir))
+    if args.state:
+        state = Path(args.state)
+        return FileJournal(state.with_name(f"{state.name}.journal"))
+    if args.simulate:
+        return MemoryJournal()
+    return FileJournal(Path(DEFAULT_JOURNAL_DIR))
+
+
+@contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM/SIGINT set `stop`; the agent finishes or undoes its current phase, then exits.
+
+    The handler only starts a thread: it runs on top of whatever the main thread was doing, which
+    may hold the lock that `Event.set` takes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        threading.Thread(target=stop.set, daemon=True).start()
+
+    previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+def _observability(
+    args: argparse.Namespace, health: HealthState
+) -> tuple[MetricsListener, Callable[[], None]]:
+    if args.metrics_port is None:
+        return NullListener(), lambda: None
+    metrics, server = start_observability(args.metrics_port, args.metrics_address, health)
+    return metrics, server.stop
+
+
+def _run_agent(args: argparse.Namespace) -> int:
+    options = _options(args)
+    for name in _NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    clock = SystemClock()
+    health = HealthState(clock)
+    api = KubeApi(
+        make_api_client(kubeconfig=args.kubeconfig, api_server=args.api_server),
+        node_name=options.node_name,
+        clock=clock,
+    )
+    listener, stop_observability = _observability(args, health)
+    stop = threading.Event()
+    try:
+        with open_node(args) as driver:
+            agent, source = build_agent(
+                options, api=api, driver=driver, journal=_journal(args), clock=clock,
+                listener=listener, health=health,
+            )
+            source.start()
+            try:
+                with _stop_on_signals(stop):
+                    agent.run(stop)
+            finally:
+                source.stop()
+    finally:
+        stop_observability()
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "agent", help="Kubernetes node agent: apply the layout the node label nvidia.com/mig.config names"
+    )
+    env = os.environ.get
+    parser.add_argument("-n", "--node-name", default=env("NODE_NAME"), help="this node's name (env NODE_NAME)")
+    parser.add_argument(
+        "-f", "--config-file", default=env("CONFIG_FILE") or env("MIG_PARTED_CONFIG_FILE"),
+        help="layout file in mig-parted v1 format, usually a mounted ConfigMap; re-read at every reconcile"
+        " (env CONFIG_FILE)",
+    )
+    parser.add_argument(
+        "--journal-dir", default=env("MIGAGENT_JOURNAL_DIR"),
+        help=f"apply journal directory, on a hostPath (env MIGAGENT_JOURNAL_DIR; default {DEFAULT_JOURNAL_DIR})",
+    )
+    parser.add_argument("--kubeconfig", default=env("KUBECONFIG"), help="kubeconfig file (default: in-cluster)")
+    parser.add_argument("--api-server", help="API server URL, e.g. the simulator's http://127.0.0.1:PORT")
+    parser.add_argument(
+        "--podresources-socket", default=env("MIGAGENT_PODRESOURCES_SOCKET", DEFAULT_SOCKET_PATH),
+        help=f"kubelet PodResources socket (default {DEFAULT_SOCKET_PATH})",
+    )
+    parser.add_argument(
+        "--device-plugin-restart", choices=RESTART_STRATEGIES, default="gpu-operator",
+        help="gpu-operator: pause the operator's nvidia.com/gpu.deploy.* labels (default); delete-pod: delete the"
+        " plugin pod for its DaemonSet to recreate; none: something else restarts it",
+    )
+    parser.add_argument(
+        "--operator-namespace", default=env("OPERATOR_NAMESPACE", DEFAULT_OPERATOR_NAMESPACE),
+        help=f"namespace of the device plugin and GPU Operator pods (default {DEFAULT_OPERATOR_NAMESPACE})",
+    )
+    parser.add_argument(
+        "--device-plugin-selector", default=DEVICE_PLUGIN_SELECTOR, help="plugin pod labels, for delete-pod"
+    )
+    parser.add_argument(
+        "--drain-timeout", type=float, default=300.0, metavar="SECONDS",
+        help="give up (and undo) when pods on changing devices have not left by then, e.g. held by a PDB",
+    )
+    parser.add_argument(
+        "--readvertise-timeout", type=float, default=300.0, metavar="SECONDS",
+        help="how long the device plugin may take to advertise the new MIG devices in Node allocatable",
+    )
+    parser.add_argument(
+        "--force-delete", action="store_true", help="delete pods instead of evicting them (ignores PDBs)"
+    )
+    parser.add_argument(
+        "--resync-period", type=float, default=300.0, metavar="SECONDS",
+        help="re-check the node this often even without a label change (drift repair)",
+    )
+    parser.add_argument(
+        "--retry-initial", type=float, default=30.0, metavar="SECONDS",
+        help="first retry delay of a failed node, doubled per failure up to 30 min",
+    )
+    parser.add_argument(
+        "--metrics-port", type=int, default=None, help="serve /metrics, /healthz and /readyz on this port (0: any)"
+    )
+    parser.add_argument("--metrics-address", default="0.0.0.0", help="address for --metrics-port")
+    add_node_arguments(parser)
+    parser.set_defaults(handler=_run_agent, log_level=logging.INFO)

@@ -1,0 +1,219 @@
+"""`migagent demo`: watch the agent reconfigure a simulated 8-GPU node, end to end, in seconds.
+
+Everything runs in this process on loopback: a fake kube-apiserver, a fake kubelet (PodResources
+on a unix socket, a device plugin that re-advertises), FakeNvml with 8x H100-80GB-SXM in layout
+all-1g.10gb, and the real agent. Workload pods run on several GPUs; one is guarded by a
+PodDisruptionBudget that allows no disruption at first. The node is labelled `half-balanced`
+(GPUs 0-3 change, 4-7 stay), and the demo prints what the agent does as it happens, then the
+advertised resources before and after. Exit 0 on success within --timeout, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import queue
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from migagent.cli.simcluster import SimCluster
+from migagent.kube.names import (
+    CONDITION_TYPE,
+    DESIRED_ANNOTATION,
+    MIG_CONFIG_LABEL,
+    MIG_CONFIG_STATE_LABEL,
+    deploy_label,
+)
+
+JsonDict = dict[str, Any]
+START_LAYOUT = "all-1g.10gb"
+TARGET_LAYOUT = "half-balanced"
+PDB_RELEASE_AFTER_S = 1.5
+_POLL_S = 0.05
+# (namespace, name, GPU, slot of its 1g.10gb GI, labels)
+WORKLOADS: tuple[tuple[str, str, int, int, dict[str, str]], ...] = (
+    ("ml", "train-0", 0, 0, {"app": "train"}),
+    ("ml", "train-1", 0, 4, {"app": "train"}),
+    ("ml", "inference-0", 1, 5, {"app": "inference"}),
+    ("ml", "notebook-0", 2, 1, {"app": "notebook"}),
+    ("ml", "train-2", 5, 2, {"app": "train"}),
+    ("ml", "train-3", 5, 6, {"app": "train"}),
+    ("ml", "batch-0", 7, 3, {"app": "batch"}),
+)
+
+
+@dataclass
+class _Watcher:
+    """One printed line per change: node changes and pod deletions as the fake API server commits
+    them (its listeners), Events and refused evictions as the main loop polls for them."""
+
+    cluster: SimCluster
+    started: float = field(default_factory=time.monotonic)
+    seen: dict[str, object] = field(default_factory=dict)
+    events_seen: int = 0
+    requests_seen: int = 0
+    blocked_seen: set[str] = field(default_factory=set)
+    first_block_at: float | None = None
+    lines: queue.Queue[str] = field(default_factory=queue.Queue)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    quiet: bool = True
+
+    def say(self, text: str) -> None:
+        if not self.quiet:
+            self.lines.put(f"[{time.monotonic() - self.started:5.1f}s] {text}")
+
+    def listen(self) -> None:
+        """Take in the starting state without printing it, then follow every change."""
+        self.node_changed(self.cluster.node())
+        self.events_seen = len(self.cluster.api.events())
+        self.quiet = False
+        self.cluster.api.on_node_changed(self.node_changed)
+        self.cluster.api.on_pod_deleted(self.pod_deleted)
+
+    def node_changed(self, node: JsonDict) -> None:
+        labels = node["metadata"].get("labels", {})
+        conditions = node.get("status", {}).get("conditions", [])
+        condition = next((c for c in conditions if c["type"] == CONDITION_TYPE), None)
+        with self.lock:
+            self._changed("state", labels.get(MIG_CONFIG_STATE_LABEL), lambda v: f"label {MIG_CONFIG_STATE_LABEL}={v}")
+            if condition is not None:
+                summary = f"{condition['status']}/{condition['reason']}: {condition.get('message', '')}"
+                self._changed("condition", summary, lambda v: f"condition {CONDITION_TYPE} {v}")
+            cordoned = bool(node["spec"].get("unschedulable"))
+            self._changed("cordon", cordoned, lambda v: "node cordoned" if v else "node uncordoned")
+            plugin = labels.get(deploy_label("device-plugin"))
+            self._changed("plugin", plugin, lambda v: f"label {deploy_label('device-plugin')}={v}")
+
+    def pod_deleted(self, pod: JsonDict) -> None:
+        self.say(f"pod {pod['metadata']['namespace']}/{pod['metadata']['name']} is gone")
+
+    def poll(self) -> JsonDict:
+        self._print_events()
+        self._print_blocked_evictions()
+        while not self.lines.empty():
+            print(self.lines.get(), flush=True)
+        return self.cluster.node()
+
+    def _changed(self, key: str, value: object, describe: Callable[[Any], str]) -> None:
+        if self.seen.get(key, object()) != value:
+            self.seen[key] = value
+            self.say(describe(value))
+
+    def _print_events(self) -> None:
+        events = self.cluster.api.events()
+        for event in events[self.events_seen :]:
+            kind = "Warning" if event.get("type") == "Warning" else "Normal"
+            self.say(f"event {kind} {event.get('reason')}: {event.get('message') or event.get('note')}")
+        self.events_seen = len(events)
+
+    def _print_blocked_evictions(self) -> None:
+        requests = self.cluster.api.requests
+        fresh, self.requests_seen = requests[self.requests_seen :], len(requests)
+        for request in fresh:
+            if request.subresource == "eviction" and request.status == 429 and request.name not in self.blocked_seen:
+                self.blocked_seen.add(str(request.name))
+                self.first_block_at = self.first_block_at or time.monotonic()
+                self.say(f"eviction of {request.namespace}/{request.name} refused (429): its PodDisruptionBudget"
+                         " allows no disruption; the agent keeps retrying")
+
+
+def _setup(cluster: SimCluster) -> dict[str, str]:
+    """Start the workloads and the PDB; returns pod name -> where it runs."""
+    where: dict[str, str] = {}
+    for namespace, name, gpu, slot, labels in WORKLOADS:
+        uuid = cluster.mig_uuid(gpu, slot)
+        cluster.kubelet.run_workload(namespace, name, mig_uuid=uuid, labels=labels)
+        where[f"{namespace}/{name}"] = f"GPU {gpu}, 1g.10gb at slot {slot} ({uuid})"
+    cluster.api.add_pdb("ml", "inference-pdb", match_labels={"app": "inference"}, disruptions_allowed=0)
+    return where
+
+
+def _wait_for_state(cluster: SimCluster, watcher: _Watcher, layout: str, deadline: float) -> bool:
+    released = False
+    while time.monotonic() < deadline:
+        node = watcher.poll()
+        labels, annotations = node["metadata"].get("labels", {}), node["metadata"].get("annotations", {})
+        applied = str(watcher.seen.get("condition", "")).startswith("True/Applied")
+        wanted = layout in annotations.get(DESIRED_ANNOTATION, "")
+        if applied and wanted and labels.get(MIG_CONFIG_STATE_LABEL) == "success":
+            return True
+        if not released and watcher.first_block_at and time.monotonic() - watcher.first_block_at > PDB_RELEASE_AFTER_S:
+            cluster.api.set_pdb_disruptions_allowed("ml", "inference-pdb", 1)
+            watcher.say("(demo) the other inference replica is ready: inference-pdb now allows 1 disruption")
+            released = True
+        time.sleep(_POLL_S)
+    return False
+
+
+def _print_table(before: dict[str, int], after: dict[str, int]) -> None:
+    names = sorted(set(before) | set(after))
+    width = max(len(n) for n in names) if names else 10
+    print(f"\n  {'advertised resource':<{width}}  before  after")
+    for name in names:
+        print(f"  {name:<{width}}  {before.get(name, 0):>6}  {after.get(name, 0):>5}")
+
+
+def _print_pods(cluster: SimCluster, where: dict[str, str]) -> None:
+    running = {f"{w.namespace}/{w.name}" for w in cluster.kubelet.workloads()}
+    print("\n  workload pods:")
+    for pod, place in where.items():
+        fate = "still running" if pod in running else "evicted (its GPU instance was destroyed)"
+        print(f"    {pod:<16} {fate:<42} was on {place}")
+
+
+def _print_requests(cluster: SimCluster, since: int) -> None:
+    counts = Counter(
+        f"{r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}" for r in cluster.api.requests[since:]
+    )
+    listing = ", ".join(f"{n} {what}" for what, n in counts.most_common())
+    print(f"\n  API requests during the change: {sum(counts.values())} ({listing})")
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    for name in ("urllib3.connectionpool", "kubernetes.client.rest", "migagent.sim"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    with tempfile.TemporaryDirectory(prefix="migagent-demo-") as workdir, SimCluster(Path(workdir)) as cluster:
+        print(f"migagent demo: node {cluster.config.node_name} with {cluster.config.spec}, fake API server at"
+              f" {cluster.api.url}\n  GPUs start in layout {START_LAYOUT}: advertised {cluster.kubelet.advertised()}")
+        where = _setup(cluster)
+        for pod, place in where.items():
+            print(f"  workload {pod} on {place}")
+        print("  PodDisruptionBudget ml/inference-pdb guards ml/inference-0 and allows 0 disruptions for now")
+        watcher = _Watcher(cluster)
+        watcher.listen()
+        watcher.say("agent started")
+        cluster.start_agent()
+        deadline = time.monotonic() + args.timeout
+        if not _wait_for_state(cluster, watcher, START_LAYOUT, deadline):
+            print("the agent did not report the starting layout in time", file=sys.stderr)
+            return 1
+        before = cluster.kubelet.advertised()
+        since = len(cluster.api.requests)
+        node_name = cluster.config.node_name
+        watcher.say(f"admin: kubectl label node {node_name} {MIG_CONFIG_LABEL}={TARGET_LAYOUT} --overwrite")
+        cluster.label(TARGET_LAYOUT)
+        ok = _wait_for_state(cluster, watcher, TARGET_LAYOUT, deadline)
+        watcher.poll()
+        _print_table(before, cluster.kubelet.advertised())
+        _print_pods(cluster, where)
+        _print_requests(cluster, since)
+        if not ok:
+            print(f"\nthe node did not reach {TARGET_LAYOUT} within {args.timeout:g}s", file=sys.stderr)
+            return 1
+        print(f"\n{TARGET_LAYOUT} applied in {time.monotonic() - watcher.started:.1f}s of demo time")
+        return 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "demo", help="run the agent against a simulated 8-GPU node and a fake API server, printing each step"
+    )
+    parser.add_argument("--timeout", type=float, default=45.0, metavar="SECONDS", help="give up after this long")
+    parser.set_defaults(handler=_run_demo)

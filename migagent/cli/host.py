@@ -1,0 +1,208 @@
+"""`migagent host`: the long-running host mode run by systemd/migagent-host.service.
+
+Wires the file watch (sources.files), the apply engine with its file journal, the host GPU clients
+(systemctl, or a recording stand-in on a simulated node) and sd_notify into `runtime.host.HostAgent`,
+and turns SIGTERM/SIGINT into a clean stop and SIGHUP into a re-apply.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+
+from migagent.cli.apply import DEFAULT_JOURNAL_DIR
+from migagent.cli.node import add_node_arguments, open_node
+from migagent.clock import SystemClock
+from migagent.errors import InvalidLayoutError
+from migagent.layout.parse import load_layout_file
+from migagent.nvml.driver import GpuDriver
+from migagent.reconcile.hooks import HookRunner, flag_environment, load_hooks_file
+from migagent.reconcile.journal import FileJournal, Journal, MemoryJournal
+from migagent.reconcile.machine import ApplyEngine
+from migagent.reconcile.ports import RebootRequester
+from migagent.reconcile.reboot import CommandRebootRequester, RecordingRebootRequester
+from migagent.reconcile.session import ApplySession
+from migagent.runtime.host import HostAgent, HostSettings, Selection
+from migagent.runtime.sdnotify import SdNotifier
+from migagent.runtime.services import HostClients, RecordingServiceManager, ServiceManager, SystemctlServiceManager
+from migagent.sources.files import FileWatch, read_selected_layout
+
+DEFAULT_LAYOUT_FILE = "/etc/migagent/layouts.yaml"
+DEFAULT_SELECTED_LAYOUT_FILE = "/etc/migagent/migagent.env"
+DEFAULT_CLIENTS_STATE = "/run/migagent/stopped-clients.json"
+
+
+def _is_simulated(args: argparse.Namespace) -> bool:
+    return bool(args.simulate or args.state)
+
+
+def _journal(args: argparse.Namespace) -> Journal:
+    if args.journal_dir:
+        return FileJournal(Path(args.journal_dir))
+    if args.state:
+        state = Path(args.state)
+        return FileJournal(state.with_name(f"{state.name}.journal"))
+    return MemoryJournal() if args.simulate else FileJournal(Path(DEFAULT_JOURNAL_DIR))
+
+
+def _reboot_requester(args: argparse.Namespace) -> RebootRequester | None:
+    if not args.allow_reboot:
+        return None
+    return RecordingRebootRequester() if _is_simulated(args) else CommandRebootRequester()
+
+
+def _session_factory(args: argparse.Namespace, driver: GpuDriver) -> Callable[[str], ApplySession]:
+    journal = _journal(args)  # one journal for the agent's life: a crash mid-apply resumes at restart
+    reboot_requester = _reboot_requester(args)
+    hooks = load_hooks_file(Path(args.hooks_file)) if args.hooks_file else None
+
+    def session(config_name: str) -> ApplySession:
+        engine = ApplyEngine(
+            driver, journal, clock=SystemClock(), allow_reboot=args.allow_reboot, reboot_requester=reboot_requester
+        )
+        runner = None
+        if hooks is not None:
+            env = flag_environment(
+                config_file=args.config_file,
+                selected_config=config_name,
+                hooks_file=args.hooks_file,
+                skip_reset=False,
+                mode_only=False,
+            )
+            runner = HookRunner(hooks, flag_env=env)
+        return ApplySession(engine=engine, observe=driver.observe, hooks=runner)
+
+    return session
+
+
+def _host_clients(args: argparse.Namespace) -> HostClients:
+    units = [unit.strip() for unit in args.host_clients.split(",") if unit.strip()]
+    # A simulated node has no real services to stop: record (and log) what would have happened.
+    manager: ServiceManager = (
+        RecordingServiceManager(active=units) if _is_simulated(args) else SystemctlServiceManager()
+    )
+    state_file = args.clients_state_file
+    if state_file is None:  # a simulated node leaves the real host's /run alone
+        state_file = "" if _is_simulated(args) else DEFAULT_CLIENTS_STATE
+    state = Path(state_file) if state_file else None
+    return HostClients(manager, units, state_file=state)
+
+
+def _settings(args: argparse.Namespace) -> HostSettings:
+    for name in ("debounce", "retry_interval", "max_apply_seconds"):
+        if getattr(args, name) <= 0:
+            raise InvalidLayoutError(f"--{name.replace('_', '-')} must be a positive number of seconds")
+    return HostSettings(
+        debounce_s=args.debounce, retry_interval_s=args.retry_interval, max_apply_s=args.max_apply_seconds
+    )
+
+
+@contextmanager
+def _signals_handled(agent: HostAgent) -> Iterator[None]:
+    """SIGTERM/SIGINT stop the agent, SIGHUP re-applies. The handlers hand the work to a new thread:
+    a handler runs inside whatever the main thread was doing, possibly holding the very lock
+    that `Event.set` needs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def later(action: Callable[[], None]) -> Callable[[int, FrameType | None], None]:
+        return lambda signum, frame: threading.Thread(target=action, daemon=True).start()
+
+    wanted = {signal.SIGTERM: agent.stop, signal.SIGINT: agent.stop, signal.SIGHUP: agent.request_reconcile}
+    previous = {signum: signal.signal(signum, later(action)) for signum, action in wanted.items()}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _run_host(args: argparse.Namespace) -> int:
+    layout_file, selected_file = Path(args.config_file), Path(args.selected_layout_file)
+    settings = _settings(args)
+    notifier = SdNotifier.from_environment(os.environ, pid=os.getpid())
+
+    def read_selection() -> Selection:
+        return Selection(layout=load_layout_file(layout_file), config_name=read_selected_layout(selected_file))
+
+    with open_node(args) as driver:
+        agent = HostAgent(
+            observe=driver.observe,
+            read_selection=read_selection,
+            sessions=_session_factory(args, driver),
+            clients=_host_clients(args),
+            notifier=notifier,
+            clock=SystemClock(),
+            settings=settings,
+        )
+        with FileWatch([layout_file, selected_file], on_change=agent.request_reconcile), _signals_handled(agent):
+            agent.run()
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "host", help="keep applying the selected layout as the layout files change (systemd host mode)"
+    )
+    env = os.environ.get
+    parser.add_argument(
+        "-f",
+        "--config-file",
+        default=env("MIG_PARTED_CONFIG_FILE", DEFAULT_LAYOUT_FILE),
+        help=f"layout file, watched (env MIG_PARTED_CONFIG_FILE; default {DEFAULT_LAYOUT_FILE})",
+    )
+    parser.add_argument(
+        "--selected-layout-file",
+        default=env("MIGAGENT_SELECTED_LAYOUT_FILE", DEFAULT_SELECTED_LAYOUT_FILE),
+        help="file whose MIGAGENT_LAYOUT=<name> line selects the config, watched"
+        f" (env MIGAGENT_SELECTED_LAYOUT_FILE; default {DEFAULT_SELECTED_LAYOUT_FILE})",
+    )
+    parser.add_argument(
+        "--host-clients",
+        default=env("MIGAGENT_HOST_CLIENTS", ""),
+        help="comma-separated systemd units to stop around a change, e.g. nvidia-dcgm.service,dcgm-exporter.service"
+        " (env MIGAGENT_HOST_CLIENTS)",
+    )
+    parser.add_argument(
+        "--clients-state-file",
+        default=env("MIGAGENT_CLIENTS_STATE_FILE"),
+        help="where the stopped clients are remembered, to restart them after a crash"
+        f" (default {DEFAULT_CLIENTS_STATE}, none on a simulated node; '' to disable)",
+    )
+    parser.add_argument(
+        "-k",
+        "--hooks-file",
+        default=env("MIG_PARTED_HOOKS_FILE"),
+        help="mig-parted hooks file (env MIG_PARTED_HOOKS_FILE)",
+    )
+    parser.add_argument(
+        "--journal-dir",
+        default=env("MIGAGENT_JOURNAL_DIR"),
+        help=f"apply journal directory (env MIGAGENT_JOURNAL_DIR; default {DEFAULT_JOURNAL_DIR})",
+    )
+    parser.add_argument(
+        "--allow-reboot",
+        action="store_true",
+        help="reboot the node when only a reboot can activate a MIG mode change",
+    )
+    parser.add_argument("--debounce", type=float, default=2.0, metavar="SECONDS", help="quiet time after a file change")
+    parser.add_argument(
+        "--retry-interval", type=float, default=300.0, metavar="SECONDS", help="retry a failed apply after this long"
+    )
+    parser.add_argument(
+        "--max-apply-seconds",
+        type=float,
+        default=1800.0,
+        metavar="SECONDS",
+        help="an apply running longer counts as hung: systemd's watchdog then restarts the agent",
+    )
+    add_node_arguments(parser)
+    parser.set_defaults(handler=_run_host, log_level=logging.INFO)

@@ -1,0 +1,91 @@
+"""`KubeApi`: the one object through which migagent talks to the API server about its node.
+
+It implements `port.KubePort` over the real `kubernetes` client; the work is split by object
+kind into nodes.py, pods.py and events.py. Every call returns typed views and raises only
+migagent errors (classify.py), retrying transient ones on the injected clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from kubernetes.client import ApiClient, CoreV1Api, PolicyV1Api
+
+from migagent.clock import Clock
+from migagent.kube.events import EventOps
+from migagent.kube.nodes import NodeOps
+from migagent.kube.pods import PodOps
+from migagent.kube.port import EvictionOutcome, NodeEvent, NodeView, PodRef, PodView
+
+
+class KubeApi:
+    """Node-scoped access to the API server: our Node, the pods on it, events about it."""
+
+    def __init__(self, api_client: ApiClient, *, node_name: str, clock: Clock) -> None:
+        core = CoreV1Api(api_client)
+        self._node_name = node_name
+        self._nodes = NodeOps(core, node_name=node_name, clock=clock)
+        self._pods = PodOps(core, PolicyV1Api(api_client), node_name=node_name, clock=clock)
+        self._events = EventOps(core, node_name=node_name, clock=clock)
+        self._node_uid: str | None = None
+
+    @property
+    def node_name(self) -> str:
+        return self._node_name
+
+    # --- the Node ---
+
+    def get_node(self) -> NodeView:
+        return self._remember(self._nodes.get_node())
+
+    def watch_node(self, resource_version: str, timeout_s: float) -> Iterator[NodeEvent]:
+        return self._nodes.watch_node(resource_version, timeout_s)
+
+    def patch_metadata(
+        self,
+        *,
+        labels: Mapping[str, str | None] | None = None,
+        annotations: Mapping[str, str | None] | None = None,
+    ) -> NodeView:
+        """Set labels/annotations in one strategic-merge patch; a None value deletes the key."""
+        return self._remember(self._nodes.patch_metadata(labels=labels, annotations=annotations))
+
+    def patch_labels(self, labels: Mapping[str, str | None]) -> NodeView:
+        return self.patch_metadata(labels=labels)
+
+    def patch_annotations(self, annotations: Mapping[str, str | None]) -> NodeView:
+        return self.patch_metadata(annotations=annotations)
+
+    def set_unschedulable(
+        self, unschedulable: bool, *, annotations: Mapping[str, str | None] | None = None
+    ) -> NodeView:
+        return self._remember(self._nodes.set_unschedulable(unschedulable, annotations=annotations))
+
+    def set_condition(self, condition_type: str, status: str, reason: str, message: str) -> NodeView:
+        return self._remember(self._nodes.set_condition(condition_type, status, reason, message))
+
+    def emit_event(self, reason: str, message: str, *, warning: bool) -> None:
+        if self._node_uid is None:
+            self.get_node()
+        self._events.emit(reason, message, warning=warning, node_uid=self._node_uid or "")
+
+    # --- pods on the node ---
+
+    def list_pods_on_node(self, *, label_selector: str | None = None, namespace: str | None = None) -> list[PodView]:
+        return self._pods.list_pods_on_node(label_selector=label_selector, namespace=namespace)
+
+    def read_pod(self, ref: PodRef) -> PodView | None:
+        return self._pods.read_pod(ref)
+
+    def evict(self, ref: PodRef) -> EvictionOutcome:
+        return self._pods.evict(ref)
+
+    def delete_pod(self, ref: PodRef, *, grace_period_s: int | None = None) -> None:
+        self._pods.delete_pod(ref, grace_period_s=grace_period_s)
+
+    def list_pdbs_matching(self, pod: PodView) -> list[str]:
+        return self._pods.list_pdbs_matching(pod)
+
+    def _remember(self, node: NodeView) -> NodeView:
+        self._node_uid = node.uid or self._node_uid
+        return node

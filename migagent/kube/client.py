@@ -1,0 +1,42 @@
+"""Build the `kubernetes` ApiClient: an explicit server URL (the simulator), a kubeconfig, or in-cluster."""
+
+from __future__ import annotations
+
+from urllib.parse import urlparse
+
+from kubernetes import config
+from kubernetes.client import ApiClient, Configuration
+from kubernetes.config.config_exception import ConfigException
+
+from migagent.errors import PermanentError
+
+_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def make_api_client(*, kubeconfig: str | None, api_server: str | None) -> ApiClient:
+    """An ApiClient for `api_server` if given, else for `kubeconfig`, else the in-cluster service account.
+
+    With both, the kubeconfig supplies credentials and `api_server` overrides its server URL.
+    A proxy from the environment is never used for a loopback server (the simulator).
+    """
+    configuration = Configuration()
+    try:
+        if kubeconfig is not None:
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, client_configuration=configuration
+            )
+        elif api_server is None:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except (ConfigException, OSError) as error:
+        source = f"kubeconfig {kubeconfig}" if kubeconfig is not None else "in-cluster service account"
+        raise PermanentError(
+            f"cannot load Kubernetes client configuration from the {source}: {error};"
+            " pass --kubeconfig <file> or --api-server <url>, or run inside a pod"
+        ) from error
+    if api_server is not None:
+        if urlparse(api_server).scheme not in ("http", "https"):
+            raise PermanentError(f"--api-server {api_server!r} must be an http:// or https:// URL")
+        configuration.host = api_server.rstrip("/")
+    if urlparse(configuration.host).hostname in _LOOPBACK_HOSTS:
+        configuration.proxy = None
+    return ApiClient(configuration)

@@ -1,0 +1,122 @@
+"""Turn `kubernetes` models into migagent's typed views (port.py), and format API timestamps."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping
+
+from kubernetes.client import V1Container, V1LabelSelector, V1Node, V1NodeCondition, V1Pod
+from kubernetes.utils.quantity import parse_quantity
+
+from migagent.kube.names import MIRROR_POD_ANNOTATION, is_gpu_resource
+from migagent.kube.port import NodeCondition, NodeView, PodRef, PodView
+
+
+def rfc3339(wall_seconds: float) -> str:
+    """A Kubernetes `Time` (second precision, UTC, `Z`), from the clock's wall time."""
+    moment = datetime.datetime.fromtimestamp(wall_seconds, tz=datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _time_text(value: datetime.datetime | None) -> str | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.UTC)
+    return value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def whole_quantities(quantities: Mapping[str, str] | None) -> dict[str, int]:
+    """Quantities as whole numbers (floored); values that are not quantities are left out."""
+    result: dict[str, int] = {}
+    for name, text in (quantities or {}).items():
+        try:
+            result[name] = int(parse_quantity(text))  # type: ignore[no-untyped-call]
+        except (ValueError, ArithmeticError):
+            continue
+    return result
+
+
+def _condition(model: V1NodeCondition) -> NodeCondition:
+    return NodeCondition(
+        type=model.type,
+        status=model.status,
+        reason=model.reason or "",
+        message=model.message or "",
+        last_transition_time=_time_text(model.last_transition_time),
+    )
+
+
+def node_view(model: V1Node) -> NodeView:
+    meta = model.metadata
+    spec = model.spec
+    status = model.status
+    return NodeView(
+        name=(meta.name if meta else None) or "",
+        uid=(meta.uid if meta else None) or "",
+        resource_version=(meta.resource_version if meta else None) or "",
+        labels=dict((meta.labels if meta else None) or {}),
+        annotations=dict((meta.annotations if meta else None) or {}),
+        unschedulable=bool(spec.unschedulable) if spec else False,
+        allocatable=whole_quantities(status.allocatable if status else None),
+        capacity=whole_quantities(status.capacity if status else None),
+        conditions=tuple(_condition(c) for c in ((status.conditions if status else None) or ())),
+    )
+
+
+def _gpu_resources(containers: Iterable[V1Container]) -> frozenset[str]:
+    names: set[str] = set()
+    for container in containers:
+        resources = container.resources
+        if resources is None:
+            continue
+        for quantities in (resources.requests, resources.limits):
+            names.update(name for name, value in (quantities or {}).items() if is_gpu_resource(name) and value != "0")
+    return frozenset(names)
+
+
+def pod_view(model: V1Pod) -> PodView:
+    meta = model.metadata
+    spec = model.spec
+    annotations = (meta.annotations if meta else None) or {}
+    containers = list(spec.containers) + list(spec.init_containers or ()) if spec else []
+    return PodView(
+        ref=PodRef(
+            namespace=(meta.namespace if meta else None) or "",
+            name=(meta.name if meta else None) or "",
+            uid=(meta.uid if meta else None) or "",
+        ),
+        labels=dict((meta.labels if meta else None) or {}),
+        owner_kinds=tuple(owner.kind for owner in ((meta.owner_references if meta else None) or ())),
+        is_mirror=MIRROR_POD_ANNOTATION in annotations,
+        node_name=(spec.node_name if spec else None) or "",
+        phase=(model.status.phase if model.status else None) or "",
+        deleting=meta is not None and meta.deletion_timestamp is not None,
+        gpu_resources=_gpu_resources(containers),
+    )
+
+
+def selector_matches(selector: V1LabelSelector | None, labels: Mapping[str, str]) -> bool:
+    """Label-selector semantics of policy/v1: a null selector matches nothing, an empty one everything."""
+    if selector is None:
+        return False
+    for key, value in (selector.match_labels or {}).items():
+        if labels.get(key) != value:
+            return False
+    for requirement in selector.match_expressions or ():
+        values = set(requirement.values or ())
+        present = requirement.key in labels
+        match requirement.operator:
+            case "In":
+                ok = present and labels[requirement.key] in values
+            case "NotIn":
+                ok = not present or labels[requirement.key] not in values
+            case "Exists":
+                ok = present
+            case "DoesNotExist":
+                ok = not present
+            case _:
+                ok = False
+        if not ok:
+            return False
+    return True

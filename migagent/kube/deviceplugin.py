@@ -1,0 +1,243 @@
+"""Make the NVIDIA device plugin let go of the GPUs during a change and re-advertise after it.
+
+The plugin never re-enumerates MIG devices by itself (reference/landscape.md §3.3), so after an
+apply it must restart. Strategies:
+- `GpuOperatorPause`: the GPU Operator / k8s-mig-manager way (reference/mig-parted-contract.md
+  §3.3): set each present `nvidia.com/gpu.deploy.<component>` label to `paused-for-mig-change`
+  (a `false` stays `false`), wait until the components' pods have left the node, and afterwards
+  put back exactly what was changed, which makes the operator recreate them.
+- `DeletePod`: delete the plugin pod on this node and wait for its DaemonSet to replace it.
+- `NoRestart`: someone else restarts the plugin.
+`wait_for_advertisement` then polls the Node until allocatable shows the expected resources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+
+import structlog
+
+from migagent.clock import Clock
+from migagent.errors import TransientError
+from migagent.kube.expected import advertisement_matches, describe_diff
+from migagent.kube.names import (
+    COMPONENT_POD_SELECTORS,
+    DEFAULT_OPERATOR_NAMESPACE,
+    DEPLOY_FALSE,
+    DEPLOY_TRUE,
+    DEVICE_PLUGIN_SELECTOR,
+    GPU_OPERATOR_COMPONENTS,
+    PAUSED_FOR_MIG_CHANGE,
+    deploy_label,
+)
+from migagent.kube.port import NodeView, PodRef, PodView
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+
+class DevicePluginPort(Protocol):
+    def get_node(self) -> NodeView: ...
+
+    def patch_labels(self, labels: Mapping[str, str | None]) -> NodeView: ...
+
+    def list_pods_on_node(
+        self, *, label_selector: str | None = None, namespace: str | None = None
+    ) -> list[PodView]: ...
+
+    def delete_pod(self, ref: PodRef, *, grace_period_s: int | None = None) -> None: ...
+
+
+class AdvertisementTimeoutError(TransientError):
+    """Node allocatable did not reach the expected MIG resources in time; `diff` says how it differs."""
+
+    def __init__(self, message: str, *, diff: Mapping[str, tuple[int, int]]) -> None:
+        super().__init__(message, delay=30.0)
+        self.diff = dict(diff)
+
+
+@dataclass(frozen=True)
+class PausedComponents:
+    """What a pause changed: deploy label -> the value `resume` puts back. Empty when nothing changed."""
+
+    restore: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+
+class DevicePluginRestarter(Protocol):
+    def pause(self) -> PausedComponents:
+        """Before the apply: stop what holds GPU handles. Returns what to hand to `resume`."""
+        ...
+
+    def resume(self, paused: PausedComponents) -> None:
+        """After the apply, and on every failure path: restore and make the plugin re-enumerate."""
+        ...
+
+
+class NoRestart:
+    def pause(self) -> PausedComponents:
+        return PausedComponents()
+
+    def resume(self, paused: PausedComponents) -> None:
+        return None
+
+
+def poll_until(
+    check: Callable[[], T | None], *, clock: Clock, timeout_s: float, interval_s: float
+) -> tuple[T | None, bool]:
+    """Call `check` until it returns a value or `timeout_s` passes: (last value, in time)."""
+    deadline = clock.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value is not None:
+            return value, True
+        remaining = deadline - clock.monotonic()
+        if remaining <= 0:
+            return None, False
+        clock.sleep(min(interval_s, remaining))
+
+
+class GpuOperatorPause:
+    def __init__(
+        self,
+        api: DevicePluginPort,
+        *,
+        clock: Clock,
+        components: Sequence[str] = GPU_OPERATOR_COMPONENTS,
+        namespace: str = DEFAULT_OPERATOR_NAMESPACE,
+        timeout_s: float = 300.0,
+        poll_interval_s: float = 1.0,
+    ) -> None:
+        self._api = api
+        self._clock = clock
+        self._components = tuple(components)
+        self._namespace = namespace
+        self._timeout_s = timeout_s
+        self._poll_interval_s = poll_interval_s
+
+    def pause(self) -> PausedComponents:
+        labels = self._api.get_node().labels
+        restore: dict[str, str] = {}
+        selectors: list[str] = []
+        for component in self._components:
+            label = deploy_label(component)
+            value = labels.get(label)
+            if not value or value == DEPLOY_FALSE:
+                continue  # absent labels are not added; `false` stays `false`
+            # A label left paused by an interrupted change goes back to `true`, not to "paused".
+            restore[label] = DEPLOY_TRUE if value == PAUSED_FOR_MIG_CHANGE else value
+            if component in COMPONENT_POD_SELECTORS:
+                selectors.append(COMPONENT_POD_SELECTORS[component])
+        paused = PausedComponents(restore=restore)
+        changes = {label: PAUSED_FOR_MIG_CHANGE for label in restore if labels.get(label) != PAUSED_FOR_MIG_CHANGE}
+        if changes:
+            self._api.patch_labels(changes)
+            log.info("gpu_operator_paused", labels=sorted(changes))
+        try:
+            self._wait_for_pods_to_leave(selectors)
+        except BaseException:
+            self.resume(paused)
+            raise
+        return paused
+
+    def resume(self, paused: PausedComponents) -> None:
+        labels = self._api.get_node().labels
+        # Only labels still paused: one an admin set meanwhile (say to `false`) is theirs.
+        changes = {
+            label: value for label, value in paused.restore.items() if labels.get(label) == PAUSED_FOR_MIG_CHANGE
+        }
+        if changes:
+            self._api.patch_labels(changes)
+            log.info("gpu_operator_resumed", labels=sorted(changes))
+
+    def _wait_for_pods_to_leave(self, selectors: Sequence[str]) -> None:
+        def left() -> bool | None:
+            return True if not self._remaining(selectors) else None
+
+        _, in_time = poll_until(left, clock=self._clock, timeout_s=self._timeout_s, interval_s=self._poll_interval_s)
+        if not in_time:
+            names = ", ".join(str(pod.ref) for pod in self._remaining(selectors))
+            raise TransientError(
+                f"GPU Operator components did not leave the node within {self._timeout_s:g}s after pausing"
+                f" (namespace {self._namespace}): {names}"
+            )
+
+    def _remaining(self, selectors: Sequence[str]) -> list[PodView]:
+        return [
+            pod
+            for selector in selectors
+            for pod in self._api.list_pods_on_node(label_selector=selector, namespace=self._namespace)
+        ]
+
+
+class DeletePod:
+    def __init__(
+        self,
+        api: DevicePluginPort,
+        *,
+        clock: Clock,
+        namespace: str = DEFAULT_OPERATOR_NAMESPACE,
+        label_selector: str = DEVICE_PLUGIN_SELECTOR,
+        timeout_s: float = 120.0,
+        poll_interval_s: float = 1.0,
+    ) -> None:
+        self._api = api
+        self._clock = clock
+        self._namespace = namespace
+        self._selector = label_selector
+        self._timeout_s = timeout_s
+        self._poll_interval_s = poll_interval_s
+
+    def pause(self) -> PausedComponents:
+        return PausedComponents()
+
+    def resume(self, paused: PausedComponents) -> None:
+        """Delete the plugin pod(s) on this node; wait until a replacement (another UID) exists."""
+        old = self._plugin_pods()
+        for pod in old:
+            self._api.delete_pod(pod.ref)
+        old_uids = {pod.ref.uid for pod in old}
+
+        def replacement() -> PodView | None:
+            return next((p for p in self._plugin_pods() if p.ref.uid not in old_uids and not p.deleting), None)
+
+        new_pod, in_time = poll_until(
+            replacement, clock=self._clock, timeout_s=self._timeout_s, interval_s=self._poll_interval_s
+        )
+        if not in_time or new_pod is None:
+            raise TransientError(
+                f"no device plugin pod ({self._selector} in namespace {self._namespace}) came back on the node"
+                f" within {self._timeout_s:g}s after deleting {', '.join(str(p.ref) for p in old) or 'none'}"
+            )
+        log.info("device_plugin_restarted", deleted=[str(p.ref) for p in old], replacement=str(new_pod.ref))
+
+    def _plugin_pods(self) -> list[PodView]:
+        return self._api.list_pods_on_node(label_selector=self._selector, namespace=self._namespace)
+
+
+def wait_for_advertisement(
+    api: DevicePluginPort,
+    expected: Mapping[str, int],
+    *,
+    timeout_s: float,
+    clock: Clock,
+    poll_interval_s: float = 2.0,
+) -> NodeView:
+    """Poll our Node until its allocatable matches `expected`; AdvertisementTimeoutError otherwise."""
+    last: list[dict[str, tuple[int, int]]] = [{}]
+
+    def advertised() -> NodeView | None:
+        node = api.get_node()
+        ok, diff = advertisement_matches(node.allocatable, expected)
+        last[0] = diff
+        return node if ok else None
+
+    node, in_time = poll_until(advertised, clock=clock, timeout_s=timeout_s, interval_s=poll_interval_s)
+    if not in_time or node is None:
+        raise AdvertisementTimeoutError(
+            f"the device plugin did not advertise the new layout within {timeout_s:g}s: {describe_diff(last[0])}",
+            diff=last[0],
+        )
+    return node

@@ -1,0 +1,159 @@
+"""Drain the pods a plan disturbs: evict through the Eviction API (so PDBs hold), wait until gone.
+
+`DrainPlanner` (drain_scope.py) picks the pods; `Drainer` moves them, the way `kubectl drain`
+does (reference/kubernetes.md §2.3): a 429 (a PodDisruptionBudget allows no disruption now) is
+retried with back-off until the drain timeout, a 404 means done, and a pod counts as gone when
+reading it gives 404 or a different UID (a same-named replacement). Plain DELETE, which bypasses
+PDBs, is used only when the admin asked for `force_delete`. DaemonSet and mirror pods are never
+touched. On timeout, DrainBlockedError names every pod still in the way and the PDBs guarding it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import structlog
+
+from migagent.clock import Clock
+from migagent.errors import DrainBlockedError, MigAgentError, TransientError
+from migagent.kube.drain_scope import DrainPlanner, GpuChange, PlanChanges, PodDeviceHolding
+from migagent.kube.port import EvictionOutcome, EvictionStatus, PodRef, PodView
+
+__all__ = ["DrainPlanner", "DrainResult", "Drainer", "EvictionPort", "GpuChange", "PlanChanges", "PodDeviceHolding"]
+
+log = structlog.get_logger(__name__)
+
+_MIN_SLEEP_S = 0.01
+
+
+class EvictionPort(Protocol):
+    """The part of KubePort a drain uses."""
+
+    def evict(self, ref: PodRef) -> EvictionOutcome: ...
+
+    def delete_pod(self, ref: PodRef, *, grace_period_s: int | None = None) -> None: ...
+
+    def read_pod(self, ref: PodRef) -> PodView | None: ...
+
+    def list_pdbs_matching(self, pod: PodView) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class DrainResult:
+    removed: tuple[PodRef, ...]
+    """Pods evicted (or deleted) and confirmed gone, in the order they left."""
+    waited_s: float
+
+
+@dataclass
+class _PodProgress:
+    pod: PodView
+    backoff_s: float
+    requested: bool = False
+    done: bool = False
+    next_try: float = 0.0
+    last_message: str = "not evicted yet"
+    blocked_tries: int = field(default=0)
+
+
+class Drainer:
+    def __init__(
+        self,
+        api: EvictionPort,
+        *,
+        clock: Clock,
+        retry_initial_s: float = 1.0,
+        retry_max_s: float = 5.0,
+        poll_interval_s: float = 1.0,
+    ) -> None:
+        self._api = api
+        self._clock = clock
+        self._retry_initial_s = retry_initial_s
+        self._retry_max_s = retry_max_s
+        self._poll_interval_s = poll_interval_s
+
+    def drain(self, pods: Iterable[PodView], *, timeout_s: float, force_delete: bool = False) -> DrainResult:
+        """Evict (or, with force_delete, delete) every pod and wait until each is gone."""
+        start = self._clock.monotonic()
+        deadline = start + timeout_s
+        progress = [
+            _PodProgress(pod=pod, backoff_s=self._retry_initial_s)
+            for pod in pods
+            if not (pod.is_daemonset_pod or pod.is_mirror)
+        ]
+        removed: list[PodRef] = []
+        while True:
+            for item in (p for p in progress if not p.done):
+                self._advance(item, force_delete=force_delete)
+                if item.done:
+                    removed.append(item.pod.ref)
+            remaining = [p for p in progress if not p.done]
+            now = self._clock.monotonic()
+            if not remaining:
+                return DrainResult(removed=tuple(removed), waited_s=now - start)
+            if now >= deadline:
+                raise self._blocked(remaining, timeout_s)
+            self._clock.sleep(max(_MIN_SLEEP_S, self._next_wake(remaining, now, deadline) - now))
+
+    def _advance(self, item: _PodProgress, *, force_delete: bool) -> None:
+        if not item.requested and self._clock.monotonic() >= item.next_try:
+            self._request(item, force_delete=force_delete)
+        if item.requested and not item.done:
+            current = self._api.read_pod(item.pod.ref)
+            item.done = current is None or current.ref.uid != item.pod.ref.uid
+            if item.done:
+                log.info("pod_gone", pod=str(item.pod.ref))
+
+    def _request(self, item: _PodProgress, *, force_delete: bool) -> None:
+        ref = item.pod.ref
+        if force_delete:
+            self._api.delete_pod(ref)
+            item.requested = True
+            log.info("pod_deleted", pod=str(ref))
+            return
+        try:
+            outcome = self._api.evict(ref)
+        except TransientError as error:
+            self._retry_later(item, str(error), suggested_s=error.delay)
+            return
+        match outcome.status:
+            case EvictionStatus.EVICTED:
+                item.requested = True
+                log.info("pod_evicted", pod=str(ref))
+            case EvictionStatus.GONE:
+                item.done = True
+            case EvictionStatus.BLOCKED:
+                self._retry_later(item, outcome.message, suggested_s=outcome.retry_after_s or 0.0)
+
+    def _retry_later(self, item: _PodProgress, message: str, *, suggested_s: float) -> None:
+        item.last_message = message
+        item.blocked_tries += 1
+        item.next_try = self._clock.monotonic() + max(item.backoff_s, suggested_s)
+        item.backoff_s = min(self._retry_max_s, item.backoff_s * 2)
+        log.info("eviction_blocked", pod=str(item.pod.ref), tries=item.blocked_tries, reason=message)
+
+    def _next_wake(self, remaining: list[_PodProgress], now: float, deadline: float) -> float:
+        wakes = [now + self._poll_interval_s if p.requested else p.next_try for p in remaining]
+        return min([*wakes, deadline])
+
+    def _blocked(self, remaining: list[_PodProgress], timeout_s: float) -> DrainBlockedError:
+        lines = [self._describe(item) for item in remaining]
+        names = tuple(str(item.pod.ref) for item in remaining)
+        return DrainBlockedError(
+            f"drain timed out after {timeout_s:g}s with {len(remaining)} pod(s) still holding devices the change"
+            f" needs: {'; '.join(lines)}. Relax the PodDisruptionBudget(s), move the pod(s) away, raise the drain"
+            " timeout, or allow --force-delete",
+            pods=names,
+        )
+
+    def _describe(self, item: _PodProgress) -> str:
+        if item.requested:
+            return f"pod {item.pod.ref} was evicted but is still terminating"
+        try:
+            budgets = self._api.list_pdbs_matching(item.pod)
+        except MigAgentError as error:
+            budgets = [f"(could not list: {error})"]
+        guarded = f" (PodDisruptionBudget: {', '.join(budgets)})" if budgets else ""
+        return f"pod {item.pod.ref}{guarded}: {item.last_message}"

@@ -1,0 +1,132 @@
+"""Reads, watches and writes of our own Node: labels/annotations, cordon, the condition.
+
+Writes are strategic-merge patches (a None value is sent as `null`, which deletes the key);
+the condition goes through the status subresource, where conditions merge by `type`, so the
+kubelet's own conditions are never touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import urllib3.exceptions
+from kubernetes import watch
+from kubernetes.client import CoreV1Api
+from kubernetes.client.exceptions import ApiException
+
+from migagent.clock import Clock
+from migagent.errors import TransientError
+from migagent.kube.classify import call_with_retries, classified, classify
+from migagent.kube.convert import node_view, rfc3339
+from migagent.kube.port import NodeEvent, NodeView, WatchExpired
+
+_HTTP_GONE = 410
+_CONNECT_TIMEOUT_S = 5.0
+_WATCH_READ_SLACK_S = 30.0
+
+
+class NodeOps:
+    def __init__(self, core: CoreV1Api, *, node_name: str, clock: Clock) -> None:
+        self._core = core
+        self._node_name = node_name
+        self._clock = clock
+
+    def get_node(self) -> NodeView:
+        def read() -> NodeView:
+            with classified(f"get node {self._node_name}"):
+                return node_view(self._core.read_node(self._node_name))
+
+        return call_with_retries(f"get node {self._node_name}", read, clock=self._clock)
+
+    def watch_node(self, resource_version: str, timeout_s: float) -> Iterator[NodeEvent]:
+        """Events for our Node after `resource_version`, until the server ends the stream.
+
+        Raises WatchExpired when the server no longer has that version (list again, then watch).
+        """
+        call = f"watch node {self._node_name}"
+        stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
+            self._core.list_node,
+            field_selector=f"metadata.name={self._node_name}",
+            resource_version=resource_version,
+            timeout_seconds=max(1, int(timeout_s)),
+            allow_watch_bookmarks=True,
+            _request_timeout=(_CONNECT_TIMEOUT_S, timeout_s + _WATCH_READ_SLACK_S),
+        )
+        try:
+            for event in stream:
+                if event is None:
+                    continue
+                yield _node_event(event, resource_version)
+        except ApiException as error:
+            if error.status == _HTTP_GONE:
+                raise WatchExpired(f"{call}: resource version {resource_version} expired: {error.reason}") from error
+            raise classify(error, call) from error
+        except urllib3.exceptions.HTTPError as error:
+            raise TransientError(f"{call}: stream broken: {error}") from error
+
+    def patch(self, body: dict[str, Any], *, call: str) -> NodeView:
+        def send() -> NodeView:
+            with classified(f"{call} on node {self._node_name}"):
+                return node_view(self._core.patch_node(self._node_name, body))
+
+        return call_with_retries(call, send, clock=self._clock)
+
+    def patch_metadata(
+        self,
+        *,
+        labels: Mapping[str, str | None] | None = None,
+        annotations: Mapping[str, str | None] | None = None,
+    ) -> NodeView:
+        metadata: dict[str, Any] = {}
+        if labels:
+            metadata["labels"] = dict(labels)
+        if annotations:
+            metadata["annotations"] = dict(annotations)
+        if not metadata:
+            return self.get_node()
+        return self.patch({"metadata": metadata}, call="patch labels/annotations")
+
+    def set_unschedulable(
+        self, unschedulable: bool, *, annotations: Mapping[str, str | None] | None = None
+    ) -> NodeView:
+        # One patch, so the cordon and the note saying who cordoned can never disagree.
+        body: dict[str, Any] = {"spec": {"unschedulable": unschedulable}}
+        if annotations:
+            body["metadata"] = {"annotations": dict(annotations)}
+        return self.patch(body, call="cordon" if unschedulable else "uncordon")
+
+    def set_condition(self, condition_type: str, status: str, reason: str, message: str) -> NodeView:
+        """Write one condition; lastTransitionTime moves only when the status flips."""
+
+        def apply() -> NodeView:
+            # Re-read on every try: a retried write must not reuse a stale transition time.
+            node = self.get_node()
+            current = node.condition(condition_type)
+            if current is not None and (current.status, current.reason, current.message) == (status, reason, message):
+                return node
+            now = rfc3339(self._clock.wall())
+            kept = current.last_transition_time if current is not None and current.status == status else None
+            condition = {
+                "type": condition_type,
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": kept or now,
+            }
+            with classified(f"set condition {condition_type} on node {self._node_name}"):
+                model = self._core.patch_node_status(self._node_name, {"status": {"conditions": [condition]}})
+            return node_view(model)
+
+        return call_with_retries(f"set condition {condition_type}", apply, clock=self._clock)
+
+
+def _node_event(event: Mapping[str, Any], fallback_rv: str) -> NodeEvent:
+    kind = str(event["type"])
+    if kind == "BOOKMARK":
+        raw = event.get("raw_object") or {}
+        rv = str((raw.get("metadata") or {}).get("resourceVersion") or fallback_rv)
+        return NodeEvent(type=kind, node=None, resource_version=rv)
+    view = node_view(event["object"])
+    return NodeEvent(type=kind, node=view, resource_version=view.resource_version)

@@ -1,0 +1,212 @@
+"""Everything migagent tells the cluster about its node's MIG state, written from one place.
+
+Per attempt the agent reports the coarse state (`nvidia.com/mig.config.state`, GPU Operator
+compatible), the `MigConfigReady` condition (reason + message), detail annotations under
+`migagent.io/` and Events for the history. Events are best effort: failing to record one is
+logged and never fails a reconcile.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import structlog
+
+from migagent.errors import MigAgentError
+from migagent.kube.names import (
+    ATTEMPT_ANNOTATION,
+    CONDITION_TYPE,
+    DESIRED_ANNOTATION,
+    LAST_ERROR_ANNOTATION,
+    MIG_CONFIG_STATE_LABEL,
+    OBSERVED_ANNOTATION,
+    PLAN_ANNOTATION,
+    ConditionReason,
+    ConditionStatus,
+    EventReason,
+    MigConfigState,
+)
+from migagent.kube.port import NodeView
+from migagent.layout.observed import Observation, ObservedGi, ObservedGpu
+from migagent.layout.profile import ci_profile_name, gi_profile_name
+
+log = structlog.get_logger(__name__)
+
+_MAX_ERROR_ANNOTATION = 4096
+
+_REASON_EVENTS: Mapping[ConditionReason, EventReason] = {
+    ConditionReason.DRAINING: EventReason.DRAINING,
+    ConditionReason.DRAIN_BLOCKED: EventReason.DRAIN_BLOCKED,
+    ConditionReason.REBOOT_REQUIRED: EventReason.REBOOT_REQUIRED,
+}
+
+
+class StatusPort(Protocol):
+    def patch_metadata(
+        self,
+        *,
+        labels: Mapping[str, str | None] | None = None,
+        annotations: Mapping[str, str | None] | None = None,
+    ) -> NodeView: ...
+
+    def set_condition(self, condition_type: str, status: str, reason: str, message: str) -> NodeView: ...
+
+    def emit_event(self, reason: str, message: str, *, warning: bool) -> None: ...
+
+
+class StatusReporter:
+    def __init__(self, api: StatusPort) -> None:
+        self._api = api
+
+    def report(
+        self,
+        *,
+        status: ConditionStatus,
+        reason: ConditionReason,
+        message: str,
+        state: MigConfigState | None = None,
+        annotations: Mapping[str, str | None] | None = None,
+        event: EventReason | None = None,
+        warning: bool = False,
+    ) -> None:
+        """Label and annotations in one patch, then the condition, then (optionally) an Event."""
+        labels = {MIG_CONFIG_STATE_LABEL: str(state)} if state is not None else None
+        if labels or annotations:
+            self._api.patch_metadata(labels=labels, annotations=annotations)
+        self._api.set_condition(CONDITION_TYPE, str(status), str(reason), message)
+        if event is not None:
+            self.event(event, message, warning=warning)
+
+    def pending(self, desired: str, message: str) -> None:
+        """A change starts: state pending, condition False/Reconfiguring."""
+        self.report(
+            state=MigConfigState.PENDING,
+            status=ConditionStatus.FALSE,
+            reason=ConditionReason.RECONFIGURING,
+            message=message,
+            annotations={DESIRED_ANNOTATION: desired},
+            event=EventReason.RECONFIGURING,
+        )
+
+    def progress(self, reason: ConditionReason, message: str) -> None:
+        """A phase of a running change (Draining, WaitingForDevicePlugin): the condition only."""
+        self.report(status=ConditionStatus.FALSE, reason=reason, message=message, event=_REASON_EVENTS.get(reason))
+
+    def succeeded(self, *, desired: str, observed: str, message: str, plan: str | None = None) -> None:
+        annotations: dict[str, str | None] = {
+            DESIRED_ANNOTATION: desired,
+            OBSERVED_ANNOTATION: observed,
+            LAST_ERROR_ANNOTATION: None,
+            ATTEMPT_ANNOTATION: None,
+        }
+        if plan is not None:
+            annotations[PLAN_ANNOTATION] = plan
+        self.report(
+            state=MigConfigState.SUCCESS,
+            status=ConditionStatus.TRUE,
+            reason=ConditionReason.APPLIED,
+            message=message,
+            annotations=annotations,
+            event=EventReason.APPLIED,
+        )
+
+    def failed(self, reason: ConditionReason, message: str, *, attempt: int) -> None:
+        self.report(
+            state=MigConfigState.FAILED,
+            status=ConditionStatus.FALSE,
+            reason=reason,
+            message=message,
+            annotations={LAST_ERROR_ANNOTATION: message[:_MAX_ERROR_ANNOTATION], ATTEMPT_ANNOTATION: str(attempt)},
+            event=_REASON_EVENTS.get(reason, EventReason.FAILED),
+            warning=True,
+        )
+
+    def rebooting(self, message: str) -> None:
+        self.report(
+            state=MigConfigState.REBOOTING,
+            status=ConditionStatus.FALSE,
+            reason=ConditionReason.REBOOT_REQUIRED,
+            message=message,
+            event=EventReason.REBOOT_REQUIRED,
+            warning=True,
+        )
+
+    def event(self, reason: EventReason | str, message: str, *, warning: bool = False) -> None:
+        try:
+            self._api.emit_event(str(reason), message, warning=warning)
+        except MigAgentError as error:
+            log.warning("event_not_recorded", reason=str(reason), error=str(error))
+
+
+# --- annotation values --------------------------------------------------------------------------
+
+
+def desired_annotation(layout_name: str, layout_hash: str) -> str:
+    return json.dumps({"layout": layout_name, "hash": layout_hash}, sort_keys=True)
+
+
+def _gi_json(gpu: ObservedGpu, gi: ObservedGi) -> dict[str, Any]:
+    entry: dict[str, Any] = {"placement": str(gi.placement), "profile_id": gi.profile_id}
+    table = gpu.profiles
+    gi_profile = table.gi_profile(gi.profile_id) if table is not None else None
+    if table is not None and gi_profile is not None:
+        entry["profile"] = str(gi_profile_name(gi_profile, table))
+        cis = [gi_profile.ci_profile(ci.profile_id) for ci in gi.compute_instances]
+        entry["compute_instances"] = [
+            str(ci_profile_name(gi_profile, ci, table)) if ci is not None else f"CI profile {raw.profile_id}"
+            for ci, raw in zip(cis, gi.compute_instances, strict=True)
+        ]
+    return entry
+
+
+def observed_annotation(observation: Observation) -> str:
+    """Per GPU: index, uuid, MIG mode (and pending mode) and its GIs by profile name and placement."""
+    gpus = [
+        {
+            "index": gpu.index,
+            "uuid": gpu.uuid,
+            "mode": "enabled" if gpu.mig_current else "disabled",
+            **({"pending_mode": "enabled" if gpu.mig_pending else "disabled"} if gpu.mode_change_pending else {}),
+            "gpu_instances": [_gi_json(gpu, gi) for gi in sorted(gpu.gpu_instances, key=lambda g: g.placement)],
+        }
+        for gpu in sorted(observation.gpus, key=lambda g: g.index)
+    ]
+    return json.dumps(gpus, separators=(",", ":"))
+
+
+class _GpuPlanCounts(Protocol):
+    @property
+    def keep(self) -> Sequence[object]: ...
+
+    @property
+    def destroy(self) -> Sequence[object]: ...
+
+    @property
+    def create(self) -> Sequence[object]: ...
+
+    @property
+    def mode_change(self) -> bool | None: ...
+
+    @property
+    def reset(self) -> bool: ...
+
+
+class PlanCounts(Protocol):
+    @property
+    def gpus(self) -> Sequence[_GpuPlanCounts]: ...
+
+
+def plan_annotation(plan: PlanCounts) -> str:
+    """Summary counts of a plan (planning.model.Plan satisfies PlanCounts)."""
+    return json.dumps(
+        {
+            "kept": sum(len(g.keep) for g in plan.gpus),
+            "destroyed": sum(len(g.destroy) for g in plan.gpus),
+            "created": sum(len(g.create) for g in plan.gpus),
+            "mode_changes": sum(1 for g in plan.gpus if g.mode_change is not None),
+            "resets": sum(1 for g in plan.gpus if g.reset),
+        },
+        sort_keys=True,
+    )

@@ -1,0 +1,120 @@
+"""Human-readable reasons for what an attempt does, and the one check that needs the consumer's view.
+
+`eviction_reasons` says, per pod the drain moves, which device it holds and what the plan does to
+it, so Events and the demo can show why a pod moved (and, by omission, why the others stayed).
+`check_advertisable` refuses a layout the device plugin (mixed strategy) could never advertise,
+before anything on the node is touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from migagent.catalog.model import Placement
+from migagent.kube.drain import PodDeviceHolding
+from migagent.kube.expected import NotAdvertisableError
+from migagent.kube.names import is_gpu_resource
+from migagent.kube.port import PodRef, PodView
+from migagent.layout.desired import DesiredNode
+from migagent.layout.observed import Observation, ObservedGpu
+from migagent.layout.profile import ci_profile_name, gi_profile_name
+from migagent.planning import Plan
+
+
+def check_advertisable(desired: DesiredNode, observation: Observation) -> None:
+    """Raise NotAdvertisableError when the layout has compute instances smaller than their GI."""
+    problems: list[str] = []
+    for want in desired.gpus:
+        table = observation.gpu(want.index).profiles
+        if table is None:
+            continue
+        for gi in want.gpu_instances:
+            gi_profile = table.gi_profile(gi.profile_id)
+            if gi_profile is None:
+                continue
+            for ci_id in gi.ci_profile_ids:
+                ci_profile = gi_profile.ci_profile(ci_id)
+                if ci_profile is None:
+                    continue
+                name = ci_profile_name(gi_profile, ci_profile, table)
+                if not name.is_full_gi:
+                    problems.append(f"GPU {want.index}: {name} (use {name.gi_name}, one compute instance per GI)")
+    if problems:
+        raise NotAdvertisableError(
+            "the NVIDIA device plugin (mixed strategy) advertises only compute instances that span their whole"
+            f" GPU instance, and exits on others: {'; '.join(sorted(set(problems)))}"
+        )
+
+
+def plan_summary(plan: Plan) -> str:
+    """`4 GPU(s) change: keep 8 GPU instances, destroy 20, create 8; 4 GPU(s) unchanged`."""
+    changing = [g for g in plan.gpus if not g.is_unchanged]
+    parts = [
+        f"keep {sum(len(g.keep) for g in changing)} GPU instance(s)",
+        f"destroy {sum(len(g.destroy) for g in changing)}",
+        f"create {sum(len(g.create) for g in changing)}",
+    ]
+    modes = sum(1 for g in changing if g.mode_change is not None)
+    if modes:
+        parts.append(f"switch MIG mode on {modes} GPU(s)")
+    unchanged = len(plan.gpus) - len(changing)
+    return f"{len(changing)} GPU(s) change ({', '.join(parts)}); {unchanged} GPU(s) left as they are"
+
+
+def _gi_label(gpu: ObservedGpu, placement: Placement, profile_id: int) -> str:
+    table = gpu.profiles
+    gi_profile = table.gi_profile(profile_id) if table is not None else None
+    name = str(gi_profile_name(gi_profile, table)) if table is not None and gi_profile is not None else "GI"
+    slots = f"slot {placement.start}" if placement.size == 1 else f"slots {placement.start}-{placement.end - 1}"
+    return f"{name} at {slots}"
+
+
+def _device_reason(device_id: str, observation: Observation, plan: Plan) -> str | None:
+    """What the plan does to the device `device_id`, or None when it leaves it alone."""
+    for gpu in observation.gpus:
+        gpu_plan = plan.gpu(gpu.index)
+        if gpu.uuid == device_id:
+            return None if gpu_plan is None or gpu_plan.is_unchanged else f"GPU {gpu.index} is reconfigured"
+        for gi in gpu.gpu_instances:
+            if all(ci.uuid != device_id for ci in gi.compute_instances):
+                continue
+            if gpu_plan is None:
+                return None
+            where = f"{device_id} on GPU {gpu.index} ({_gi_label(gpu, gi.placement, gi.profile_id)})"
+            if gpu_plan.reset or gpu_plan.mode_change is not None:
+                return f"{where}: the GPU changes MIG mode"
+            if any(d.placement == gi.placement for d in gpu_plan.destroy):
+                return f"{where}: the new layout destroys this GPU instance"
+            return None
+    return f"{device_id}: not a device of this node now"
+
+
+def eviction_reasons(
+    pods: Sequence[PodView], holdings: Iterable[PodDeviceHolding], observation: Observation, plan: Plan
+) -> dict[PodRef, str]:
+    """Per pod to evict: the devices it holds that the plan disturbs (or why it is assumed to)."""
+    devices: dict[tuple[str, str], list[str]] = {}
+    for holding in holdings:
+        if is_gpu_resource(holding.resource_name):
+            ids = [d.split("::", 1)[0] for d in holding.device_ids]
+            devices.setdefault((holding.namespace, holding.name), []).extend(ids)
+    reasons: dict[PodRef, str] = {}
+    for pod in pods:
+        held = devices.get((pod.ref.namespace, pod.ref.name), [])
+        found = [r for r in (_device_reason(d, observation, plan) for d in held) if r is not None]
+        if found:
+            reasons[pod.ref] = "; ".join(found)
+        else:
+            wants = ", ".join(sorted(pod.gpu_resources)) or "GPU resources"
+            reasons[pod.ref] = f"requests {wants} but the kubelet does not say which device: assumed on every GPU"
+    return reasons
+
+
+def gpu_pods_left_alone(pods: Iterable[PodView], evicted: Iterable[PodView]) -> list[PodRef]:
+    """Pods using GPU/MIG resources on this node that the drain does not move."""
+    moved = {pod.ref for pod in evicted}
+    return sorted(
+        pod.ref
+        for pod in pods
+        if pod.gpu_resources and pod.ref not in moved and not (pod.is_daemonset_pod or pod.is_mirror)
+    )

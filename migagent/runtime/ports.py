@@ -1,0 +1,78 @@
+"""What the agent is built from (the CLI wires real adapters, tests wire the simulator) and its knobs."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from migagent.clock import Clock
+from migagent.kube.deviceplugin import DevicePluginRestarter
+from migagent.kube.drain import Drainer, PodDeviceHolding
+from migagent.kube.port import KubePort
+from migagent.layout.observed import Observation
+from migagent.reconcile.machine import ApplyEngine
+from migagent.runtime.attempt import RetryBackoff
+from migagent.runtime.listener import AgentPhase, MetricsListener, NullListener, Outcome
+
+PhaseHook = Callable[[AgentPhase], None]
+"""Called as each phase starts; tests use it to stop or kill an agent at a chosen phase."""
+
+
+@dataclass(frozen=True)
+class ReconcileReport:
+    outcome: Outcome
+    attempt: int = 0
+    error: str | None = None
+    node_read: bool = True
+
+
+class NodeObserver(Protocol):
+    def observe(self) -> Observation: ...
+
+
+class PodDevicesLister(Protocol):
+    """The kubelet's PodResources `List` (migagent.podresources.PodResourcesClient)."""
+
+    def list(self) -> Sequence[PodDeviceHolding]: ...
+
+
+class Wake(Protocol):
+    @property
+    def due(self) -> bool: ...
+
+
+class DesiredSource(Protocol):
+    """Wakes the agent when the desired layout may have changed (sources.node_label.NodeLabelSource)."""
+
+    def wait(self, stop: threading.Event, timeout_s: float) -> Wake: ...
+
+
+@dataclass(frozen=True)
+class AgentPorts:
+    api: KubePort
+    driver: NodeObserver
+    engine: ApplyEngine
+    pod_resources: PodDevicesLister
+    restarter: DevicePluginRestarter
+    drainer: Drainer
+    clock: Clock
+    listener: MetricsListener = field(default_factory=NullListener)
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    config_file: Path
+    """The mounted layout file (a ConfigMap); read again at every reconcile."""
+    drain_timeout_s: float = 300.0
+    readvertise_timeout_s: float = 300.0
+    readvertise_poll_s: float = 2.0
+    force_delete: bool = False
+    """Delete pods instead of evicting them (bypasses PodDisruptionBudgets)."""
+    resync_period_s: float = 300.0
+    """Without a DesiredSource, how often the node is re-checked (a source has its own period)."""
+    retry: RetryBackoff = field(default_factory=RetryBackoff)
+    heartbeat_s: float = 30.0
+    """The loop wakes at least this often to tell the health probe it is alive."""

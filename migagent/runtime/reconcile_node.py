@@ -1,0 +1,294 @@
+"""One reconcile of the node: from the desired label to a reported state, undoing everything on failure.
+
+    read node -> OBSERVE (layout file, NVML) -> PLAN -> nothing to do? report success, done.
+    else: pending -> CORDON -> PAUSE (device plugin) -> DRAIN (only pods on disturbed devices)
+          -> APPLY (journaled engine) -> RESTART_PLUGIN -> READVERTISE -> UNCORDON -> success
+
+Each phase that changes the node pushes its inverse on the attempt's undo stack; `_fail` is the one
+place that unwinds it and reports `failed`. The stack starts with whatever an interrupted attempt
+left on the Node (our cordon, paused labels), so a restarted agent finishes or undoes that too.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import structlog
+
+from migagent.kube.cordon import Cordon, cordoned_by_us
+from migagent.kube.deviceplugin import PausedComponents, wait_for_advertisement
+from migagent.kube.drain import DrainPlanner
+from migagent.kube.expected import advertisement_matches, expected_resources
+from migagent.kube.names import (
+    ATTEMPT_ANNOTATION,
+    CONDITION_TYPE,
+    DEPLOY_LABEL_PREFIX,
+    DEPLOY_TRUE,
+    DESIRED_ANNOTATION,
+    MIG_CONFIG_LABEL,
+    MIG_CONFIG_STATE_LABEL,
+    PAUSED_FOR_MIG_CHANGE,
+    ConditionReason,
+    ConditionStatus,
+    EventReason,
+    MigConfigState,
+)
+from migagent.kube.port import NodeView
+from migagent.kube.status import StatusReporter, desired_annotation, observed_annotation, plan_annotation
+from migagent.layout.desired import DesiredNode
+from migagent.layout.observed import Observation
+from migagent.layout.parse import load_layout_file
+from migagent.layout.resolve import identity_of, resolve_config
+from migagent.planning import Plan, plan
+from migagent.reconcile.journal import desired_node_hash
+from migagent.reconcile.result import ApplyOutcome
+from migagent.runtime.attempt import ApplyFailedError, AttemptMarker, StopRequested, UndoStack, failure_reason
+from migagent.runtime.listener import AgentPhase, Outcome
+from migagent.runtime.notes import check_advertisable, eviction_reasons, gpu_pods_left_alone, plan_summary
+from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook, ReconcileReport
+
+log = structlog.get_logger(__name__)
+
+UNCORDON = "uncordon"
+DEVICE_PLUGIN = "resume-device-plugin"
+
+
+class NodeReconcile:
+    """One attempt; build a new one per reconcile (its undo stack is the attempt's own)."""
+
+    def __init__(
+        self,
+        ports: AgentPorts,
+        settings: AgentSettings,
+        *,
+        stop: threading.Event | None = None,
+        phase_hook: PhaseHook | None = None,
+    ) -> None:
+        self._p = ports
+        self._settings = settings
+        self._stop = stop
+        self._hook = phase_hook
+        self._undo = UndoStack()
+        self._status = StatusReporter(ports.api)
+        self._cordon = Cordon(ports.api)
+        self._phase: AgentPhase | None = None
+        self._attempt = 1
+        self._log = log.bind(node=ports.api.node_name)
+
+    def run(self) -> ReconcileReport:
+        try:
+            node = self._p.api.get_node()
+        except Exception as exc:
+            self._log.error("node_unreadable", error=str(exc))
+            return ReconcileReport(Outcome.FAILED, self._attempt, f"reading the node: {exc}", node_read=False)
+        try:
+            return ReconcileReport(self._run(node), self._attempt)
+        except StopRequested:
+            self._log.info("attempt_stopped", phase=self._phase, undo=self._undo.names)
+            self._undo.unwind()
+            return ReconcileReport(Outcome.STOPPED, self._attempt)
+        except Exception as exc:  # every failure, of any kind, is undone and reported in one place
+            return self._fail(exc)
+
+    # -- the flow -------------------------------------------------------------------------------
+
+    def _run(self, node: NodeView) -> Outcome:
+        self._adopt_leftovers(node)
+        name = node.labels.get(MIG_CONFIG_LABEL)
+        if name is None:
+            self._finish_leftovers()
+            self._log.info("no_desired_layout", label=MIG_CONFIG_LABEL)
+            return Outcome.NO_DESIRED_LAYOUT
+        self._log = self._log.bind(layout=name, attempt=self._attempt)
+        with self._in_phase(AgentPhase.OBSERVE):
+            layout = load_layout_file(self._settings.config_file)  # re-read: the ConfigMap may have changed
+            observation = self._p.driver.observe()
+        with self._in_phase(AgentPhase.PLAN):
+            desired = resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus])
+            check_advertisable(desired, observation)
+            steps = plan(observation, desired)
+        if steps.is_empty and advertisement_matches(node.allocatable, expected_resources(observation))[0]:
+            return self._already_applied(node, name, desired, observation)
+        return self._reconfigure(name, desired, observation, steps)
+
+    def _already_applied(self, node: NodeView, name: str, desired: DesiredNode, observation: Observation) -> Outcome:
+        self._finish_leftovers()
+        wanted = desired_annotation(name, desired_node_hash(desired))
+        condition = node.condition(CONDITION_TYPE)
+        reported = (
+            node.labels.get(MIG_CONFIG_STATE_LABEL) == MigConfigState.SUCCESS
+            and node.annotations.get(DESIRED_ANNOTATION) == wanted
+            and condition is not None
+            and (condition.status, condition.reason) == (ConditionStatus.TRUE, ConditionReason.APPLIED)
+        )
+        if not reported:  # idle re-checks write nothing
+            self._status.succeeded(
+                desired=wanted, observed=observed_annotation(observation), message=f"layout {name} is applied"
+            )
+        self._log.info("layout_already_applied", reported=reported)
+        return Outcome.UNCHANGED
+
+    def _reconfigure(self, name: str, desired: DesiredNode, observation: Observation, steps: Plan) -> Outcome:
+        layout_hash = desired_node_hash(desired)
+        marker = AttemptMarker(self._attempt, name, self._p.clock.wall())
+        self._status.report(
+            state=MigConfigState.PENDING,
+            status=ConditionStatus.FALSE,
+            reason=ConditionReason.RECONFIGURING,
+            message=f"applying layout {name}: {plan_summary(steps)}",
+            annotations={
+                DESIRED_ANNOTATION: desired_annotation(name, layout_hash),
+                ATTEMPT_ANNOTATION: marker.to_annotation(),
+            },
+            event=EventReason.RECONFIGURING,
+        )
+        with self._in_phase(AgentPhase.CORDON):
+            if self._cordon.cordon():
+                self._undo.push(UNCORDON, self._cordon.uncordon)
+        with self._in_phase(AgentPhase.PAUSE):
+            paused = self._p.restarter.pause()
+            if paused.restore:
+                self._undo.push(DEVICE_PLUGIN, lambda: self._p.restarter.resume(paused))
+                self._status.event(EventReason.DEVICE_PLUGIN_PAUSED, f"paused {', '.join(sorted(paused.restore))}")
+        with self._in_phase(AgentPhase.DRAIN):
+            self._drain(steps, observation)
+        with self._in_phase(AgentPhase.APPLY):
+            rebooting = self._apply(name, desired, layout_hash, steps)
+        if rebooting:  # the node keeps its cordon and paused labels until the agent resumes after the reboot
+            return Outcome.REBOOTING
+        with self._in_phase(AgentPhase.RESTART_PLUGIN):
+            self._restart_plugin(paused)
+        with self._in_phase(AgentPhase.READVERTISE):
+            after = self._readvertise(name)
+        with self._in_phase(AgentPhase.UNCORDON):
+            if UNCORDON in self._undo:
+                self._cordon.uncordon()
+                self._undo.pop(UNCORDON)
+        self._status.succeeded(
+            desired=desired_annotation(name, layout_hash),
+            observed=observed_annotation(after),
+            plan=plan_annotation(steps),
+            message=f"layout {name} applied: {plan_summary(steps)}",
+        )
+        self._p.listener.layout_applied(name)
+        self._log.info("layout_applied")
+        return Outcome.APPLIED
+
+    def _drain(self, steps: Plan, observation: Observation) -> None:
+        pods = self._p.api.list_pods_on_node()
+        holdings = self._p.pod_resources.list()
+        chosen = DrainPlanner().pods_to_evict(steps, observation, holdings, pods)
+        left = gpu_pods_left_alone(pods, chosen)
+        self._log.info("drain_scoped", evict=[str(p.ref) for p in chosen], left_alone=[str(r) for r in left])
+        if not chosen:
+            return
+        reasons = eviction_reasons(chosen, holdings, observation, steps)
+        self._status.progress(
+            ConditionReason.DRAINING,
+            f"evicting {len(chosen)} pod(s) on devices the change removes: {', '.join(str(p.ref) for p in chosen)};"
+            f" {len(left)} other GPU pod(s) keep running",
+        )
+        result = self._p.drainer.drain(
+            chosen, timeout_s=self._settings.drain_timeout_s, force_delete=self._settings.force_delete
+        )
+        self._p.listener.pods_evicted(len(result.removed))
+        self._p.listener.drain_wait(result.waited_s)
+        for ref in result.removed:
+            self._status.event(EventReason.POD_EVICTED, f"pod {ref} evicted: {reasons.get(ref, 'holds a device')}")
+
+    def _apply(self, name: str, desired: DesiredNode, layout_hash: str, steps: Plan) -> bool:
+        """Run the engine; True when it asked for a reboot to activate a MIG mode change."""
+        # From here on the GPUs may change: any failure must let the device plugin re-enumerate.
+        if DEVICE_PLUGIN not in self._undo:
+            self._undo.push(DEVICE_PLUGIN, lambda: self._p.restarter.resume(PausedComponents()))
+        result = self._p.engine.apply(desired, layout_hash=layout_hash, config_name=name)
+        self._p.listener.instances_changed(
+            sum(len(g.keep) for g in steps.gpus),
+            sum(len(g.destroy) for g in steps.gpus),
+            sum(len(g.create) for g in steps.gpus),
+        )
+        self._p.listener.gpus_reset(sum(1 for g in steps.gpus if g.reset))
+        if result.outcome is ApplyOutcome.REBOOT_REQUESTED:
+            self._status.rebooting(f"layout {name}: {result.error or 'a reboot activates the MIG mode change'}")
+            return True
+        if result.outcome is not ApplyOutcome.CONVERGED:
+            raise ApplyFailedError(result.error or f"apply ended {result.outcome.value}")
+        return False
+
+    def _restart_plugin(self, paused: PausedComponents) -> None:
+        self._p.restarter.resume(paused)
+        self._undo.pop(DEVICE_PLUGIN)  # only once resumed: a failed resume is retried by the undo
+        self._status.event(EventReason.DEVICE_PLUGIN_RESTARTED, "device plugin restarted to re-enumerate MIG devices")
+
+    def _readvertise(self, name: str) -> Observation:
+        after = self._p.driver.observe()
+        expected = expected_resources(after)
+        self._status.progress(
+            ConditionReason.WAITING_FOR_DEVICE_PLUGIN,
+            f"layout {name} is on the GPUs; waiting for the device plugin to advertise {len(expected)} resource(s)",
+        )
+        started = self._p.clock.monotonic()
+        wait_for_advertisement(
+            self._p.api,
+            expected,
+            timeout_s=self._settings.readvertise_timeout_s,
+            clock=self._p.clock,
+            poll_interval_s=self._settings.readvertise_poll_s,
+        )
+        self._p.listener.readvertise_wait(self._p.clock.monotonic() - started)
+        return after
+
+    # -- leftovers, phases, failure ---------------------------------------------------------------
+
+    def _adopt_leftovers(self, node: NodeView) -> None:
+        """Take over what an interrupted attempt left on the Node, so this attempt ends it either way."""
+        previous = AttemptMarker.from_annotation(node.annotations.get(ATTEMPT_ANNOTATION))
+        self._attempt = previous.number + 1 if previous is not None else 1
+        if cordoned_by_us(node):
+            self._undo.push(UNCORDON, self._cordon.uncordon)
+        paused = {
+            label: DEPLOY_TRUE
+            for label, value in node.labels.items()
+            if label.startswith(DEPLOY_LABEL_PREFIX) and value == PAUSED_FOR_MIG_CHANGE
+        }
+        if paused:
+            self._undo.push(DEVICE_PLUGIN, lambda: self._p.restarter.resume(PausedComponents(restore=paused)))
+        if self._undo.names:
+            self._log.warning("interrupted_attempt_found", leftovers=self._undo.names, previous_attempt=previous)
+
+    def _finish_leftovers(self) -> None:
+        failures = self._undo.unwind()
+        if failures:
+            raise ApplyFailedError(f"could not undo an interrupted attempt: {'; '.join(failures)}")
+
+    @contextmanager
+    def _in_phase(self, phase: AgentPhase) -> Iterator[None]:
+        if self._stop is not None and self._stop.is_set():
+            raise StopRequested(f"stop requested before {phase.value}")
+        self._phase = phase
+        if self._hook is not None:
+            self._hook(phase)
+        started = self._p.clock.monotonic()
+        try:
+            yield
+        finally:
+            self._p.listener.phase_finished(phase, self._p.clock.monotonic() - started)
+
+    def _fail(self, error: Exception) -> ReconcileReport:
+        """The one place an attempt fails: undo in reverse order, then report failed with the reason."""
+        phase = self._phase.value if self._phase is not None else "start"
+        undo_started = self._p.clock.monotonic()
+        undo_failures = self._undo.unwind()
+        self._p.listener.phase_finished(AgentPhase.UNDO, self._p.clock.monotonic() - undo_started)
+        message = f"{phase}: {error}"
+        if undo_failures:
+            message += f" (undo incomplete, retried next attempt: {'; '.join(undo_failures)})"
+        reason = failure_reason(error)
+        self._log.error("attempt_failed", phase=phase, reason=str(reason), error=str(error))
+        try:
+            self._status.failed(reason, message, attempt=self._attempt)
+        except Exception as report_error:
+            self._log.error("failure_not_reported", error=str(report_error))
+        return ReconcileReport(Outcome.FAILED, self._attempt, message)

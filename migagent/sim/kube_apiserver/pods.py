@@ -1,0 +1,143 @@
+"""Pod deletion and the eviction subresource (reference §2.2), and pod creation.
+
+A deleted pod leaves the store at once; the object returned (and sent as the DELETED watch event) carries
+deletionTimestamp and deletionGracePeriodSeconds as the real answer for a graceful delete would. Evictions do
+not decrement the PDB's disruptionsAllowed (there is no disruption controller to restore it); tests set it
+with `set_pdb_disruptions_allowed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from migagent.clock import Clock
+from migagent.sim.kube_apiserver.errors import ApiError, bad_request, not_found
+from migagent.sim.kube_apiserver.objects import timestamp
+from migagent.sim.kube_apiserver.routing import PDBS, PODS
+from migagent.sim.kube_apiserver.selectors import label_selector_from_object
+from migagent.sim.kube_apiserver.store import Store
+from migagent.sim.kube_apiserver.validation import check_namespace, require_object
+
+JsonDict = dict[str, Any]
+_DEFAULT_GRACE_S = 30
+PDB_BLOCKED_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
+MULTIPLE_PDBS_MESSAGE = (
+    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+)
+
+
+def create_pod(store: Store, namespace: str, body: Any) -> JsonDict:
+    pod = require_object(body, "Pod")
+    check_namespace(pod, namespace)
+    pod.setdefault("metadata", {})["namespace"] = namespace
+    pod.setdefault("apiVersion", "v1")
+    pod.setdefault("kind", "Pod")
+    if not (pod.get("spec") or {}).get("containers"):
+        raise ApiError(422, "spec.containers: Required value")
+    pod.setdefault("status", {"phase": "Pending"})
+    return store.create(PODS, pod)
+
+
+def delete_pod(
+    store: Store, namespace: str, name: str, *, options: JsonDict, query: Mapping[str, str], clock: Clock
+) -> JsonDict:
+    """DELETE answers with the Pod itself (pod storage sets ReturnDeletedObject), never a Status."""
+    grace = _grace_period_s(options, query)
+    dry_run = "All" in (options.get("dryRun") or []) or query.get("dryRun") == "All"
+
+    def finalize(pod: JsonDict) -> None:
+        _check_preconditions(pod, options.get("preconditions") or {})
+        metadata = pod["metadata"]
+        metadata.setdefault("deletionTimestamp", timestamp(clock.wall()))
+        spec_grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", _DEFAULT_GRACE_S)
+        metadata.setdefault("deletionGracePeriodSeconds", spec_grace if grace is None else grace)
+
+    if dry_run:
+        pod = store.get(PODS, namespace, name)
+        if pod is None:
+            raise not_found(PODS.plural, name)
+        finalize(pod)
+        return pod
+    return store.delete(PODS, namespace, name, finalize=finalize)
+
+
+def evict_pod(store: Store, namespace: str, name: str, body: Any, *, clock: Clock) -> None:
+    """Delete the pod unless a PDB forbids it; raises ApiError with the apiserver's code otherwise."""
+    eviction = require_object(body, "Eviction")
+    body_name = (eviction.get("metadata") or {}).get("name")
+    if body_name != name:
+        raise bad_request("name in URL does not match name in Eviction object")
+    pod = store.get(PODS, namespace, name)
+    if pod is None:
+        raise not_found(PODS.plural, name)
+    if _needs_budget_check(pod):
+        _check_budgets(store, pod)
+    options = eviction.get("deleteOptions") or {}
+    delete_pod(store, namespace, name, options=options, query={}, clock=clock)
+
+
+def matching_pdbs(store: Store, pod: JsonDict) -> list[JsonDict]:
+    """PDBs in the pod's namespace whose selector selects it (a PDB without selector selects nothing)."""
+    budgets, _ = store.list_objects(PDBS, pod["metadata"]["namespace"])
+    labels = pod["metadata"].get("labels") or {}
+    matching = []
+    for budget in budgets:
+        selector = label_selector_from_object((budget.get("spec") or {}).get("selector"))
+        if selector is not None and selector.matches(labels):
+            matching.append(budget)
+    return matching
+
+
+def _needs_budget_check(pod: JsonDict) -> bool:
+    # Terminal, not-yet-running and already-terminating pods are deleted without consulting PDBs.
+    phase = (pod.get("status") or {}).get("phase")
+    return phase not in ("Succeeded", "Failed", "Pending") and "deletionTimestamp" not in pod["metadata"]
+
+
+def _check_budgets(store: Store, pod: JsonDict) -> None:
+    budgets = matching_pdbs(store, pod)
+    if len(budgets) > 1:
+        raise ApiError(500, MULTIPLE_PDBS_MESSAGE, reason="")
+    if not budgets:
+        return
+    budget = budgets[0]
+    name = budget["metadata"]["name"]
+    status = budget.get("status") or {}
+    if status.get("observedGeneration", 0) < budget["metadata"].get("generation", 0):
+        cause = {
+            "reason": "DisruptionBudget",
+            "message": f"The disruption budget {name} is still being processed by the server.",
+        }
+        raise ApiError(429, PDB_BLOCKED_MESSAGE, causes=[cause], retry_after_s=10)
+    allowed = status.get("disruptionsAllowed", 0)
+    if allowed < 0:
+        raise ApiError(403, "pdb disruptions allowed is negative")
+    if allowed == 0:
+        message = (
+            f"The disruption budget {name} needs {status.get('desiredHealthy', 0)} healthy pods "
+            f"and has {status.get('currentHealthy', 0)} currently"
+        )
+        raise ApiError(429, PDB_BLOCKED_MESSAGE, causes=[{"reason": "DisruptionBudget", "message": message}])
+
+
+def _grace_period_s(options: JsonDict, query: Mapping[str, str]) -> int | None:
+    raw = query.get("gracePeriodSeconds")
+    if raw is not None:
+        try:
+            return int(raw)
+        except ValueError:
+            raise bad_request(f"gracePeriodSeconds must be an integer, got {raw!r}") from None
+    stated = options.get("gracePeriodSeconds")
+    return stated if isinstance(stated, int) else None
+
+
+def _check_preconditions(pod: JsonDict, preconditions: JsonDict) -> None:
+    metadata = pod["metadata"]
+    for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+        wanted = preconditions.get(field)
+        if wanted is not None and wanted != metadata.get(field):
+            message = (
+                f"Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {metadata.get(field)}"
+            )
+            raise ApiError(409, message, name=metadata["name"], kind=PODS.plural)

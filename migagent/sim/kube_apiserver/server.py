@@ -1,0 +1,276 @@
+"""`FakeApiServer`: a real HTTP/1.1 kube-apiserver double on loopback, plus a state API for tests and the sim.
+
+Everything the HTTP side serves lives in one thread-safe `Store`; the state API below writes through the
+same store, so each change bumps the resourceVersion and reaches open watches and listeners like an API
+write would. See reference/kubernetes.md §2-§3 for the behaviour reproduced.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from migagent.clock import Clock, SystemClock
+from migagent.sim.kube_apiserver.dispatch import Dispatcher, WatchSettings
+from migagent.sim.kube_apiserver.faults import FaultInjector, RecordedRequest, RequestLog
+from migagent.sim.kube_apiserver.handler import ApiRequestHandler, LoopbackHttpServer
+from migagent.sim.kube_apiserver.objects import (
+    daemonset_status,
+    node_object,
+    pdb_object,
+    pdb_status,
+    pod_object,
+    timestamp,
+)
+from migagent.sim.kube_apiserver.routing import CORE_EVENTS, DAEMONSETS, EVENTS_V1, NODES, PDBS, PODS
+from migagent.sim.kube_apiserver.store import Store, StoredEvent
+
+JsonDict = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ServerContext:
+    dispatcher: Dispatcher
+    faults: FaultInjector
+    requests: RequestLog
+
+
+class FakeApiServer:
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        bookmark_interval_s: float = 1.0,
+        default_watch_timeout_s: float = 1800.0,
+        history_limit: int = 10_000,
+    ) -> None:
+        """`clock` stamps creation/deletion times; watch timeouts and bookmarks always run on real time."""
+        self._clock = clock or SystemClock()
+        self._store = Store(clock=self._clock, history_limit=history_limit)
+        self._faults = FaultInjector()
+        self._requests = RequestLog()
+        settings = WatchSettings(default_timeout_s=default_watch_timeout_s, bookmark_interval_s=bookmark_interval_s)
+        self._context = ServerContext(Dispatcher(self._store, self._clock, settings), self._faults, self._requests)
+        self._http: LoopbackHttpServer | None = None
+        self._thread: threading.Thread | None = None
+        self._url = ""
+
+    # --- lifecycle
+
+    def start(self) -> str:
+        """Listen on an ephemeral loopback port; returns the base URL `http://127.0.0.1:<port>`."""
+        if self._http is not None:
+            return self._url
+        handler = type("BoundApiRequestHandler", (ApiRequestHandler,), {"context": self._context})
+        self._http = LoopbackHttpServer(handler)
+        port = self._http.server_address[1]
+        self._url = f"http://127.0.0.1:{port}"
+        self._thread = threading.Thread(
+            target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-apiserver", daemon=True
+        )
+        self._thread.start()
+        return self._url
+
+    def stop(self) -> None:
+        if self._http is None:
+            return
+        self._store.drop_subscriptions()
+        self._http.shutdown()
+        self._http.close_connections()
+        self._http.server_close()
+        if self._thread is not None:
+            self._thread.join()
+        self._http = None
+        self._thread = None
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    def __enter__(self) -> FakeApiServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # --- nodes
+
+    def add_node(
+        self,
+        name: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        allocatable: Mapping[str, str | int] | None = None,
+        capacity: Mapping[str, str | int] | None = None,
+    ) -> JsonDict:
+        node = node_object(name, labels=labels, allocatable=allocatable, capacity=capacity, wall_s=self._clock.wall())
+        return self._store.create(NODES, node)
+
+    def node(self, name: str) -> JsonDict:
+        """A deep copy of the stored Node; KeyError when there is none."""
+        found = self._store.get(NODES, "", name)
+        if found is None:
+            raise KeyError(f"the fake apiserver has no node {name!r}; add it with add_node({name!r})")
+        return found
+
+    def update_node(self, name: str, fn: Callable[[JsonDict], None]) -> JsonDict:
+        """Edit the stored Node in place through `fn` (bumps the resourceVersion, emits MODIFIED).
+
+        `fn` runs under the store lock: it must not call back into this server.
+        """
+        return self._store.update(NODES, "", name, _in_place(fn))
+
+    # --- pods
+
+    def add_pod(self, pod: JsonDict) -> JsonDict:
+        """Store a complete Pod object (namespace defaults to "default"); returns it with uid and RV filled."""
+        metadata = pod.get("metadata") or {}
+        if not metadata.get("name") or not (pod.get("spec") or {}).get("containers"):
+            raise ValueError("add_pod needs metadata.name and spec.containers (use create_pod for a ready-made pod)")
+        pod = {**pod, "metadata": {**metadata, "namespace": metadata.get("namespace") or "default"}}
+        return self._store.create(PODS, {"apiVersion": "v1", "kind": "Pod", **pod})
+
+    def create_pod(
+        self,
+        *,
+        node_name: str | None,
+        namespace: str,
+        name: str,
+        labels: Mapping[str, str] | None = None,
+        owner_kind: str | None = None,
+        mirror: bool = False,
+        resources: Mapping[str, str | int] | None = None,
+        phase: str | None = None,
+        owner_name: str | None = None,
+    ) -> JsonDict:
+        """A pod on `node_name` (Running) or unscheduled (Pending); owner_kind "DaemonSet"/"ReplicaSet"/None.
+
+        `resources` become the container's limits and requests; `owner_name` defaults to "<name>-owner".
+        """
+        pod = pod_object(
+            namespace=namespace,
+            name=name,
+            node_name=node_name,
+            labels=labels,
+            owner_kind=owner_kind,
+            owner_name=owner_name,
+            mirror=mirror,
+            resources=resources,
+            phase=phase,
+            wall_s=self._clock.wall(),
+        )
+        return self._store.create(PODS, pod)
+
+    def pod(self, namespace: str, name: str) -> JsonDict | None:
+        return self._store.get(PODS, namespace, name)
+
+    def pods(self, node_name: str | None = None) -> list[JsonDict]:
+        items, _ = self._store.list_objects(PODS)
+        return [p for p in items if node_name is None or (p.get("spec") or {}).get("nodeName") == node_name]
+
+    def update_pod(self, namespace: str, name: str, fn: Callable[[JsonDict], None]) -> JsonDict:
+        """Edit a stored Pod in place (same rules as update_node)."""
+        return self._store.update(PODS, namespace, name, _in_place(fn))
+
+    def delete_pod(self, namespace: str, name: str) -> JsonDict:
+        """Remove a pod as a completed graceful delete would (DELETED watch event, on_pod_deleted listeners)."""
+        wall = self._clock.wall()
+
+        def stamp(pod: JsonDict) -> None:
+            pod["metadata"].setdefault("deletionTimestamp", timestamp(wall))
+            pod["metadata"].setdefault("deletionGracePeriodSeconds", 0)
+
+        return self._store.delete(PODS, namespace, name, finalize=stamp)
+
+    # --- PDBs, DaemonSets, events
+
+    def add_pdb(
+        self, namespace: str, name: str, *, match_labels: Mapping[str, str], disruptions_allowed: int
+    ) -> JsonDict:
+        pdb = pdb_object(namespace, name, match_labels=match_labels, disruptions_allowed=disruptions_allowed)
+        return self._store.create(PDBS, pdb)
+
+    def set_pdb_disruptions_allowed(self, namespace: str, name: str, disruptions_allowed: int) -> JsonDict:
+        def set_allowed(pdb: JsonDict) -> None:
+            pdb["status"] = pdb_status(disruptions_allowed)
+
+        return self._store.update(PDBS, namespace, name, _in_place(set_allowed))
+
+    def add_daemonset(self, daemonset: JsonDict) -> JsonDict:
+        """Store a DaemonSet (see objects.daemonset_object); status counters default to one ready pod."""
+        spec = daemonset.get("spec") or {}
+        if not (daemonset.get("metadata") or {}).get("name") or "selector" not in spec or "template" not in spec:
+            raise ValueError("add_daemonset needs metadata.name, spec.selector and spec.template")
+        stored = {"apiVersion": "apps/v1", "kind": "DaemonSet", "status": daemonset_status(), **daemonset}
+        stored["metadata"] = {**stored["metadata"], "namespace": stored["metadata"].get("namespace") or "default"}
+        return self._store.create(DAEMONSETS, stored)
+
+    def events(self) -> list[JsonDict]:
+        """Events created through either API (core/v1 and events.k8s.io/v1), oldest first."""
+        core, _ = self._store.list_objects(CORE_EVENTS)
+        modern, _ = self._store.list_objects(EVENTS_V1)
+        return sorted(core + modern, key=lambda e: int(e["metadata"]["resourceVersion"]))
+
+    # --- observation, faults
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request served so far (a snapshot), with the RBAC verb it needs."""
+        return self._requests.snapshot()
+
+    def clear_requests(self) -> None:
+        self._requests.clear()
+
+    def inject_fault(
+        self, method: str, path_regex: str, status: int, *, times: int = 1, body_reason: str | None = None
+    ) -> None:
+        """Answer the next `times` requests matching `method` ("*" for any) and `path_regex` with `status`."""
+        self._faults.add(method, path_regex, status, times=times, reason=body_reason)
+
+    def drop_watches(self) -> int:
+        """Close every open watch connection without the terminating chunk; returns how many there were."""
+        return self._store.drop_subscriptions()
+
+    def compact(self) -> str:
+        """Expire every older resourceVersion: watches from one get an ERROR event with a 410 Status."""
+        return str(self._store.compact())
+
+    def resource_version(self) -> str:
+        return str(self._store.resource_version())
+
+    @property
+    def listener_errors(self) -> list[BaseException]:
+        """Exceptions raised by listeners (logged and kept here; they never fail the write that fired them)."""
+        return self._store.listener_errors()
+
+    def on_pod_deleted(self, callback: Callable[[JsonDict], None]) -> None:
+        """`callback(pod)` after each pod deletion (API delete, eviction or delete_pod), outside the store lock."""
+        self._store.add_listener(_only(PODS.key, ("DELETED",), callback))
+
+    def on_node_changed(self, callback: Callable[[JsonDict], None]) -> None:
+        """`callback(node)` after each committed node creation or change, outside the store lock."""
+        self._store.add_listener(_only(NODES.key, ("ADDED", "MODIFIED"), callback))
+
+
+def _in_place(fn: Callable[[JsonDict], None]) -> Callable[[JsonDict], JsonDict]:
+    def mutate(obj: JsonDict) -> JsonDict:
+        fn(obj)
+        return obj
+
+    return mutate
+
+
+def _only(
+    resource_key: str, types: tuple[str, ...], callback: Callable[[JsonDict], None]
+) -> Callable[[StoredEvent], None]:
+    def listener(event: StoredEvent) -> None:
+        if event.resource.key == resource_key and event.type in types:
+            callback(event.obj)
+
+    return listener

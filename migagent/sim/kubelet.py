@@ -1,0 +1,286 @@
+"""`FakeKubelet`: the node-local half of Kubernetes that the agent talks to, over the simulator.
+
+It joins a FakeApiServer (the Node and its pods) with a FakeNvml (the GPUs):
+- serves the PodResources API on a unix socket: which workload pod holds which MIG UUID;
+- runs workloads: a pod in the apiserver plus an NVML process on its MIG device, so both the
+  drain logic (pods) and the apply engine's safety gate (processes) see it; deleting or evicting
+  the pod ends the process, and a ReplicaSet-owned pod gets a Pending replacement elsewhere;
+- runs the NVIDIA device plugin (see kubelet_plugin): its pod, and the node's advertised resources.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import grpc
+
+from migagent.clock import Clock, SystemClock
+from migagent.podresources import PodDevices, serve_pod_resources
+from migagent.sim.fake_nvml import FakeNvml
+from migagent.sim.kube_apiserver import FakeApiServer
+from migagent.sim.kubelet_devices import MIG_RESOURCE_PREFIX, PluginDevice, mig_resource_name, read_inventory
+from migagent.sim.kubelet_plugin import FakeDevicePlugin, PluginMode, random_suffix
+from migagent.sim.state import SimGpu, SimProcess
+
+__all__ = ["DEFAULT_PLUGIN_LABELS", "FakeKubelet", "PluginMode", "Workload"]
+
+DEFAULT_PLUGIN_LABELS: Mapping[str, str] = {"app": "nvidia-device-plugin-daemonset"}
+WORKLOAD_CONTAINER = "main"
+WORKLOAD_MEMORY_BYTES = 1 << 30
+_FIRST_PID = 20_000
+_LOG = logging.getLogger(__name__)
+JsonDict = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A running pod holding one device, and the NVML process standing for its container."""
+
+    namespace: str
+    name: str
+    uid: str
+    device_uuid: str
+    resource_name: str
+    pid: int
+    labels: Mapping[str, str]
+    owner_kind: str | None
+
+
+class FakeKubelet:
+    def __init__(
+        self,
+        api: FakeApiServer,
+        fake_nvml: FakeNvml,
+        *,
+        node_name: str,
+        socket_path: str,
+        plugin_lag_s: float = 0.0,
+        clock: Clock | None = None,
+        plugin_namespace: str = "gpu-operator",
+        plugin_labels: Mapping[str, str] | None = None,
+        plugin_mode: PluginMode = "gpu-operator",
+    ) -> None:
+        self._api = api
+        self._fake = fake_nvml
+        self.node_name = node_name
+        self.socket_path = socket_path
+        self._lock = threading.RLock()
+        self._plugin = FakeDevicePlugin(
+            api,
+            fake_nvml,
+            node_name=node_name,
+            namespace=plugin_namespace,
+            labels=DEFAULT_PLUGIN_LABELS if plugin_labels is None else plugin_labels,
+            mode=plugin_mode,
+            lag_s=plugin_lag_s,
+            clock=clock or SystemClock(),
+            lock=self._lock,
+        )
+        self._workloads: dict[tuple[str, str], Workload] = {}
+        self.replacements: list[JsonDict] = []
+        self._next_pid = _FIRST_PID
+        self._server: grpc.Server | None = None
+        self._running = False
+        self._listening = False
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Register the node if needed, serve PodResources, and start the device plugin."""
+        with self._lock:
+            if self._running:
+                return
+            self._server = serve_pod_resources(self.socket_path, self.pod_devices, allocatable=self.allocatable)
+            self._running = True
+            try:
+                node = self._api.node(self.node_name)
+            except KeyError:
+                node = self._api.add_node(self.node_name)
+            if not self._listening:  # the apiserver cannot forget a listener: register once
+                self._api.on_pod_deleted(self._on_pod_deleted)
+                self._api.on_node_changed(self._on_node_changed)
+                self._listening = True
+            self._plugin.adopt_or_sync(node)
+
+    def stop(self) -> None:
+        """Stop serving and stop reacting to the apiserver; pods and processes stay as they are."""
+        with self._lock:
+            self._running = False
+            server, self._server = self._server, None
+        self._plugin.stop()
+        if server is not None:
+            server.stop(None).wait()
+
+    def __enter__(self) -> FakeKubelet:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # --- what the kubelet reports ----------------------------------------------------------------
+
+    def pod_devices(self) -> list[PodDevices]:
+        """What PodResources List answers: one entry per running workload pod."""
+        with self._lock:
+            return [
+                PodDevices(w.namespace, w.name, WORKLOAD_CONTAINER, w.resource_name, (w.device_uuid,))
+                for w in self._workloads.values()
+            ]
+
+    def allocatable(self) -> dict[str, tuple[str, ...]]:
+        """What PodResources GetAllocatableResources answers: the devices the plugin registered."""
+        with self._lock:
+            return dict(self._plugin.registered)
+
+    def advertised(self) -> dict[str, int]:
+        """The Node's allocatable for every `nvidia.com/mig-*` resource now, stale ones included as 0."""
+        allocatable = self._api.node(self.node_name).get("status", {}).get("allocatable", {})
+        return {name: int(value) for name, value in allocatable.items() if name.startswith(MIG_RESOURCE_PREFIX)}
+
+    @property
+    def plugin_pod(self) -> JsonDict | None:
+        with self._lock:
+            return self._plugin.pod
+
+    @property
+    def plugin_error(self) -> str | None:
+        """Why the simulated device plugin exited on the current layout (C < G profiles), or None."""
+        with self._lock:
+            return self._plugin.error
+
+    def workloads(self) -> tuple[Workload, ...]:
+        with self._lock:
+            return tuple(self._workloads.values())
+
+    # --- workloads -------------------------------------------------------------------------------
+
+    def run_workload(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        mig_uuid: str | None = None,
+        profile: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        owner_kind: str | None = "ReplicaSet",
+    ) -> JsonDict:
+        """Create a Running pod on this node holding one MIG device, with a process on that device.
+
+        `mig_uuid` picks the device; otherwise the first free device of `profile` (e.g. `1g.10gb`,
+        `1g.10gb+me` or `nvidia.com/mig-1g.10gb.me`), or of any profile when both are None.
+        """
+        with self._lock:
+            device = self._choose_device(mig_uuid=mig_uuid, profile=profile)
+            pid = self._free_pid()
+            self._fake.sim_attach_process(device.uuid, pid=pid, used_memory_bytes=WORKLOAD_MEMORY_BYTES)
+            try:
+                pod = self._api.create_pod(
+                    node_name=self.node_name,
+                    namespace=namespace,
+                    name=name,
+                    labels=dict(labels or {}),
+                    owner_kind=owner_kind,
+                    resources={device.resource_name: "1"},
+                )
+            except BaseException:
+                self._fake.sim_detach_process(pid)
+                raise
+            uid = pod["metadata"]["uid"]
+            self._workloads[(namespace, name)] = Workload(
+                namespace, name, uid, device.uuid, device.resource_name, pid, dict(labels or {}), owner_kind
+            )
+            return pod
+
+    def _choose_device(self, *, mig_uuid: str | None, profile: str | None) -> PluginDevice:
+        inventory = read_inventory(self._fake)
+        wanted = mig_resource_name(profile) if profile is not None else None
+        if mig_uuid is not None:
+            device = inventory.by_uuid(mig_uuid)
+            if device is None:
+                known = ", ".join(d.uuid for d in inventory.devices) or "none"
+                raise ValueError(f"mig_uuid {mig_uuid!r} is not a device of node {self.node_name}; devices: {known}")
+            if wanted is not None and device.resource_name != wanted:
+                raise ValueError(f"mig_uuid {mig_uuid} is a {device.resource_name} device, not {wanted}")
+            return device
+        held = {w.device_uuid for w in self._workloads.values()} | self._uuids_with_processes()
+        candidates = [
+            d
+            for d in inventory.devices
+            if d.profile is not None and (wanted is None or d.resource_name == wanted) and d.uuid not in held
+        ]
+        if not candidates:
+            free = sorted({d.resource_name for d in inventory.devices if d.profile is not None and d.uuid not in held})
+            raise ValueError(
+                f"no free MIG device{' of profile ' + str(profile) if profile else ''} on node {self.node_name}; "
+                f"free: {', '.join(free) or 'none'}"
+            )
+        return candidates[0]
+
+    def _uuids_with_processes(self) -> set[str]:
+        return {
+            ci.uuid
+            for gpu in self._fake.state.gpus
+            for gi in gpu.gpu_instances
+            for ci in gi.compute_instances
+            if ci.processes
+        }
+
+    def _free_pid(self) -> int:
+        in_use = {p.pid for gpu in self._fake.state.gpus for p in _processes(gpu)}
+        while self._next_pid in in_use:
+            self._next_pid += 1
+        pid, self._next_pid = self._next_pid, self._next_pid + 1
+        return pid
+
+    # --- reacting to the apiserver ---------------------------------------------------------------
+
+    def _on_node_changed(self, node: JsonDict) -> None:
+        if node["metadata"]["name"] != self.node_name:
+            return
+        with self._lock:
+            if self._running:
+                self._plugin.node_changed(node)
+
+    def _on_pod_deleted(self, pod: JsonDict) -> None:
+        with self._lock:
+            if not self._running or self._plugin.pod_deleted(pod):
+                return
+            metadata = pod["metadata"]
+            workload = self._workloads.get((metadata.get("namespace", ""), metadata["name"]))
+            if workload is None or workload.uid != metadata.get("uid"):
+                return
+            del self._workloads[(workload.namespace, workload.name)]
+            self._end_process(workload)
+            if workload.owner_kind == "ReplicaSet":
+                self._replace(workload)
+
+    def _end_process(self, workload: Workload) -> None:
+        try:
+            self._fake.sim_detach_process(workload.pid)
+        except ValueError:
+            _LOG.warning("process %d of pod %s/%s was already gone", workload.pid, workload.namespace, workload.name)
+
+    def _replace(self, workload: Workload) -> None:
+        """The ReplicaSet's new pod: a new name and UID, left Pending (not bound to this node)."""
+        replacement = self._api.create_pod(
+            node_name=None,
+            namespace=workload.namespace,
+            name=f"{workload.name}-{random_suffix()}",
+            labels=dict(workload.labels),
+            owner_kind="ReplicaSet",
+            resources={workload.resource_name: "1"},
+        )
+        self.replacements.append(replacement)
+
+
+def _processes(gpu: SimGpu) -> list[SimProcess]:
+    on_mig = [p for gi in gpu.gpu_instances for ci in gi.compute_instances for p in ci.processes]
+    return [*gpu.processes, *on_mig]

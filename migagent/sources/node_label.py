@@ -1,0 +1,172 @@
+"""The desired layout from the agent's own Node label `nvidia.com/mig.config`, kept current by a watch.
+
+A thread lists (GETs) the one Node, then watches it by field selector from that resourceVersion.
+When the server says the version is too old (410), when a stream ends or drops, or when a call
+fails, it lists again before watching again, backing off while streams keep ending at once, so a
+flapping API server costs a bounded number of requests. A change of the label value wakes the
+agent at once; `wait` also returns on a periodic resync tick, so drift is repaired even when
+nothing changes (mig-manager watches with no resync and no retry: a failed node waits forever).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+import structlog
+
+from migagent.clock import Clock
+from migagent.errors import MigAgentError
+from migagent.kube.names import MIG_CONFIG_LABEL
+from migagent.kube.port import NodeEvent, NodeView, WatchExpired
+
+log = structlog.get_logger(__name__)
+
+# While waiting, the stop event is checked at least this often (a threading.Event cannot be waited
+# on together with another one).
+_STOP_POLL_S = 0.5
+
+
+class NodeWatchApi(Protocol):
+    """What the source needs from `migagent.kube.adapter.KubeApi`."""
+
+    def get_node(self) -> NodeView: ...
+
+    def watch_node(self, resource_version: str, timeout_s: float) -> Iterator[NodeEvent]: ...
+
+
+@dataclass(frozen=True)
+class WatchSettings:
+    resync_period_s: float = 300.0
+    """`wait` returns at least this often, so the agent re-checks the node (drift repair)."""
+    watch_timeout_s: float = 300.0
+    """How long the server keeps one watch stream open before ending it (then the source re-lists)."""
+    backoff_initial_s: float = 0.5
+    backoff_max_s: float = 30.0
+    healthy_stream_s: float = 5.0
+    """A stream that lasted at least this long resets the back-off; shorter ones grow it."""
+
+
+@dataclass(frozen=True)
+class Wakeup:
+    """Why `wait` returned: the label changed, the resync period passed, or neither (timeout/stop)."""
+
+    label_changed: bool = False
+    resync: bool = False
+
+    @property
+    def due(self) -> bool:
+        return self.label_changed or self.resync
+
+
+class NodeLabelSource:
+    """`start()` the watch thread; the agent calls `wait(stop, timeout_s)` and reads `desired`."""
+
+    def __init__(
+        self,
+        api: NodeWatchApi,
+        *,
+        clock: Clock,
+        settings: WatchSettings | None = None,
+        label: str = MIG_CONFIG_LABEL,
+    ) -> None:
+        self._api = api
+        self._clock = clock
+        self._settings = settings or WatchSettings()
+        self._label = label
+        self._lock = threading.Lock()
+        self._changed = threading.Event()
+        self._stopping = threading.Event()
+        self._desired: str | None = None
+        self._known = False
+        self._last_resync = clock.monotonic()
+        self._thread: threading.Thread | None = None
+        self.relists = 0
+        """How many times the node was (re-)listed: a figure for tests and the bench."""
+
+    # -- the agent's side ---------------------------------------------------------------------------
+
+    @property
+    def desired(self) -> str | None:
+        """The last label value seen (None: no label, or nothing read yet)."""
+        with self._lock:
+            return self._desired
+
+    def wait(self, stop: threading.Event, timeout_s: float) -> Wakeup:
+        """Block until the label changes, the resync period passes, `stop` is set or `timeout_s` passes."""
+        deadline = self._clock.monotonic() + max(0.0, timeout_s)
+        while not stop.is_set():
+            now = self._clock.monotonic()
+            resync_at = self._last_resync + self._settings.resync_period_s
+            if self._changed.is_set():
+                self._changed.clear()
+                return Wakeup(label_changed=True, resync=self._take_resync(now, resync_at))
+            if now >= resync_at:
+                return Wakeup(resync=self._take_resync(now, resync_at))
+            if now >= deadline:
+                return Wakeup()
+            self._clock.wait(self._changed, min(_STOP_POLL_S, deadline - now, resync_at - now))
+        return Wakeup()
+
+    def _take_resync(self, now: float, resync_at: float) -> bool:
+        if now < resync_at:
+            return False
+        self._last_resync = now
+        return True
+
+    # -- the watch thread ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("NodeLabelSource already started")
+        self._thread = threading.Thread(target=self._run, name="node-label-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self, *, join_timeout_s: float = 2.0) -> None:
+        """Ask the thread to end; a stream blocked in a read ends at its watch timeout at the latest."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(join_timeout_s)
+
+    def _run(self) -> None:
+        backoff = self._settings.backoff_initial_s
+        while not self._stopping.is_set():
+            started = self._clock.monotonic()
+            try:
+                self._list_then_watch()
+            except WatchExpired:
+                log.info("node_watch_expired")  # our resourceVersion is compacted away: list again
+            except Exception as exc:  # the thread must survive anything a broken stream throws at it
+                if self._stopping.is_set():
+                    return
+                error = str(exc) if isinstance(exc, MigAgentError) else f"{type(exc).__name__}: {exc}"
+                log.warning("node_watch_failed", error=error, retry_in_s=backoff)
+            if self._clock.monotonic() - started >= self._settings.healthy_stream_s:
+                backoff = self._settings.backoff_initial_s
+                continue
+            self._clock.wait(self._stopping, backoff)
+            backoff = min(self._settings.backoff_max_s, backoff * 2)
+
+    def _list_then_watch(self) -> None:
+        node = self._api.get_node()
+        self.relists += 1
+        self._deliver(node.labels.get(self._label))
+        resource_version = node.resource_version
+        for event in self._api.watch_node(resource_version, self._settings.watch_timeout_s):
+            if self._stopping.is_set():
+                return
+            if event.type == "DELETED":
+                self._deliver(None)
+            elif event.node is not None:
+                self._deliver(event.node.labels.get(self._label))
+        # The stream ended (server timeout or a dropped connection): the caller lists again.
+
+    def _deliver(self, value: str | None) -> None:
+        with self._lock:
+            changed = not self._known or value != self._desired
+            self._desired, self._known = value, True
+        if changed:
+            log.info("desired_layout_seen", layout=value)
+            self._changed.set()

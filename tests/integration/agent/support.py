@@ -1,0 +1,121 @@
+"""Helpers for the agent's integration tests: waiting on the simulated cluster, reading its state,
+and a crash that nothing in the agent can catch."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from migagent.cli.simcluster import SimCluster, SimClusterConfig
+from migagent.clock import SystemClock
+from migagent.kube.names import (
+    CONDITION_TYPE,
+    CORDONED_BY_MIGAGENT_ANNOTATION,
+    DEPLOY_LABEL_PREFIX,
+    MIG_CONFIG_STATE_LABEL,
+    PAUSED_FOR_MIG_CHANGE,
+)
+from migagent.runtime.listener import AgentPhase
+from migagent.runtime.ports import PhaseHook
+
+T = TypeVar("T")
+JsonDict = dict[str, Any]
+
+# Two GPUs keep each reconfiguration short; the headline tests use the full 8-GPU node.
+SMALL = SimClusterConfig(spec="2xH100-80GB-SXM", start_layout="all-1g.10gb")
+# What the device plugin advertises for two H100s in each layout (mixed strategy).
+SMALL_ALL_1G = {"nvidia.com/mig-1g.10gb": 14}
+SMALL_BALANCED = {"nvidia.com/mig-1g.10gb": 4, "nvidia.com/mig-2g.20gb": 2, "nvidia.com/mig-3g.40gb": 2}
+
+
+class ImpatientClock(SystemClock):
+    """Real time, but every back-off sleep is ten times shorter (deadlines are unchanged)."""
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds / 10)
+
+
+class SimulatedCrash(BaseException):
+    """Stands for the agent process dying: a BaseException, so no `except Exception` undoes anything."""
+
+
+def crash_at(phase: AgentPhase) -> PhaseHook:
+    def hook(current: AgentPhase) -> None:
+        if current is phase:
+            raise SimulatedCrash(f"agent killed as {phase.value} started")
+
+    return hook
+
+
+def eventually(check: Callable[[], T | None], *, what: str, timeout_s: float = 30.0) -> T:
+    """Poll `check` until it returns something truthy; fail naming `what` if it never does."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.02)
+
+
+def state(cluster: SimCluster) -> str | None:
+    labels: dict[str, str] = cluster.node()["metadata"].get("labels", {})
+    return labels.get(MIG_CONFIG_STATE_LABEL)
+
+
+def condition(cluster: SimCluster) -> JsonDict:
+    conditions = cluster.node().get("status", {}).get("conditions", [])
+    found = next((c for c in conditions if c["type"] == CONDITION_TYPE), None)
+    assert found is not None, f"node has no {CONDITION_TYPE} condition"
+    return dict(found)
+
+
+def condition_reason(cluster: SimCluster) -> str | None:
+    conditions = cluster.node().get("status", {}).get("conditions", [])
+    return next((str(c["reason"]) for c in conditions if c["type"] == CONDITION_TYPE), None)
+
+
+def advertised(cluster: SimCluster) -> dict[str, int]:
+    """Non-zero MIG resources in Node allocatable (a stale resource reads 0, as on a real kubelet)."""
+    return {name: count for name, count in cluster.kubelet.advertised().items() if count}
+
+
+def node_annotations(cluster: SimCluster) -> dict[str, str]:
+    return dict(cluster.node()["metadata"].get("annotations", {}))
+
+
+def paused_labels(cluster: SimCluster) -> list[str]:
+    labels: dict[str, str] = cluster.node()["metadata"].get("labels", {})
+    return sorted(k for k, v in labels.items() if k.startswith(DEPLOY_LABEL_PREFIX) and v == PAUSED_FOR_MIG_CHANGE)
+
+
+def assert_released(cluster: SimCluster) -> None:
+    """Nothing an attempt does to the node outside the GPUs is left behind."""
+    node = cluster.node()
+    assert not node["spec"].get("unschedulable"), "node left cordoned"
+    assert CORDONED_BY_MIGAGENT_ANNOTATION not in node_annotations(cluster)
+    assert paused_labels(cluster) == []
+
+
+def request_counts(cluster: SimCluster, since: int = 0) -> Counter[str]:
+    """Requests served since index `since`, as "verb resource[/subresource]"."""
+    return Counter(
+        f"{r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}" for r in cluster.api.requests[since:]
+    )
+
+
+def workload_names(cluster: SimCluster) -> set[str]:
+    return {w.name for w in cluster.kubelet.workloads()}
+
+
+def attached_pids(cluster: SimCluster) -> set[int]:
+    return {
+        process.pid
+        for gpu in cluster.fake.state.gpus
+        for gi in gpu.gpu_instances
+        for ci in gi.compute_instances
+        for process in ci.processes
+    }

@@ -1,0 +1,119 @@
+"""Run the agent as a rendered DaemonSet configures it, on the simulator, and return the API calls it made.
+
+The scenario is the agent's whole repertoire on one node: start-up (read, list and watch its Node,
+report the current layout), then a label change whose drain is blocked by a PodDisruptionBudget
+until the drain times out (the failure path names the PDB and undoes the attempt), then the retry
+that evicts the pods, restarts the device plugin the way the overlay says, waits for the new
+resources, and reports success through labels, annotations, the condition and Events.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from migagent.cli import build_parser
+from migagent.cli.simcluster import GPU_OPERATOR_LABELS, SimCluster, SimClusterConfig
+from migagent.kube.names import DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
+from migagent.sim.kube_apiserver.faults import RecordedRequest
+from migagent.sim.kubelet import FakeKubelet
+from tests.integration.deploy.manifests import Obj, agent_container
+from tests.integration.deploy.rbac import ApiCall
+
+START, TARGET = "all-1g.10gb", "all-balanced"
+# all-1g.10gb -> all-balanced destroys the 1g.10gb GPU instances at these (GPU, slot) places.
+GUARDED_WORKLOAD = ("ml", "inference-0", (0, 4), {"app": "inference"})
+PLAIN_WORKLOAD = ("ml", "train-0", (1, 6), {"app": "train"})
+
+
+@dataclass(frozen=True)
+class DeployedFlags:
+    """What the rendered DaemonSet's args tell the agent about the device plugin and draining."""
+
+    restart: str
+    plugin_namespace: str
+    plugin_selector: str
+    force_delete: bool
+
+
+def deployed_flags(objects: list[Obj]) -> DeployedFlags:
+    args = build_parser().parse_args(agent_container(objects)["args"])
+    return DeployedFlags(
+        args.device_plugin_restart, args.operator_namespace, args.device_plugin_selector, args.force_delete
+    )
+
+
+def calls_of(requests: list[RecordedRequest]) -> list[ApiCall]:
+    return [
+        ApiCall(r.verb, r.api_group, r.resource, r.subresource or "", r.namespace or "", r.name or "") for r in requests
+    ]
+
+
+def run_agent_scenario(workdir: Path, flags: DeployedFlags) -> list[RecordedRequest]:
+    operator = flags.restart == "gpu-operator"
+    config = SimClusterConfig(
+        spec="2xH100-80GB-SXM",
+        start_layout=START,
+        plugin_mode="gpu-operator" if operator else "daemonset",
+        labels=dict(GPU_OPERATOR_LABELS) if operator else {},
+    )
+    cluster = SimCluster(workdir, config)
+    # SimCluster's kubelet keeps the plugin pod in gpu-operator/app=nvidia-device-plugin-daemonset;
+    # put it where this deployment's agent is told to look, before anything starts.
+    cluster.kubelet = FakeKubelet(
+        cluster.api,
+        cluster.fake,
+        node_name=config.node_name,
+        socket_path=cluster.socket_path,
+        plugin_mode=config.plugin_mode,
+        plugin_namespace=flags.plugin_namespace,
+        plugin_labels=_selector_labels(flags.plugin_selector),
+    )
+    with cluster:
+        for namespace, name, (gpu, slot), labels in (GUARDED_WORKLOAD, PLAIN_WORKLOAD):
+            cluster.kubelet.run_workload(namespace, name, mig_uuid=cluster.mig_uuid(gpu, slot), labels=labels)
+        cluster.api.add_pdb("ml", "inference-pdb", match_labels={"app": "inference"}, disruptions_allowed=0)
+        base = cluster.options(drain_timeout_s=1.0, force_delete=flags.force_delete)
+        options = replace(
+            base,
+            restart=flags.restart,
+            operator_namespace=flags.plugin_namespace,
+            plugin_selector=flags.plugin_selector,
+        )
+        running = cluster.start_agent(options)
+        try:
+            _wait(lambda: _state(cluster) == "success", what=f"the agent to report {START}")
+            cluster.label(TARGET)
+            _wait(lambda: _state(cluster) == "failed", what="the drain blocked by inference-pdb to fail")
+            cluster.api.set_pdb_disruptions_allowed("ml", "inference-pdb", 1)
+            _wait(
+                lambda: _state(cluster) == "success" and TARGET in _desired(cluster),
+                what=f"the retry to apply {TARGET}",
+            )
+        finally:
+            running.stop()
+        return cluster.api.requests
+
+
+def _selector_labels(selector: str) -> dict[str, str]:
+    return dict(term.split("=", 1) for term in selector.split(","))
+
+
+def _state(cluster: SimCluster) -> str | None:
+    labels: dict[str, str] = cluster.node()["metadata"].get("labels", {})
+    return labels.get(MIG_CONFIG_STATE_LABEL)
+
+
+def _desired(cluster: SimCluster) -> str:
+    annotations: dict[str, str] = cluster.node()["metadata"].get("annotations", {})
+    return annotations.get(DESIRED_ANNOTATION, "")
+
+
+def _wait(check: Callable[[], bool], *, what: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.02)

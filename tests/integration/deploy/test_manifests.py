@@ -1,0 +1,187 @@
+from __future__ import annotations
+
+import copy
+
+import kubernetes_validate  # type: ignore[import-untyped]
+import pytest
+from kubernetes_validate.utils import all_versions, latest_version  # type: ignore[import-untyped]
+
+from migagent.cli import build_parser
+from tests.integration.deploy.manifests import (
+    BASE,
+    KUSTOMIZATIONS,
+    OVERLAYS,
+    REPO,
+    Obj,
+    agent_container,
+    flag_values,
+    of_kind,
+    only,
+    render,
+)
+
+# The newest Kubernetes version whose schemas kubernetes-validate ships in its wheel: validation
+# reads them from the installed package, so it works offline.
+KUBERNETES_VERSION = latest_version()
+NODE_CLAIM = "authentication.kubernetes.io/node-name"
+
+
+def validate(obj: Obj) -> None:
+    kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+def daemonset_pod_spec(objects: list[Obj]) -> Obj:
+    spec: Obj = only(objects, "DaemonSet")["spec"]["template"]["spec"]
+    return spec
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_every_rendered_object_is_valid_against_the_bundled_kubernetes_schemas(kustomization: str) -> None:
+    objects = render(kustomization)
+    assert {"Namespace", "ServiceAccount", "ClusterRole", "DaemonSet", "ConfigMap"} <= {o["kind"] for o in objects}
+    for obj in objects:
+        validate(obj)
+
+
+def test_the_schema_check_rejects_a_misspelt_field_so_it_really_validates() -> None:
+    daemonset = copy.deepcopy(only(render("base"), "DaemonSet"))
+    daemonset["spec"]["template"]["spec"]["tolerationz"] = []
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate(daemonset)
+
+
+def test_the_schemas_used_are_those_of_a_recent_kubernetes_shipped_with_the_validator() -> None:
+    assert KUBERNETES_VERSION in all_versions()
+    major, minor = (int(part) for part in KUBERNETES_VERSION.split(".")[:2])
+    # ValidatingAdmissionPolicy v1 and the node claim in service-account tokens need 1.30.
+    assert (major, minor) >= (1, 30)
+
+
+def test_the_layouts_copy_in_the_kustomize_base_matches_the_shipped_layouts() -> None:
+    shipped = (REPO / "configs" / "mig-layouts" / "mig-layouts.yaml").read_text()
+    copied = (BASE / "mig-layouts.yaml").read_text()
+    assert copied == shipped, "deploy/base/mig-layouts.yaml is stale: run scripts/sync_deploy_layouts.sh"
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_the_agent_reads_the_generated_layouts_configmap_from_its_mount(kustomization: str) -> None:
+    objects = render(kustomization)
+    configmap = only(objects, "ConfigMap")
+    assert configmap["data"]["mig-layouts.yaml"] == (BASE / "mig-layouts.yaml").read_text()
+    pod = daemonset_pod_spec(objects)
+    volume = next(v for v in pod["volumes"] if "configMap" in v)
+    # kustomize rewrote the reference to the hashed ConfigMap name.
+    assert volume["configMap"]["name"] == configmap["metadata"]["name"] != "migagent-layouts"
+    mount = next(m for m in agent_container(objects)["volumeMounts"] if m["name"] == volume["name"])
+    config_file = flag_values(agent_container(objects)["args"])["--config-file"]
+    assert config_file == f"{mount['mountPath']}/mig-layouts.yaml"
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_the_daemonset_mounts_the_host_paths_the_agent_uses(kustomization: str) -> None:
+    objects = render(kustomization)
+    pod = daemonset_pod_spec(objects)
+    host_paths = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+    assert sorted(host_paths.values()) == ["/var/lib/kubelet/pod-resources", "/var/lib/migagent"]
+    container = agent_container(objects)
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    flags = flag_values(container["args"])
+    assert flags["--podresources-socket"].rsplit("/", 1)[0] in mounts
+    assert flags["--journal-dir"] in mounts
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_the_daemonset_runs_privileged_on_mig_capable_nodes_even_when_cordoned(kustomization: str) -> None:
+    objects = render(kustomization)
+    pod = daemonset_pod_spec(objects)
+    container = agent_container(objects)
+    assert container["securityContext"]["privileged"] is True
+    assert pod["nodeSelector"] == {"nvidia.com/mig.capable": "true"}
+    assert pod["priorityClassName"] == "system-node-critical"
+    tolerated = {(t["key"], t["effect"]) for t in pod["tolerations"]}
+    assert {("nvidia.com/gpu", "NoSchedule"), ("node.kubernetes.io/unschedulable", "NoSchedule")} <= tolerated
+    env = {e["name"]: e for e in container["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert container["image"] == "ghcr.io/migagent/migagent:0.1.0"
+    assert pod["serviceAccountName"] == only(objects, "ServiceAccount")["metadata"]["name"]
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_the_probes_ask_the_metrics_port_the_agent_listens_on(kustomization: str) -> None:
+    container = agent_container(render(kustomization))
+    flags = flag_values(container["args"])
+    port = next(p for p in container["ports"] if p["name"] == "metrics")
+    assert port["containerPort"] == int(flags["--metrics-port"])
+    # The kubelet probes the pod IP, so the server must not listen on loopback only.
+    assert flags["--metrics-address"] == "0.0.0.0"
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_each_overlay_picks_its_device_plugin_restart_mode(overlay: str) -> None:
+    flags = flag_values(agent_container(render(f"overlays/{overlay}"))["args"])
+    expected = {"gpu-operator": "gpu-operator", "standalone": "delete-pod"}[overlay]
+    assert flags["--device-plugin-restart"] == expected
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_the_admission_policy_judges_the_rendered_service_account(kustomization: str) -> None:
+    objects = render(kustomization)
+    account = only(objects, "ServiceAccount")["metadata"]
+    policy = only(objects, "ValidatingAdmissionPolicy")
+    username = f"system:serviceaccount:{account['namespace']}:{account['name']}"
+    (condition,) = policy["spec"]["matchConditions"]
+    assert condition["expression"] == f"request.userInfo.username == '{username}'"
+    binding = only(objects, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+
+
+def test_the_admission_policy_compares_the_token_node_claim_with_the_node_changed() -> None:
+    policy = only(render("base"), "ValidatingAdmissionPolicy")["spec"]
+    (rule,) = policy["matchConstraints"]["resourceRules"]
+    assert rule["operations"] == ["UPDATE"]
+    assert sorted(rule["resources"]) == ["nodes", "nodes/status"]
+    assert f"request.userInfo.extra['{NODE_CLAIM}']" in policy["variables"][0]["expression"]
+    assert any("variables.tokenNode[0] == object.metadata.name" in v["expression"] for v in policy["validations"])
+    assert policy["failurePolicy"] == "Fail"
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_no_rbac_rule_uses_a_wildcard_or_escalation_verb(kustomization: str) -> None:
+    for role in [*of_kind(render(kustomization), "ClusterRole"), *of_kind(render(kustomization), "Role")]:
+        for rule in role["rules"]:
+            for field in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule[field], f"{role['metadata']['name']}: wildcard in {field}"
+            assert not {"escalate", "bind", "impersonate", "deletecollection"} & set(rule["verbs"])
+
+
+CLUSTER_SCOPED = {
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+}
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_namespaced_objects_name_their_namespace_and_cluster_scoped_ones_do_not(kustomization: str) -> None:
+    for obj in render(kustomization):
+        namespace = obj["metadata"].get("namespace")
+        where = f"{obj['kind']} {obj['metadata']['name']}"
+        if obj["kind"] in CLUSTER_SCOPED:
+            assert namespace is None, f"{where} is cluster-scoped but has namespace {namespace}"
+        else:
+            assert namespace, f"{where} has no namespace"
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_the_daemonset_args_are_flags_migagent_agent_accepts(kustomization: str) -> None:
+    container = agent_container(render(kustomization))
+    assert container["command"] == ["migagent"]
+    args = build_parser().parse_args(container["args"])
+    assert args.command == "agent"
+    assert args.config_file == "/etc/migagent/mig-layouts.yaml"
+    assert args.metrics_port == int(flag_values(container["args"])["--metrics-port"])

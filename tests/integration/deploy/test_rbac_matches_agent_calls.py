@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.integration.deploy.manifests import OVERLAYS, Obj, only, render
+from tests.integration.deploy.rbac import ApiCall, Permission, permissions_of
+from tests.integration.deploy.scenario import calls_of, deployed_flags, run_agent_scenario
+
+Scenario = tuple[list[Permission], list[ApiCall]]
+
+
+@pytest.fixture(scope="module", params=OVERLAYS)
+def overlay_scenario(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Scenario:
+    """The overlay's grants and the calls its agent made in the representative scenario (run once)."""
+    overlay: str = request.param
+    objects = render(f"overlays/{overlay}")
+    granted = permissions_of(objects, service_account=_service_account(objects))
+    workdir: Path = tmp_path_factory.mktemp(f"rbac-{overlay}")
+    calls = calls_of(run_agent_scenario(workdir, deployed_flags(objects)))
+    return granted, calls
+
+
+def _service_account(objects: list[Obj]) -> tuple[str, str]:
+    metadata = only(objects, "ServiceAccount")["metadata"]
+    return metadata["namespace"], metadata["name"]
+
+
+def test_every_call_the_deployed_agent_makes_is_allowed_by_its_rbac(overlay_scenario: Scenario) -> None:
+    granted, calls = overlay_scenario
+    denied = sorted({str(call) for call in calls if not any(p.allows(call) for p in granted)})
+    assert denied == [], f"the agent made calls its RBAC does not allow: {denied}"
+
+
+def test_every_rbac_permission_is_used_by_some_call_of_the_deployed_agent(overlay_scenario: Scenario) -> None:
+    granted, calls = overlay_scenario
+    unused = sorted(str(p) for p in granted if not any(p.allows(call) for call in calls))
+    assert unused == [], f"permissions the agent never used (remove them): {unused}"
+
+
+def test_the_scenario_covers_a_drain_through_a_pdb_the_plugin_restart_events_and_the_condition(
+    overlay_scenario: Scenario,
+) -> None:
+    _, calls = overlay_scenario
+    made = {(c.verb, c.group, c.rbac_resource) for c in calls}
+    assert {
+        ("watch", "", "nodes"),
+        ("create", "", "pods/eviction"),
+        ("list", "policy", "poddisruptionbudgets"),
+        ("patch", "", "nodes/status"),
+        ("create", "", "events"),
+    } <= made
+
+
+def test_only_the_standalone_agent_deletes_a_pod_and_only_in_the_plugin_namespace() -> None:
+    for overlay in OVERLAYS:
+        objects = render(f"overlays/{overlay}")
+        granted = permissions_of(objects, service_account=_service_account(objects))
+        deletes = {(p.resource, p.namespace) for p in granted if p.verb == "delete"}
+        expected = {("pods", "nvidia-device-plugin")} if overlay == "standalone" else set()
+        assert deletes == expected, overlay

@@ -1,0 +1,170 @@
+"""The device plugin pod's lifecycle and what each (re)start does to the Node's advertisement."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client as k8s
+
+from migagent.podresources import PodResourcesClient
+from migagent.sim import FakeNvml
+from migagent.sim.kube_apiserver import FakeApiServer
+from migagent.sim.kubelet import FakeKubelet
+from tests.integration.kubelet.conftest import DEPLOY_LABEL
+from tests.integration.kubelet.support import NODE, GateClock, clear, eventually, lay_out
+
+PLUGIN_SELECTOR = "app=nvidia-device-plugin-daemonset"
+
+
+def _plugin_pods(
+    core_v1: k8s.CoreV1Api, namespace: str = "gpu-operator", selector: str = PLUGIN_SELECTOR
+) -> list[dict[str, Any]]:
+    """Plugin pods on NODE as the agent lists them (wire JSON through the real client)."""
+    pods = core_v1.list_namespaced_pod(namespace, label_selector=selector, field_selector=f"spec.nodeName={NODE}")
+    return [pod.to_dict(serialize=True) for pod in pods.items]
+
+
+def _set_deploy_label(core_v1: k8s.CoreV1Api, value: str) -> None:
+    core_v1.patch_node(NODE, {"metadata": {"labels": {DEPLOY_LABEL: value}}})
+
+
+def _mig_status(api: FakeApiServer, field: str) -> dict[str, str]:
+    values = api.node(NODE)["status"][field]
+    return {name: value for name, value in values.items() if name.startswith("nvidia.com/mig-")}
+
+
+def test_pausing_the_gpu_operator_plugin_removes_its_pod_and_zeroes_allocatable_but_keeps_capacity(
+    fake: FakeNvml, make_kubelet: Callable[..., FakeKubelet], api: FakeApiServer, core_v1: k8s.CoreV1Api
+) -> None:
+    lay_out(fake, 0, [("3g.40gb", 0), ("3g.40gb", 4)])
+    kubelet = make_kubelet()
+    assert len(_plugin_pods(core_v1)) == 1
+
+    _set_deploy_label(core_v1, "paused-for-mig-change")
+
+    assert eventually(lambda: _plugin_pods(core_v1), until=lambda pods: pods == []) == []
+    assert kubelet.plugin_pod is None
+    assert _mig_status(api, "allocatable") == {"nvidia.com/mig-3g.40gb": "0"}
+    assert _mig_status(api, "capacity") == {"nvidia.com/mig-3g.40gb": "2"}
+
+
+def test_unpausing_recreates_the_plugin_and_advertises_the_new_layout_with_stale_resources_at_zero(
+    fake: FakeNvml, make_kubelet: Callable[..., FakeKubelet], api: FakeApiServer, core_v1: k8s.CoreV1Api
+) -> None:
+    lay_out(fake, 0, [("3g.40gb", 0), ("3g.40gb", 4)])
+    kubelet = make_kubelet()
+    (before,) = _plugin_pods(core_v1)
+    _set_deploy_label(core_v1, "paused-for-mig-change")
+    clear(fake, 0)
+    new_uuids = lay_out(fake, 0, [("1g.10gb", start) for start in range(7)])
+
+    _set_deploy_label(core_v1, "true")
+
+    (after,) = eventually(lambda: _plugin_pods(core_v1), until=lambda pods: len(pods) == 1)
+    assert after["metadata"]["uid"] != before["metadata"]["uid"]
+    assert _mig_status(api, "allocatable") == {"nvidia.com/mig-3g.40gb": "0", "nvidia.com/mig-1g.10gb": "7"}
+    assert _mig_status(api, "capacity") == {"nvidia.com/mig-3g.40gb": "0", "nvidia.com/mig-1g.10gb": "7"}
+    assert kubelet.allocatable() == {"nvidia.com/mig-1g.10gb": tuple(new_uuids)}
+
+
+def test_a_false_deploy_label_keeps_the_plugin_away(
+    fake: FakeNvml, make_kubelet: Callable[..., FakeKubelet], core_v1: k8s.CoreV1Api
+) -> None:
+    lay_out(fake, 0, [("7g.80gb", 0)])
+    kubelet = make_kubelet()
+
+    _set_deploy_label(core_v1, "false")
+
+    assert kubelet.plugin_pod is None
+    assert kubelet.advertised() == {"nvidia.com/mig-7g.80gb": 0}
+
+
+def test_a_deleted_gpu_operator_plugin_pod_comes_back_once_while_the_label_is_true(
+    fake: FakeNvml, make_kubelet: Callable[..., FakeKubelet], api: FakeApiServer, core_v1: k8s.CoreV1Api
+) -> None:
+    lay_out(fake, 0, [("7g.80gb", 0)])
+    kubelet = make_kubelet()
+    old = kubelet.plugin_pod
+    assert old is not None
+
+    api.delete_pod("gpu-operator", old["metadata"]["name"])
+
+    new = kubelet.plugin_pod
+    assert new is not None
+    assert new["metadata"]["uid"] != old["metadata"]["uid"]
+    assert [p["metadata"]["uid"] for p in _plugin_pods(core_v1)] == [new["metadata"]["uid"]]
+    assert kubelet.advertised() == {"nvidia.com/mig-7g.80gb": 1}
+
+
+def test_in_daemonset_mode_a_deleted_plugin_pod_is_recreated_with_a_new_name_and_uid(
+    fake: FakeNvml, make_kubelet: Callable[..., FakeKubelet], core_v1: k8s.CoreV1Api
+) -> None:
+    lay_out(fake, 0, [("4g.40gb", 0)])
+    kubelet = make_kubelet(
+        labels={},
+        plugin_mode="daemonset",
+        plugin_namespace="kube-system",
+        plugin_labels={"name": "nvidia-device-plugin-ds"},
+    )
+    (old,) = _plugin_pods(core_v1, "kube-system", "name=nvidia-device-plugin-ds")
+    clear(fake, 0)
+    lay_out(fake, 0, [("2g.20gb", 0), ("2g.20gb", 2)])
+
+    core_v1.delete_namespaced_pod(old["metadata"]["name"], "kube-system")
+
+    (new,) = eventually(
+        lambda: _plugin_pods(core_v1, "kube-system", "name=nvidia-device-plugin-ds"),
+        until=lambda pods: len(pods) == 1 and pods[0]["metadata"]["uid"] != old["metadata"]["uid"],
+    )
+    assert new["metadata"]["name"] != old["metadata"]["name"]
+    assert new["metadata"]["ownerReferences"][0]["kind"] == "DaemonSet"
+    assert kubelet.advertised() == {"nvidia.com/mig-4g.40gb": 0, "nvidia.com/mig-2g.20gb": 2}
+
+
+def test_the_new_advertisement_waits_for_the_plugin_lag_on_the_kubelets_clock(
+    fake: FakeNvml, make_kubelet: Callable[..., FakeKubelet], api: FakeApiServer, socket_path: str
+) -> None:
+    lay_out(fake, 0, [("7g.80gb", 0)])
+    clock = GateClock()
+    kubelet = make_kubelet(plugin_lag_s=30.0, clock=clock)
+    assert kubelet.advertised() == {}  # registration is still waiting on the clock
+    assert PodResourcesClient(socket_path).allocatable() == {}
+
+    clock.release()
+
+    assert eventually(kubelet.advertised, until=bool) == {"nvidia.com/mig-7g.80gb": 1}
+    assert clock.waits == [30.0]
+    assert api.node(NODE)["status"]["capacity"]["nvidia.com/mig-7g.80gb"] == "1"
+
+
+def test_with_a_small_real_lag_the_advertisement_eventually_follows_a_restart(
+    fake: FakeNvml, make_kubelet: Callable[..., FakeKubelet], core_v1: k8s.CoreV1Api
+) -> None:
+    lay_out(fake, 0, [("3g.40gb", 0)])
+    kubelet = make_kubelet(plugin_lag_s=0.2)
+    eventually(kubelet.advertised, until=lambda adv: adv == {"nvidia.com/mig-3g.40gb": 1})
+    _set_deploy_label(core_v1, "paused-for-mig-change")
+    assert kubelet.advertised() == {"nvidia.com/mig-3g.40gb": 0}
+    clear(fake, 0)
+    lay_out(fake, 0, [("7g.80gb", 0)])
+
+    _set_deploy_label(core_v1, "true")
+
+    expected = {"nvidia.com/mig-3g.40gb": 0, "nvidia.com/mig-7g.80gb": 1}
+    assert eventually(kubelet.advertised, until=lambda adv: adv == expected) == expected
+
+
+def test_pausing_during_the_lag_cancels_the_pending_advertisement(
+    fake: FakeNvml, make_kubelet: Callable[..., FakeKubelet], core_v1: k8s.CoreV1Api
+) -> None:
+    lay_out(fake, 0, [("7g.80gb", 0)])
+    clock = GateClock()
+    kubelet = make_kubelet(plugin_lag_s=30.0, clock=clock)
+
+    _set_deploy_label(core_v1, "paused-for-mig-change")
+    clock.release()
+    kubelet.stop()  # joins the registration thread, so any late write would have happened by now
+
+    assert kubelet.advertised() == {}
+    assert kubelet.allocatable() == {}

@@ -1,0 +1,114 @@
+"""Drainer logic against an in-memory cluster (our own port, not the kubernetes library)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from migagent.clock import FakeClock
+from migagent.errors import DrainBlockedError, TransientError
+from migagent.kube.drain import Drainer
+from migagent.kube.port import EvictionOutcome, EvictionStatus, PodRef, PodView
+
+from .support import pod
+
+
+@dataclass
+class MemoryCluster:
+    pods: dict[str, PodView]
+    blocked: dict[str, int] = field(default_factory=dict)
+    """pod name -> how many more eviction attempts answer 429."""
+    failing: dict[str, int] = field(default_factory=dict)
+    replace_on_evict: set[str] = field(default_factory=set)
+    pdbs: dict[str, list[str]] = field(default_factory=dict)
+    evictions: list[str] = field(default_factory=list)
+    deletions: list[str] = field(default_factory=list)
+
+    def evict(self, ref: PodRef) -> EvictionOutcome:
+        self.evictions.append(ref.name)
+        if self.failing.get(ref.name, 0) > 0:
+            self.failing[ref.name] -= 1
+            raise TransientError("evict: HTTP 500", delay=0.5)
+        if ref.name not in self.pods:
+            return EvictionOutcome(EvictionStatus.GONE)
+        if self.blocked.get(ref.name, 0) != 0:
+            self.blocked[ref.name] -= 1
+            return EvictionOutcome(
+                EvictionStatus.BLOCKED, "Cannot evict pod as it would violate the pod's disruption budget."
+            )
+        self._remove(ref.name)
+        return EvictionOutcome(EvictionStatus.EVICTED)
+
+    def delete_pod(self, ref: PodRef, *, grace_period_s: int | None = None) -> None:
+        self.deletions.append(ref.name)
+        self._remove(ref.name)
+
+    def _remove(self, name: str) -> None:
+        old = self.pods.pop(name)
+        if name in self.replace_on_evict:
+            self.pods[name] = PodView(ref=PodRef(old.ref.namespace, name, "new-uid"))
+
+    def read_pod(self, ref: PodRef) -> PodView | None:
+        return self.pods.get(ref.name)
+
+    def list_pdbs_matching(self, pod: PodView) -> list[str]:
+        return self.pdbs.get(pod.ref.name, [])
+
+
+def _cluster(*names: str) -> MemoryCluster:
+    return MemoryCluster(pods={name: pod(name) for name in names})
+
+
+def test_a_blocked_eviction_is_retried_with_growing_back_off_until_it_succeeds() -> None:
+    cluster = _cluster("a")
+    cluster.blocked["a"] = 4
+    clock = FakeClock()
+    result = Drainer(cluster, clock=clock, retry_initial_s=1.0, retry_max_s=4.0).drain(
+        [cluster.pods["a"]], timeout_s=60
+    )
+    assert result.removed == (PodRef("team", "a", "uid-a"),)
+    assert cluster.evictions == ["a"] * 5
+    assert clock.sleeps == [1.0, 2.0, 4.0, 4.0]
+
+
+def test_a_permanently_blocked_pod_times_out_naming_the_pod_and_its_budget() -> None:
+    cluster = _cluster("a", "b")
+    cluster.blocked["a"] = -1
+    cluster.pdbs["a"] = ["a-budget"]
+    with pytest.raises(DrainBlockedError, match=r"team/a \(PodDisruptionBudget: a-budget\).*disruption budget") as info:
+        Drainer(cluster, clock=FakeClock()).drain([cluster.pods["a"], cluster.pods["b"]], timeout_s=30)
+    assert info.value.pods == ("team/a",)
+    assert "b" not in cluster.pods
+
+
+def test_a_pod_replaced_under_the_same_name_counts_as_gone() -> None:
+    cluster = _cluster("sts-0")
+    cluster.replace_on_evict.add("sts-0")
+    result = Drainer(cluster, clock=FakeClock()).drain([cluster.pods["sts-0"]], timeout_s=10)
+    assert result.removed == (PodRef("team", "sts-0", "uid-sts-0"),)
+    assert cluster.pods["sts-0"].ref.uid == "new-uid"
+
+
+def test_force_delete_deletes_instead_of_evicting() -> None:
+    cluster = _cluster("a")
+    cluster.blocked["a"] = -1
+    Drainer(cluster, clock=FakeClock()).drain([cluster.pods["a"]], timeout_s=10, force_delete=True)
+    assert cluster.deletions == ["a"]
+    assert cluster.evictions == []
+
+
+def test_transient_eviction_errors_are_retried() -> None:
+    cluster = _cluster("a")
+    cluster.failing["a"] = 2
+    result = Drainer(cluster, clock=FakeClock()).drain([cluster.pods["a"]], timeout_s=10)
+    assert len(result.removed) == 1
+    assert cluster.evictions == ["a", "a", "a"]
+
+
+def test_daemonset_and_mirror_pods_handed_to_the_drainer_are_left_alone() -> None:
+    cluster = MemoryCluster(pods={"ds": pod("ds", owner="DaemonSet"), "static": pod("static", owner=None, mirror=True)})
+    result = Drainer(cluster, clock=FakeClock()).drain(list(cluster.pods.values()), timeout_s=10, force_delete=True)
+    assert result.removed == ()
+    assert cluster.evictions == []
+    assert cluster.deletions == []
