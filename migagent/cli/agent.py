@@ -186,7 +186,14 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(signum, old)
 
 
-def _observability(
+def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--metrics-port", type=int, default=None, help="serve /metrics, /healthz and /readyz on this port (0: any)"
+    )
+    parser.add_argument("--metrics-address", default="0.0.0.0", help="address for --metrics-port")
+
+
+def observability_from_args(
     args: argparse.Namespace, health: HealthState
 ) -> tuple[MetricsListener, Callable[[], None]]:
     if args.metrics_port is None:
@@ -206,7 +213,7 @@ def _run_agent(args: argparse.Namespace) -> int:
         node_name=options.node_name,
         clock=clock,
     )
-    listener, stop_observability = _observability(args, health)
+    listener, stop_observability = observability_from_args(args, health)
     stop = threading.Event()
     try:
         with open_node(args) as driver:
@@ -277,9 +284,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--retry-initial", type=float, default=30.0, metavar="SECONDS",
         help="first retry delay of a failed node, doubled per failure up to 30 min",
     )
-    parser.add_argument(
-        "--metrics-port", type=int, default=None, help="serve /metrics, /healthz and /readyz on this port (0: any)"
-    )
-    parser.add_argument("--metrics-address", default="0.0.0.0", help="address for --metrics-port")
+    add_metrics_arguments(parser)
     add_node_arguments(parser)
     parser.set_defaults(handler=_run_agent, log_level=logging.INFO)

@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from migagent.cli.agent import add_metrics_arguments, observability_from_args
 from migagent.cli.simcluster import SimCluster
+from migagent.clock import SystemClock
 from migagent.kube.names import (
     CONDITION_TYPE,
     DESIRED_ANNOTATION,
@@ -31,6 +33,7 @@ from migagent.kube.names import (
     MIG_CONFIG_STATE_LABEL,
     deploy_label,
 )
+from migagent.runtime.health import HealthState
 
 JsonDict = dict[str, Any]
 START_LAYOUT = "all-1g.10gb"
@@ -188,8 +191,10 @@ def _run_demo(args: argparse.Namespace) -> int:
         print("  PodDisruptionBudget ml/inference-pdb guards ml/inference-0 and allows 0 disruptions for now")
         watcher = _Watcher(cluster)
         watcher.listen()
+        health = HealthState(SystemClock())
+        listener, stop_observability = observability_from_args(args, health)
         watcher.say("agent started")
-        cluster.start_agent()
+        cluster.start_agent(listener=listener, health=health)
         deadline = time.monotonic() + args.timeout
         if not _wait_for_state(cluster, watcher, START_LAYOUT, deadline):
             print("the agent did not report the starting layout in time", file=sys.stderr)
@@ -208,6 +213,10 @@ def _run_demo(args: argparse.Namespace) -> int:
             print(f"\nthe node did not reach {TARGET_LAYOUT} within {args.timeout:g}s", file=sys.stderr)
             return 1
         print(f"\n{TARGET_LAYOUT} applied in {time.monotonic() - watcher.started:.1f}s of demo time")
+        if args.linger > 0:
+            print(f"metrics stay up for {args.linger:g}s more")
+            time.sleep(args.linger)
+        stop_observability()
         return 0
 
 
@@ -216,4 +225,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "demo", help="run the agent against a simulated 8-GPU node and a fake API server, printing each step"
     )
     parser.add_argument("--timeout", type=float, default=45.0, metavar="SECONDS", help="give up after this long")
+    add_metrics_arguments(parser)
+    parser.add_argument(
+        "--linger", type=float, default=0.0, metavar="SECONDS",
+        help="keep the simulated node and /metrics up this long after success (to scrape it)",
+    )
     parser.set_defaults(handler=_run_demo)

@@ -29,6 +29,7 @@ from migagent.reconcile.machine import ApplyEngine
 from migagent.reconcile.ports import NodeDriver
 from migagent.runtime.agent import Agent
 from migagent.runtime.attempt import RetryBackoff
+from migagent.runtime.health import HealthState
 from migagent.runtime.listener import MetricsListener
 from migagent.runtime.ports import AgentSettings, PhaseHook
 from migagent.sim.fake_nvml import FakeNvml
@@ -214,6 +215,7 @@ class SimCluster:
         *,
         phase_hook: PhaseHook | None = None,
         listener: MetricsListener | None = None,
+        health: HealthState | None = None,
         clock: Clock | None = None,
         wrap_driver: Callable[[GpuDriver], NodeDriver] | None = None,
     ) -> tuple[Agent, NodeLabelSource]:
@@ -231,6 +233,7 @@ class SimCluster:
             journal=FileJournal(self.journal_dir),
             clock=clock,
             listener=listener,
+            health=health,
             phase_hook=phase_hook,
         )
 

@@ -50,10 +50,18 @@ class Agent:
             return None
         return max(0.0, self._retry_at - self._ports.clock.monotonic())
 
+    def _phase_started(self, phase: AgentPhase) -> None:
+        # A reconcile can run for many minutes (drain, plugin restart, re-advertisement); a heartbeat
+        # at each phase keeps liveness from killing the agent in the middle of a change.
+        if self._health is not None:
+            self._health.heartbeat()
+        if self._phase_hook is not None:
+            self._phase_hook(phase)
+
     def reconcile_once(self, stop: threading.Event | None = None) -> Outcome:
         clock = self._ports.clock
         started = clock.monotonic()
-        report = NodeReconcile(self._ports, self._settings, stop=stop, phase_hook=self._phase_hook).run()
+        report = NodeReconcile(self._ports, self._settings, stop=stop, phase_hook=self._phase_started).run()
         duration = clock.monotonic() - started
         self.last_report = report
         self.reconciles += 1

@@ -7,13 +7,15 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from migagent.cli.simcluster import SimCluster, SimClusterConfig
+from migagent.clock import FakeClock
 from migagent.kube.names import (
     DESIRED_ANNOTATION,
     OBSERVED_ANNOTATION,
     PLAN_ANNOTATION,
     deploy_label,
 )
-from migagent.runtime.listener import Outcome
+from migagent.runtime.health import HealthState
+from migagent.runtime.listener import AgentPhase, Outcome
 from tests.integration.agent.support import (
     SMALL_BALANCED,
     advertised,
@@ -132,3 +134,20 @@ def test_the_delete_pod_strategy_restarts_a_daemonset_plugin_and_reaches_success
     assert advertised(cluster) == SMALL_BALANCED
     assert (cluster.kubelet.plugin_pod or {})["metadata"]["uid"] != old_plugin
     assert_released(cluster)
+
+
+def test_the_agent_heartbeats_at_every_phase_so_liveness_survives_a_long_reconfiguration(
+    cluster: SimCluster,
+) -> None:
+    health_clock = FakeClock()
+    health = HealthState(health_clock, stale_after_s=10.0)
+
+    def slow_phase(_phase: AgentPhase) -> None:
+        health_clock.advance(8.0)  # every phase takes 8 s: longer than the limit over the whole change
+        assert health.liveness().ok
+
+    agent, _ = cluster.build_agent(health=health, phase_hook=slow_phase)
+    cluster.label("all-balanced")
+
+    assert agent.reconcile_once() is Outcome.APPLIED
+    assert health_clock.elapsed > 10.0 * 3
