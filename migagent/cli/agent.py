@@ -13,13 +13,12 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 
-from migagent.cli.node import add_node_arguments, open_node
+from migagent.cli.node import DEFAULT_JOURNAL_DIR, add_node_arguments, journal_for, open_node
+from migagent.cli.signals import signals_handled
 from migagent.clock import Clock, SystemClock
 from migagent.errors import InvalidLayoutError
 from migagent.kube.adapter import KubeApi
@@ -28,7 +27,7 @@ from migagent.kube.deviceplugin import DeletePod, DevicePluginRestarter, GpuOper
 from migagent.kube.drain import Drainer
 from migagent.kube.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_SELECTOR
 from migagent.podresources.client import DEFAULT_SOCKET_PATH, PodResourcesClient
-from migagent.reconcile.journal import FileJournal, Journal, MemoryJournal
+from migagent.reconcile.journal import Journal
 from migagent.reconcile.machine import ApplyEngine
 from migagent.reconcile.ports import NodeDriver
 from migagent.runtime.agent import Agent
@@ -39,7 +38,6 @@ from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook
 from migagent.runtime.serve import start_observability
 from migagent.sources.node_label import NodeLabelSource, WatchSettings
 
-DEFAULT_JOURNAL_DIR = "/var/lib/migagent"
 RESTART_STRATEGIES = ("gpu-operator", "delete-pod", "none")
 
 # Kubernetes' own libraries log every retried connection at WARNING; our structured logs say it once.
@@ -154,38 +152,6 @@ def _options(args: argparse.Namespace) -> AgentOptions:
     )
 
 
-def _journal(args: argparse.Namespace) -> Journal:
-    if args.journal_dir:
-        return FileJournal(Path(args.journal_dir))
-    if args.state:
-        state = Path(args.state)
-        return FileJournal(state.with_name(f"{state.name}.journal"))
-    if args.simulate:
-        return MemoryJournal()
-    return FileJournal(Path(DEFAULT_JOURNAL_DIR))
-
-
-@contextmanager
-def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    """SIGTERM/SIGINT set `stop`; the agent finishes or undoes its current phase, then exits.
-
-    The handler only starts a thread: it runs on top of whatever the main thread was doing, which
-    may hold the lock that `Event.set` takes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        threading.Thread(target=stop.set, daemon=True).start()
-
-    previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
-
-
 def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics-port", type=int, default=None, help="serve /metrics, /healthz and /readyz on this port (0: any)"
@@ -218,12 +184,12 @@ def _run_agent(args: argparse.Namespace) -> int:
     try:
         with open_node(args) as driver:
             agent, source = build_agent(
-                options, api=api, driver=driver, journal=_journal(args), clock=clock,
+                options, api=api, driver=driver, journal=journal_for(args), clock=clock,
                 listener=listener, health=health,
             )
             source.start()
             try:
-                with _stop_on_signals(stop):
+                with signals_handled({signal.SIGTERM: stop.set, signal.SIGINT: stop.set}):
                     agent.run(stop)
             finally:
                 source.stop()

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from migagent.cli.layout_args import add_config_file_argument, add_selected_config_argument, read_layout
-from migagent.cli.node import add_node_arguments, open_node
+from migagent.cli.node import DEFAULT_JOURNAL_DIR, add_node_arguments, journal_for, open_node
 from migagent.clock import SystemClock
 from migagent.errors import InvalidLayoutError
 from migagent.layout.desired import DesiredNode
@@ -26,7 +26,6 @@ from migagent.planning import empty_observation, plan, plan_to_json, render_plan
 from migagent.planning.render import describe_step
 from migagent.reconcile.assertion import config_mismatches, mode_mismatches
 from migagent.reconcile.hooks import HookRunner, flag_environment, load_hooks_file
-from migagent.reconcile.journal import FileJournal, Journal, MemoryJournal
 from migagent.reconcile.machine import ApplyEngine
 from migagent.reconcile.ports import NodeDriver, RebootRequester
 from migagent.reconcile.reboot import CommandRebootRequester, RecordingRebootRequester
@@ -34,7 +33,6 @@ from migagent.reconcile.session import ApplySession, RebootPendingError, Session
 from migagent.sim.spec import NodeSpecError, parse_node_spec
 
 EXIT_REBOOT_REQUESTED = 3
-DEFAULT_JOURNAL_DIR = "/var/lib/migagent"
 _TRUE = {"1", "t", "true", "yes", "on"}
 _FALSE = {"", "0", "f", "false", "no", "off"}
 
@@ -109,17 +107,6 @@ def _run_plan(args: argparse.Namespace) -> int:
 # -- apply ------------------------------------------------------------------------------------------
 
 
-def _journal(args: argparse.Namespace) -> Journal:
-    if args.journal_dir:
-        return FileJournal(Path(args.journal_dir))
-    if args.state:
-        state = Path(args.state)
-        return FileJournal(state.with_name(f"{state.name}.journal"))
-    if args.simulate:
-        return MemoryJournal()
-    return FileJournal(Path(DEFAULT_JOURNAL_DIR))
-
-
 def _reboot_requester(args: argparse.Namespace) -> RebootRequester | None:
     if not args.allow_reboot:
         return None
@@ -142,7 +129,7 @@ def _hook_runner(args: argparse.Namespace, config_name: str) -> HookRunner | Non
 def _engine(args: argparse.Namespace, driver: NodeDriver) -> ApplyEngine:
     return ApplyEngine(
         driver,
-        _journal(args),
+        journal_for(args),
         clock=SystemClock(),
         allow_reboot=args.allow_reboot,
         reboot_requester=_reboot_requester(args),

@@ -11,20 +11,16 @@ import argparse
 import logging
 import os
 import signal
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 
-from migagent.cli.apply import DEFAULT_JOURNAL_DIR
-from migagent.cli.node import add_node_arguments, open_node
+from migagent.cli.node import DEFAULT_JOURNAL_DIR, add_node_arguments, journal_for, open_node
+from migagent.cli.signals import signals_handled
 from migagent.clock import SystemClock
 from migagent.errors import InvalidLayoutError
 from migagent.layout.parse import load_layout_file
 from migagent.nvml.driver import GpuDriver
 from migagent.reconcile.hooks import HookRunner, flag_environment, load_hooks_file
-from migagent.reconcile.journal import FileJournal, Journal, MemoryJournal
 from migagent.reconcile.machine import ApplyEngine
 from migagent.reconcile.ports import RebootRequester
 from migagent.reconcile.reboot import CommandRebootRequester, RecordingRebootRequester
@@ -43,15 +39,6 @@ def _is_simulated(args: argparse.Namespace) -> bool:
     return bool(args.simulate or args.state)
 
 
-def _journal(args: argparse.Namespace) -> Journal:
-    if args.journal_dir:
-        return FileJournal(Path(args.journal_dir))
-    if args.state:
-        state = Path(args.state)
-        return FileJournal(state.with_name(f"{state.name}.journal"))
-    return MemoryJournal() if args.simulate else FileJournal(Path(DEFAULT_JOURNAL_DIR))
-
-
 def _reboot_requester(args: argparse.Namespace) -> RebootRequester | None:
     if not args.allow_reboot:
         return None
@@ -59,7 +46,7 @@ def _reboot_requester(args: argparse.Namespace) -> RebootRequester | None:
 
 
 def _session_factory(args: argparse.Namespace, driver: GpuDriver) -> Callable[[str], ApplySession]:
-    journal = _journal(args)  # one journal for the agent's life: a crash mid-apply resumes at restart
+    journal = journal_for(args)  # one journal for the agent's life: a crash mid-apply resumes at restart
     reboot_requester = _reboot_requester(args)
     hooks = load_hooks_file(Path(args.hooks_file)) if args.hooks_file else None
 
@@ -104,27 +91,6 @@ def _settings(args: argparse.Namespace) -> HostSettings:
     )
 
 
-@contextmanager
-def _signals_handled(agent: HostAgent) -> Iterator[None]:
-    """SIGTERM/SIGINT stop the agent, SIGHUP re-applies. The handlers hand the work to a new thread:
-    a handler runs inside whatever the main thread was doing, possibly holding the very lock
-    that `Event.set` needs."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def later(action: Callable[[], None]) -> Callable[[int, FrameType | None], None]:
-        return lambda signum, frame: threading.Thread(target=action, daemon=True).start()
-
-    wanted = {signal.SIGTERM: agent.stop, signal.SIGINT: agent.stop, signal.SIGHUP: agent.request_reconcile}
-    previous = {signum: signal.signal(signum, later(action)) for signum, action in wanted.items()}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
 def _run_host(args: argparse.Namespace) -> int:
     layout_file, selected_file = Path(args.config_file), Path(args.selected_layout_file)
     settings = _settings(args)
@@ -143,7 +109,9 @@ def _run_host(args: argparse.Namespace) -> int:
             clock=SystemClock(),
             settings=settings,
         )
-        with FileWatch([layout_file, selected_file], on_change=agent.request_reconcile), _signals_handled(agent):
+        with FileWatch([layout_file, selected_file], on_change=agent.request_reconcile), signals_handled(
+            {signal.SIGTERM: agent.stop, signal.SIGINT: agent.stop, signal.SIGHUP: agent.request_reconcile}
+        ):
             agent.run()
     return 0
 

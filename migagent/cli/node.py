@@ -17,8 +17,11 @@ from migagent.errors import InvalidLayoutError
 from migagent.nvml.driver import GpuDriver
 from migagent.nvml.reset import NvidiaSmiResetRunner
 from migagent.nvml.system import system_nvml
+from migagent.reconcile.journal import FileJournal, Journal, MemoryJournal
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.reset import SimResetRunner
+
+DEFAULT_JOURNAL_DIR = "/var/lib/migagent"
 
 
 def add_node_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +38,19 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("MIGAGENT_SIM_STATE"),
         help="simulator state file: loaded if it exists, saved after the command",
     )
+
+
+def journal_for(args: argparse.Namespace) -> Journal:
+    """The apply journal: --journal-dir; next to --state for a simulated node; in memory for a
+    throw-away simulated node; else /var/lib/migagent (a hostPath in the DaemonSet)."""
+    if getattr(args, "journal_dir", None):
+        return FileJournal(Path(args.journal_dir))
+    if args.state:
+        state = Path(args.state)
+        return FileJournal(state.with_name(f"{state.name}.journal"))
+    if args.simulate:
+        return MemoryJournal()
+    return FileJournal(Path(DEFAULT_JOURNAL_DIR))
 
 
 def _load_fake(spec: str | None, state: Path | None) -> FakeNvml:
