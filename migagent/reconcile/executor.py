@@ -14,20 +14,6 @@ from migagent.planning.steps import Step, StepKind
 from migagent.reconcile.ports import NodeDriver
 
 
-def is_step_done(step: Step, observation: Observation) -> bool:
-    """`step.is_done`, stricter for set-mode on GPUs that switch mode in place (Hopper and later).
-
-    There a pending mode is not progress: it means activation failed (the GPU was busy), so the
-    step must run again rather than be skipped as done.
-    """
-    if not step.is_done(observation):
-        return False
-    gpu = observation.gpu(step.gpu)
-    if step.kind is StepKind.SET_MODE and not gpu.mode_change_needs_reset:
-        return gpu.mig_current == step.mig_enabled
-    return True
-
-
 def precondition_failure(step: Step, observation: Observation) -> str | None:
     """Why `step` (not yet done) cannot run on this node now, or None when it can.
 

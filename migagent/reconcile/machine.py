@@ -31,7 +31,7 @@ from migagent.layout.observed import Observation
 from migagent.planning import Plan, plan
 from migagent.planning.steps import Step, StepKind
 from migagent.reconcile.bootid import BootIdProvider, read_boot_id
-from migagent.reconcile.executor import execute_step, is_step_done, precondition_failure
+from migagent.reconcile.executor import execute_step, precondition_failure
 from migagent.reconcile.journal import JOURNAL_VERSION, Journal, JournalRecord
 from migagent.reconcile.ports import NodeDriver, RebootRequester
 from migagent.reconcile.result import ApplyOutcome, ApplyResult
@@ -191,7 +191,7 @@ class ApplyEngine:
     def _run_step(self, a: _Attempt, step: Step) -> bool:
         step_log = a.log.bind(gpu=step.gpu, step=step.describe())
         observation = self._driver.observe()
-        if is_step_done(step, observation):
+        if step.is_done(observation):
             step_log.info("step_skipped", reason="already done")
             return False
         reason = precondition_failure(step, observation)
@@ -208,7 +208,7 @@ class ApplyEngine:
             if _needs_reboot(step, exc):
                 raise RebootNeeded(str(exc)) from exc
             raise
-        if not is_step_done(step, self._driver.observe()):
+        if not step.is_done(self._driver.observe()):
             raise PermanentError(f"{step.describe()}: the driver reported success but the node does not show it")
         step_log.info("step_succeeded")
         return True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pynvml
 
-from migagent.errors import InUseError, NotSupportedError, PermanentError
+from migagent.errors import InUseError, NotSupportedError, PermanentError, TransientError
 from migagent.sim.fake_nvml import FakeNvml
 
 
@@ -23,5 +23,8 @@ class SimResetRunner:
             raise NotSupportedError(
                 f"cannot reset GPU {pci_bus_id}: reset is not supported here (pass-through VM?); reboot instead"
             ) from exc
+        except (pynvml.NVMLError_Timeout, pynvml.NVMLError_NotReady) as exc:
+            # nvidia-smi's own timeout is retried in production (NvidiaSmiResetRunner); the same here.
+            raise TransientError(f"cannot reset GPU {pci_bus_id} yet: {exc}", delay=5.0) from exc
         except pynvml.NVMLError as exc:
             raise PermanentError(f"cannot reset GPU {pci_bus_id}: {exc}") from exc

@@ -9,7 +9,7 @@ from migagent.layout.desired import DesiredGi, DesiredGpu, DesiredNode
 from migagent.layout.observed import Observation, ObservedCi, ObservedGi, ObservedGpu, ObservedProcess
 from migagent.planning import Step, StepKind
 from migagent.reconcile.assertion import config_mismatches, mode_mismatches, mode_only_target
-from migagent.reconcile.executor import is_step_done, precondition_failure
+from migagent.reconcile.executor import precondition_failure
 from migagent.reconcile.safety import BlockingProcess, blocking_processes, check_nothing_in_use
 
 A100 = model_by_key("A100-40GB")
@@ -135,5 +135,5 @@ def test_a_pending_mode_counts_as_set_only_where_a_reset_activates_it() -> None:
         mig_pending=True,
         profiles=H100.profiles,
     )
-    assert is_step_done(step, Observation((ampere,)))
-    assert not is_step_done(step, Observation((hopper,)))
+    assert step.is_done(Observation((ampere,)))
+    assert not step.is_done(Observation((hopper,)))
