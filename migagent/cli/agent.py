@@ -17,7 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from migagent.cli.node import DEFAULT_JOURNAL_DIR, add_node_arguments, journal_for, open_node
+from migagent.cli.node import (
+    DEFAULT_JOURNAL_DIR,
+    add_node_arguments,
+    add_reboot_arguments,
+    journal_for,
+    open_node,
+    reboot_requester_for,
+)
 from migagent.cli.signals import signals_handled
 from migagent.clock import Clock, SystemClock
 from migagent.errors import InvalidLayoutError
@@ -29,7 +36,7 @@ from migagent.kube.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_SELECT
 from migagent.podresources.client import DEFAULT_SOCKET_PATH, PodResourcesClient
 from migagent.reconcile.journal import Journal
 from migagent.reconcile.machine import ApplyEngine
-from migagent.reconcile.ports import NodeDriver
+from migagent.reconcile.ports import NodeDriver, RebootRequester
 from migagent.runtime.agent import Agent
 from migagent.runtime.attempt import RetryBackoff
 from migagent.runtime.health import HealthState
@@ -92,6 +99,7 @@ def build_agent(
     driver: NodeDriver,
     journal: Journal,
     clock: Clock,
+    reboot_requester: RebootRequester | None = None,
     listener: MetricsListener | None = None,
     health: HealthState | None = None,
     phase_hook: PhaseHook | None = None,
@@ -100,7 +108,9 @@ def build_agent(
     ports = AgentPorts(
         api=api,
         driver=driver,
-        engine=ApplyEngine(driver, journal, clock=clock),
+        engine=ApplyEngine(
+            driver, journal, clock=clock, allow_reboot=reboot_requester is not None, reboot_requester=reboot_requester
+        ),
         pod_resources=PodResourcesClient(options.podresources_socket),
         restarter=_restarter(options, api, clock),
         drainer=Drainer(
@@ -185,7 +195,7 @@ def _run_agent(args: argparse.Namespace) -> int:
         with open_node(args) as driver:
             agent, source = build_agent(
                 options, api=api, driver=driver, journal=journal_for(args), clock=clock,
-                listener=listener, health=health,
+                reboot_requester=reboot_requester_for(args), listener=listener, health=health,
             )
             source.start()
             try:
@@ -250,6 +260,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--retry-initial", type=float, default=30.0, metavar="SECONDS",
         help="first retry delay of a failed node, doubled per failure up to 30 min",
     )
+    add_reboot_arguments(parser)
     add_metrics_arguments(parser)
     add_node_arguments(parser)
     parser.set_defaults(handler=_run_agent, log_level=logging.INFO)

@@ -14,7 +14,14 @@ import sys
 from pathlib import Path
 
 from migagent.cli.layout_args import add_config_file_argument, add_selected_config_argument, read_layout
-from migagent.cli.node import DEFAULT_JOURNAL_DIR, add_node_arguments, journal_for, open_node
+from migagent.cli.node import (
+    DEFAULT_JOURNAL_DIR,
+    add_node_arguments,
+    add_reboot_arguments,
+    journal_for,
+    open_node,
+    reboot_requester_for,
+)
 from migagent.clock import SystemClock
 from migagent.errors import InvalidLayoutError
 from migagent.layout.desired import DesiredNode
@@ -27,8 +34,7 @@ from migagent.planning.render import describe_step
 from migagent.reconcile.assertion import config_mismatches, mode_mismatches
 from migagent.reconcile.hooks import HookRunner, flag_environment, load_hooks_file
 from migagent.reconcile.machine import ApplyEngine
-from migagent.reconcile.ports import NodeDriver, RebootRequester
-from migagent.reconcile.reboot import CommandRebootRequester, RecordingRebootRequester
+from migagent.reconcile.ports import NodeDriver
 from migagent.reconcile.session import ApplySession, RebootPendingError, SessionReport
 from migagent.sim.spec import NodeSpecError, parse_node_spec
 
@@ -107,12 +113,6 @@ def _run_plan(args: argparse.Namespace) -> int:
 # -- apply ------------------------------------------------------------------------------------------
 
 
-def _reboot_requester(args: argparse.Namespace) -> RebootRequester | None:
-    if not args.allow_reboot:
-        return None
-    return RecordingRebootRequester() if args.simulate or args.state else CommandRebootRequester()
-
-
 def _hook_runner(args: argparse.Namespace, config_name: str) -> HookRunner | None:
     if not args.hooks_file:
         return None
@@ -132,7 +132,7 @@ def _engine(args: argparse.Namespace, driver: NodeDriver) -> ApplyEngine:
         journal_for(args),
         clock=SystemClock(),
         allow_reboot=args.allow_reboot,
-        reboot_requester=_reboot_requester(args),
+        reboot_requester=reboot_requester_for(args),
         skip_reset=args.skip_reset,
     )
 
@@ -253,11 +253,7 @@ def register_apply(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         help=f"where progress is journaled for crash recovery (env MIGAGENT_JOURNAL_DIR; default"
         f" {DEFAULT_JOURNAL_DIR}, or next to --state for a simulated node)",
     )
-    parser.add_argument(
-        "--allow-reboot",
-        action="store_true",
-        help=f"reboot the node when only a reboot can activate a MIG mode change (exit {EXIT_REBOOT_REQUESTED})",
-    )
+    add_reboot_arguments(parser)
     add_node_arguments(parser)
     parser.set_defaults(handler=_run_apply)
 

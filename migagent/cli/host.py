@@ -14,7 +14,14 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-from migagent.cli.node import DEFAULT_JOURNAL_DIR, add_node_arguments, journal_for, open_node
+from migagent.cli.node import (
+    DEFAULT_JOURNAL_DIR,
+    add_node_arguments,
+    add_reboot_arguments,
+    journal_for,
+    open_node,
+    reboot_requester_for,
+)
 from migagent.cli.signals import signals_handled
 from migagent.clock import SystemClock
 from migagent.errors import InvalidLayoutError
@@ -22,8 +29,6 @@ from migagent.layout.parse import load_layout_file
 from migagent.nvml.driver import GpuDriver
 from migagent.reconcile.hooks import HookRunner, flag_environment, load_hooks_file
 from migagent.reconcile.machine import ApplyEngine
-from migagent.reconcile.ports import RebootRequester
-from migagent.reconcile.reboot import CommandRebootRequester, RecordingRebootRequester
 from migagent.reconcile.session import ApplySession
 from migagent.runtime.host import HostAgent, HostSettings, Selection
 from migagent.runtime.sdnotify import SdNotifier
@@ -39,15 +44,9 @@ def _is_simulated(args: argparse.Namespace) -> bool:
     return bool(args.simulate or args.state)
 
 
-def _reboot_requester(args: argparse.Namespace) -> RebootRequester | None:
-    if not args.allow_reboot:
-        return None
-    return RecordingRebootRequester() if _is_simulated(args) else CommandRebootRequester()
-
-
 def _session_factory(args: argparse.Namespace, driver: GpuDriver) -> Callable[[str], ApplySession]:
     journal = journal_for(args)  # one journal for the agent's life: a crash mid-apply resumes at restart
-    reboot_requester = _reboot_requester(args)
+    reboot_requester = reboot_requester_for(args)
     hooks = load_hooks_file(Path(args.hooks_file)) if args.hooks_file else None
 
     def session(config_name: str) -> ApplySession:
@@ -156,11 +155,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=env("MIGAGENT_JOURNAL_DIR"),
         help=f"apply journal directory (env MIGAGENT_JOURNAL_DIR; default {DEFAULT_JOURNAL_DIR})",
     )
-    parser.add_argument(
-        "--allow-reboot",
-        action="store_true",
-        help="reboot the node when only a reboot can activate a MIG mode change",
-    )
+    add_reboot_arguments(parser)
     parser.add_argument("--debounce", type=float, default=2.0, metavar="SECONDS", help="quiet time after a file change")
     parser.add_argument(
         "--retry-interval", type=float, default=300.0, metavar="SECONDS", help="retry a failed apply after this long"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +19,8 @@ from migagent.nvml.driver import GpuDriver
 from migagent.nvml.reset import NvidiaSmiResetRunner
 from migagent.nvml.system import system_nvml
 from migagent.reconcile.journal import FileJournal, Journal, MemoryJournal
+from migagent.reconcile.ports import RebootRequester
+from migagent.reconcile.reboot import CommandRebootRequester, RecordingRebootRequester
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.reset import SimResetRunner
 
@@ -51,6 +54,30 @@ def journal_for(args: argparse.Namespace) -> Journal:
     if args.simulate:
         return MemoryJournal()
     return FileJournal(Path(DEFAULT_JOURNAL_DIR))
+
+
+def add_reboot_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-reboot",
+        action="store_true",
+        default=os.environ.get("MIGAGENT_ALLOW_REBOOT", "").lower() in ("1", "true"),
+        help="reboot the node when only a reboot can activate a MIG mode change, e.g. a GPU in a pass-through"
+        " VM that cannot be reset (env MIGAGENT_ALLOW_REBOOT)",
+    )
+    parser.add_argument(
+        "--reboot-command",
+        default=os.environ.get("MIGAGENT_REBOOT_COMMAND", "systemctl reboot"),
+        help="command that queues the reboot (in a container, e.g. 'chroot /host systemctl reboot')",
+    )
+
+
+def reboot_requester_for(args: argparse.Namespace) -> RebootRequester | None:
+    """None unless --allow-reboot; a simulated node only records the request (it never reboots this host)."""
+    if not args.allow_reboot:
+        return None
+    if args.simulate or args.state:
+        return RecordingRebootRequester()
+    return CommandRebootRequester(tuple(shlex.split(args.reboot_command)))
 
 
 def _load_fake(spec: str | None, state: Path | None) -> FakeNvml:

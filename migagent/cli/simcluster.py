@@ -26,7 +26,7 @@ from migagent.layout.resolve import identity_of, resolve_config
 from migagent.nvml.driver import GpuDriver
 from migagent.reconcile.journal import FileJournal, MemoryJournal, desired_node_hash
 from migagent.reconcile.machine import ApplyEngine
-from migagent.reconcile.ports import NodeDriver
+from migagent.reconcile.ports import NodeDriver, RebootRequester
 from migagent.runtime.agent import Agent
 from migagent.runtime.attempt import RetryBackoff
 from migagent.runtime.health import HealthState
@@ -216,6 +216,7 @@ class SimCluster:
         phase_hook: PhaseHook | None = None,
         listener: MetricsListener | None = None,
         health: HealthState | None = None,
+        reboot_requester: RebootRequester | None = None,
         clock: Clock | None = None,
         wrap_driver: Callable[[GpuDriver], NodeDriver] | None = None,
     ) -> tuple[Agent, NodeLabelSource]:
@@ -232,6 +233,7 @@ class SimCluster:
             driver=self.driver() if wrap_driver is None else wrap_driver(self.driver()),
             journal=FileJournal(self.journal_dir),
             clock=clock,
+            reboot_requester=reboot_requester,
             listener=listener,
             health=health,
             phase_hook=phase_hook,

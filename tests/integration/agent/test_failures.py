@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from migagent.cli.simcluster import DEMO_LAYOUTS, SimCluster
+from collections.abc import Callable
+
+from migagent.cli.simcluster import DEMO_LAYOUTS, SimCluster, SimClusterConfig
 from migagent.kube.names import ATTEMPT_ANNOTATION, LAST_ERROR_ANNOTATION, deploy_label
+from migagent.reconcile.reboot import RecordingRebootRequester
 from migagent.runtime.listener import Outcome
 from tests.integration.agent.support import (
     SMALL_ALL_1G,
@@ -180,3 +183,20 @@ def test_the_layout_file_is_read_again_at_every_reconcile(cluster: SimCluster) -
     cluster.layout_file.write_text(edited, encoding="utf-8")
     assert agent.reconcile_once() is Outcome.APPLIED
     assert advertised(cluster) == {"nvidia.com/mig-1g.10gb": 8, "nvidia.com/mig-3g.40gb": 2}
+
+
+def test_a_gpu_that_cannot_be_reset_gets_one_reboot_request_and_the_node_says_rebooting(
+    make_cluster: Callable[[SimClusterConfig], SimCluster],
+) -> None:
+    # An A100 in a pass-through VM: enabling MIG needs a reset the platform refuses, so only a reboot helps.
+    cluster = make_cluster(SimClusterConfig(spec="1xA100-80GB", start_layout=None))
+    cluster.fake.sim_set_reset_supported(0, False)
+    requester = RecordingRebootRequester()
+    agent, _ = cluster.build_agent(reboot_requester=requester)
+    cluster.label("all-balanced")
+
+    assert agent.reconcile_once() is Outcome.REBOOTING
+
+    assert state(cluster) == "rebooting"
+    assert len(requester.reasons) == 1
+    assert condition_reason(cluster) == "RebootRequired"
