@@ -56,10 +56,16 @@ stub_unit() {
 stub_unit nvidia-persistenced.service "After=syslog.target"
 stub_unit nvidia-fabricmanager.service "After=network-online.target" "Wants=network-online.target"
 stub_unit containerd.service "After=network.target local-fs.target"
+stub_unit crio.service "After=network-online.target" "Wants=network-online.target"
 stub_unit docker.service "After=network-online.target containerd.service" "Wants=network-online.target containerd.service"
 stub_unit kubelet.service "After=network-online.target containerd.service docker.service" "Wants=network-online.target"
 stub_unit k3s.service "After=network-online.target" "Wants=network-online.target"
 stub_unit k3s-agent.service "After=network-online.target" "Wants=network-online.target"
+stub_unit rke2-server.service "After=network-online.target" "Wants=network-online.target"
+stub_unit rke2-agent.service "After=network-online.target" "Wants=network-online.target"
+stub_unit nvsm.service "After=nvidia-gpu-reset.target nvidia-persistenced.service" "Wants=nvidia-gpu-reset.target"
+# The container toolkit's unit: `nvidia-ctk cdi generate` once the system is up.
+stub_unit nvidia-cdi-refresh.service "After=multi-user.target"
 for dcgm in nvidia-dcgm.service dcgm.service; do
     stub_unit "$dcgm" "After=nvidia-gpu-reset.target nvidia-persistenced.service" "Wants=nvidia-gpu-reset.target"
 done
@@ -69,8 +75,20 @@ done
 # Pull every stand-in into the transactions that verify builds, so their ordering is checked too.
 stub_unit migagent-ordering-check.target \
     "Wants=migagent-boot.service migagent-host.service kubelet.service containerd.service docker.service" \
-    "Wants=k3s.service k3s-agent.service nvidia-dcgm.service dcgm.service" \
+    "Wants=crio.service k3s.service k3s-agent.service rke2-server.service rke2-agent.service" \
+    "Wants=nvidia-dcgm.service dcgm.service nvsm.service nvidia-cdi-refresh.service multi-user.target" \
     "Wants=nvidia-dcgm-exporter.service dcgm-exporter.service nvidia-fabricmanager.service"
+
+# What `systemctl enable` would do: link each unit into the .wants/ directory of every target its
+# WantedBy= names. A target is ordered after the units it wants, so a cycle that closes only through
+# an installed unit (e.g. through multi-user.target) is found too.
+for unit in "${units[@]}"; do
+    name=$(basename "$unit")
+    for target in $(sed -n 's/^WantedBy=//p' "$unit"); do
+        mkdir -p "$work/units/$target.wants"
+        ln -sf "$unit" "$work/units/$target.wants/$name"
+    done
+done
 
 # verify prints problems (unknown keys, bad values, missing programs, ordering cycles) on stderr,
 # often with exit status 0, so any output at all counts as a failure. --man=no: we ship no man pages.

@@ -143,10 +143,13 @@ def _options(args: argparse.Namespace) -> AgentOptions:
     if not args.config_file:
         raise InvalidLayoutError("the layout file is required: pass --config-file (env CONFIG_FILE)")
     _positive(args, "drain_timeout", "readvertise_timeout", "resync_period", "retry_initial")
+    if args.device_plugin_settle < 0:
+        raise InvalidLayoutError("--device-plugin-settle must be zero or a positive number of seconds")
     settings = AgentSettings(
         config_file=Path(args.config_file),
         drain_timeout_s=args.drain_timeout,
         readvertise_timeout_s=args.readvertise_timeout,
+        plugin_settle_s=args.device_plugin_settle,
         force_delete=args.force_delete,
         resync_period_s=args.resync_period,
         retry=RetryBackoff(initial_s=args.retry_initial, max_s=max(args.retry_initial, 1800.0)),
@@ -171,11 +174,12 @@ def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
 
 def observability_from_args(
     args: argparse.Namespace, health: HealthState
-) -> tuple[MetricsListener, Callable[[], None]]:
+) -> tuple[MetricsListener, Callable[[], None], str | None]:
+    """The metrics listener, the callable that stops the server, and its URL (None when not serving)."""
     if args.metrics_port is None:
-        return NullListener(), lambda: None
+        return NullListener(), lambda: None, None
     metrics, server = start_observability(args.metrics_port, args.metrics_address, health)
-    return metrics, server.stop
+    return metrics, server.stop, server.url
 
 
 def _run_agent(args: argparse.Namespace) -> int:
@@ -189,7 +193,7 @@ def _run_agent(args: argparse.Namespace) -> int:
         node_name=options.node_name,
         clock=clock,
     )
-    listener, stop_observability = observability_from_args(args, health)
+    listener, stop_observability, _url = observability_from_args(args, health)
     stop = threading.Event()
     try:
         with open_node(args) as driver:
@@ -248,6 +252,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--readvertise-timeout", type=float, default=300.0, metavar="SECONDS",
         help="how long the device plugin may take to advertise the new MIG devices in Node allocatable",
+    )
+    parser.add_argument(
+        "--device-plugin-settle", type=float, default=60.0, metavar="SECONDS",
+        help="when the GPUs already match but Node allocatable does not yet (a device plugin still starting),"
+        " wait this long before cordoning the node and restarting the plugin",
     )
     parser.add_argument(
         "--force-delete", action="store_true", help="delete pods instead of evicting them (ignores PDBs)"

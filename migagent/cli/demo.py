@@ -192,7 +192,9 @@ def _run_demo(args: argparse.Namespace) -> int:
         watcher = _Watcher(cluster)
         watcher.listen()
         health = HealthState(SystemClock())
-        listener, stop_observability = observability_from_args(args, health)
+        listener, stop_observability, metrics_url = observability_from_args(args, health)
+        if metrics_url is not None:
+            print(f"  metrics, health and readiness at {metrics_url}/metrics, /healthz, /readyz")
         watcher.say("agent started")
         cluster.start_agent(listener=listener, health=health)
         deadline = time.monotonic() + args.timeout

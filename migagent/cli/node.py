@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from migagent.errors import InvalidLayoutError
+from migagent.catalog import UnknownGpuModelError
+from migagent.errors import InvalidLayoutError, PermanentError
 from migagent.nvml.driver import GpuDriver
 from migagent.nvml.reset import NvidiaSmiResetRunner
 from migagent.nvml.system import system_nvml
@@ -23,6 +24,8 @@ from migagent.reconcile.ports import RebootRequester
 from migagent.reconcile.reboot import CommandRebootRequester, RecordingRebootRequester
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.reset import SimResetRunner
+from migagent.sim.spec import NodeSpecError
+from migagent.sim.state import StateFormatError
 
 DEFAULT_JOURNAL_DIR = "/var/lib/migagent"
 
@@ -81,11 +84,27 @@ def reboot_requester_for(args: argparse.Namespace) -> RebootRequester | None:
 
 
 def _load_fake(spec: str | None, state: Path | None) -> FakeNvml:
+    """The simulated node; a bad spec or state file is the user's input, so it is a clear error."""
     if state is not None and state.exists():
-        return FakeNvml.load(state)
+        try:
+            return FakeNvml.load(state)
+        except (OSError, UnicodeDecodeError, StateFormatError, UnknownGpuModelError) as exc:
+            raise PermanentError(f"--state {state}: cannot load the simulated node: {exc}") from exc
     if spec is None:
         raise InvalidLayoutError("--state FILE does not exist yet; give --simulate SPEC to create the node")
-    return FakeNvml.from_spec(spec)
+    try:
+        return FakeNvml.from_spec(spec)
+    except NodeSpecError as exc:
+        raise PermanentError(f"--simulate: {exc}") from exc
+
+
+def _save_fake(fake: FakeNvml, state: Path, *, quiet: bool) -> None:
+    # `quiet` when the command already failed: its own error says more than a failed save.
+    try:
+        fake.save(state)
+    except OSError as exc:
+        if not quiet:
+            raise PermanentError(f"--state {state}: cannot save the simulated node: {exc}") from exc
 
 
 @contextmanager
@@ -98,10 +117,12 @@ def open_node(args: argparse.Namespace) -> Iterator[GpuDriver]:
             yield driver
         return
     fake = _load_fake(spec, state)
+    failed = True
     try:
         with GpuDriver(fake, reset_runner=SimResetRunner(fake)) as driver:
             yield driver
+        failed = False
     finally:
         # Saved even when the command fails: real GPUs keep whatever a failed apply already changed.
         if state is not None:
-            fake.save(state)
+            _save_fake(fake, state, quiet=failed)

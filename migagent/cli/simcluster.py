@@ -108,6 +108,7 @@ def fast_options(node_name: str, layout_file: Path, socket_path: str) -> AgentOp
             drain_timeout_s=10.0,
             readvertise_timeout_s=10.0,
             readvertise_poll_s=0.05,
+            plugin_settle_s=5.0,
             resync_period_s=60.0,
             retry=RetryBackoff(initial_s=0.2, max_s=2.0),
             heartbeat_s=1.0,

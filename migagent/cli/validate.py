@@ -2,10 +2,11 @@
 
 Entries with a device filter must resolve and fit on every catalog model the filter matches. An
 entry with no filter is mig-parted's way of saying "wherever these profiles exist" (its default file
-has `all-1g.5gb` unfiltered): it must fit on every model that offers all of its profiles, and models
-lacking one are listed as not applicable — unless models were named with --gpu-model, where each
-named model must fit. Entries only for hardware the catalog does not describe (a filter matching no
-catalog model, or profiles no catalog model offers) cannot be checked: they are warnings, not errors.
+has `all-1g.5gb` unfiltered): models lacking one of its profiles are listed as not applicable, and
+it must fit on at least one model that offers them all (a model where it does not fit is a warning)
+— unless models were named with --gpu-model, where each named model must fit. Entries only for
+hardware the catalog does not describe (a filter matching no catalog model, or profiles no catalog
+model offers) cannot be checked: they are warnings, not errors.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from migagent.catalog import GpuModel, all_models, model_by_key
+from migagent.catalog import GpuModel, UnknownGpuModelError, all_models, model_by_key
 from migagent.cli.layout_args import add_config_file_argument, add_selected_config_argument, read_layout
 from migagent.errors import InvalidLayoutError, LayoutDoesNotFitError
 from migagent.layout.desired import DesiredNode
@@ -23,6 +24,7 @@ from migagent.layout.packing import ProfileNotOfferedError, resolve_profile
 from migagent.layout.parse import select_config
 from migagent.layout.resolve import GpuIdentity, resolve_entry
 from migagent.layout.spec import LayoutEntry, LayoutFile
+from migagent.layout.strict_yaml import path_part
 from migagent.planning.offline import empty_observation
 from migagent.planning.planner import plan
 
@@ -36,7 +38,7 @@ class _Verdict:
 
 
 def _identity(model: GpuModel, entry: LayoutEntry) -> GpuIdentity:
-    pci = next((p for p in model.pci_device_ids if entry.matches_pci(p, None)), model.primary_pci_device_id)
+    pci = next((p for p in model.pci_device_ids if entry.may_match_pci(p)), model.primary_pci_device_id)
     label = f"GPU 0 ({model.key})"
     return GpuIdentity(index=0, pci_device_id=pci, subsystem_id=None, profiles=model.profiles, label=label)
 
@@ -59,8 +61,8 @@ def _offers_every_profile(entry: LayoutEntry, model: GpuModel) -> bool:
 def _check_entry(
     entry: LayoutEntry, models: Sequence[GpuModel], *, config: str, strict: bool, verdict: _Verdict
 ) -> None:
-    where = f"mig-configs.{config}[{entry.index}]"
-    targeted = [m for m in models if any(entry.matches_pci(p, None) for p in m.pci_device_ids)]
+    where = f"mig-configs.{path_part(config)}[{entry.index}]"
+    targeted = [m for m in models if any(entry.may_match_pci(p) for p in m.pci_device_ids)]
     if not targeted:
         # e.g. mig-parted's entries for GB200 or RTX PRO 6000: hardware the catalog does not describe.
         filters = ", ".join(str(f) for f in entry.device_filter)
@@ -74,18 +76,30 @@ def _check_entry(
         verdict.warnings.append(f"{where}: no catalog model offers all of its profiles; not checked")
         return
     verdict.not_applicable.extend(f"{where} on {m.key}" for m in targeted if m not in candidates)
+    misfits: list[tuple[str, LayoutDoesNotFitError]] = []
     for model in candidates:
         try:
             _check_on_model(entry, model, config=config)
         except LayoutDoesNotFitError as exc:
-            verdict.problems.append(f"{where} on {model.key}: {exc}")
+            misfits.append((model.key, exc))
         else:
             verdict.fits.append(f"{where} on {model.key}")
+    # An unfiltered entry that fits somewhere is meant for those models (older mig-parted files have
+    # an unfiltered `1g.10gb: 7` for 80 GB parts): elsewhere it would fail at apply time, so say so.
+    if lenient and len(misfits) < len(candidates):
+        verdict.warnings.extend(
+            f"{where} would fail on {key} (no device-filter keeps it off that model): {exc}" for key, exc in misfits
+        )
+    else:
+        verdict.problems.extend(f"{where} on {key}: {exc}" for key, exc in misfits)
 
 
 def validate_layout(layout: LayoutFile, *, config: str | None, model_keys: Sequence[str] | None) -> dict[str, _Verdict]:
     names = [config] if config is not None else list(layout.names)
-    models = [model_by_key(k) for k in model_keys] if model_keys else list(all_models())
+    try:
+        models = [model_by_key(k) for k in model_keys] if model_keys else list(all_models())
+    except UnknownGpuModelError as exc:
+        raise InvalidLayoutError(f"--gpu-model: {exc}") from exc
     verdicts: dict[str, _Verdict] = {}
     for name in names:
         verdict = verdicts.setdefault(name, _Verdict())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from kubernetes.client import ApiClient, CoreV1Api, PolicyV1Api
+from kubernetes.client import ApiClient, CoreV1Api
 
 from migagent.clock import Clock
 from migagent.kube.events import EventOps
@@ -25,7 +25,7 @@ class KubeApi:
         core = CoreV1Api(api_client)
         self._node_name = node_name
         self._nodes = NodeOps(core, node_name=node_name, clock=clock)
-        self._pods = PodOps(core, PolicyV1Api(api_client), node_name=node_name, clock=clock)
+        self._pods = PodOps(core, node_name=node_name, clock=clock)
         self._events = EventOps(core, node_name=node_name, clock=clock)
         self._node_uid: str | None = None
 
@@ -82,9 +82,6 @@ class KubeApi:
 
     def delete_pod(self, ref: PodRef, *, grace_period_s: int | None = None) -> None:
         self._pods.delete_pod(ref, grace_period_s=grace_period_s)
-
-    def list_pdbs_matching(self, pod: PodView) -> list[str]:
-        return self._pods.list_pdbs_matching(pod)
 
     def _remember(self, node: NodeView) -> NodeView:
         self._node_uid = node.uid or self._node_uid

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Iterable, Mapping
 
-from kubernetes.client import V1Container, V1LabelSelector, V1Node, V1NodeCondition, V1Pod
+from kubernetes.client import V1Container, V1Node, V1NodeCondition, V1Pod
 from kubernetes.utils.quantity import parse_quantity
 
 from migagent.kube.names import MIRROR_POD_ANNOTATION, is_gpu_resource
@@ -94,29 +94,3 @@ def pod_view(model: V1Pod) -> PodView:
         deleting=meta is not None and meta.deletion_timestamp is not None,
         gpu_resources=_gpu_resources(containers),
     )
-
-
-def selector_matches(selector: V1LabelSelector | None, labels: Mapping[str, str]) -> bool:
-    """Label-selector semantics of policy/v1: a null selector matches nothing, an empty one everything."""
-    if selector is None:
-        return False
-    for key, value in (selector.match_labels or {}).items():
-        if labels.get(key) != value:
-            return False
-    for requirement in selector.match_expressions or ():
-        values = set(requirement.values or ())
-        present = requirement.key in labels
-        match requirement.operator:
-            case "In":
-                ok = present and labels[requirement.key] in values
-            case "NotIn":
-                ok = not present or labels[requirement.key] not in values
-            case "Exists":
-                ok = present
-            case "DoesNotExist":
-                ok = not present
-            case _:
-                ok = False
-        if not ok:
-            return False
-    return True

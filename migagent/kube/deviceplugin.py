@@ -13,6 +13,7 @@ apply it must restart. Strategies:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
@@ -26,6 +27,7 @@ from migagent.kube.names import (
     COMPONENT_POD_SELECTORS,
     DEFAULT_OPERATOR_NAMESPACE,
     DEPLOY_FALSE,
+    DEPLOY_LABEL_PREFIX,
     DEPLOY_TRUE,
     DEVICE_PLUGIN_SELECTOR,
     GPU_OPERATOR_COMPONENTS,
@@ -76,6 +78,15 @@ class DevicePluginRestarter(Protocol):
         ...
 
 
+def paused_deploy_labels(node: NodeView) -> dict[str, str]:
+    """Deploy labels now `paused-for-mig-change` on the Node, each mapped to `true` (what resumes it)."""
+    return {
+        label: DEPLOY_TRUE
+        for label, value in node.labels.items()
+        if label.startswith(DEPLOY_LABEL_PREFIX) and value == PAUSED_FOR_MIG_CHANGE
+    }
+
+
 class NoRestart:
     def pause(self) -> PausedComponents:
         return PausedComponents()
@@ -85,9 +96,16 @@ class NoRestart:
 
 
 def poll_until(
-    check: Callable[[], T | None], *, clock: Clock, timeout_s: float, interval_s: float
+    check: Callable[[], T | None],
+    *,
+    clock: Clock,
+    timeout_s: float,
+    interval_s: float,
+    stop: threading.Event | None = None,
 ) -> tuple[T | None, bool]:
-    """Call `check` until it returns a value or `timeout_s` passes: (last value, in time)."""
+    """Call `check` until it returns a value or `timeout_s` passes: (last value, in time).
+
+    Setting `stop` ends the wait early, as a timeout (the caller's stop request then explains it)."""
     deadline = clock.monotonic() + timeout_s
     while True:
         value = check()
@@ -96,7 +114,11 @@ def poll_until(
         remaining = deadline - clock.monotonic()
         if remaining <= 0:
             return None, False
-        clock.sleep(min(interval_s, remaining))
+        pause = min(interval_s, remaining)
+        if stop is None:
+            clock.sleep(pause)
+        elif clock.wait(stop, pause):
+            return None, False
 
 
 class GpuOperatorPause:
@@ -224,6 +246,7 @@ def wait_for_advertisement(
     timeout_s: float,
     clock: Clock,
     poll_interval_s: float = 2.0,
+    stop: threading.Event | None = None,
 ) -> NodeView:
     """Poll our Node until its allocatable matches `expected`; AdvertisementTimeoutError otherwise."""
     last: list[dict[str, tuple[int, int]]] = [{}]
@@ -234,10 +257,32 @@ def wait_for_advertisement(
         last[0] = diff
         return node if ok else None
 
-    node, in_time = poll_until(advertised, clock=clock, timeout_s=timeout_s, interval_s=poll_interval_s)
+    node, in_time = poll_until(advertised, clock=clock, timeout_s=timeout_s, interval_s=poll_interval_s, stop=stop)
     if not in_time or node is None:
         raise AdvertisementTimeoutError(
             f"the device plugin did not advertise the new layout within {timeout_s:g}s: {describe_diff(last[0])}",
             diff=last[0],
         )
     return node
+
+
+def advertised_within(
+    api: DevicePluginPort,
+    expected: Mapping[str, int],
+    *,
+    timeout_s: float,
+    clock: Clock,
+    poll_interval_s: float,
+    stop: threading.Event | None = None,
+) -> NodeView | None:
+    """Our Node once its allocatable matches `expected`; None after `timeout_s` or once `stop` is set.
+
+    For a node whose GPUs already match: a device plugin that is still registering (node boot,
+    plugin pod restarted by its DaemonSet) gets this long before anything on the node is touched.
+    """
+
+    def advertised() -> NodeView | None:
+        node = api.get_node()
+        return node if advertisement_matches(node.allocatable, expected)[0] else None
+
+    return poll_until(advertised, clock=clock, timeout_s=timeout_s, interval_s=poll_interval_s, stop=stop)[0]

@@ -3,13 +3,15 @@
 `DrainPlanner` (drain_scope.py) picks the pods; `Drainer` moves them, the way `kubectl drain`
 does (reference/kubernetes.md §2.3): a 429 (a PodDisruptionBudget allows no disruption now) is
 retried with back-off until the drain timeout, a 404 means done, and a pod counts as gone when
-reading it gives 404 or a different UID (a same-named replacement). Plain DELETE, which bypasses
-PDBs, is used only when the admin asked for `force_delete`. DaemonSet and mirror pods are never
-touched. On timeout, DrainBlockedError names every pod still in the way and the PDBs guarding it.
+looking it up by name finds nothing or a different UID (a same-named replacement). Plain DELETE,
+which bypasses PDBs, is used only when the admin asked for `force_delete`. DaemonSet and mirror pods
+are never touched. On timeout, DrainBlockedError names every pod still in the way and the PDB that
+refused its last eviction, as the server's 429 named it.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -17,11 +19,20 @@ from typing import Protocol
 import structlog
 
 from migagent.clock import Clock
-from migagent.errors import DrainBlockedError, MigAgentError, TransientError
+from migagent.errors import DrainBlockedError, TransientError
 from migagent.kube.drain_scope import DrainPlanner, GpuChange, PlanChanges, PodDeviceHolding
 from migagent.kube.port import EvictionOutcome, EvictionStatus, PodRef, PodView
 
-__all__ = ["DrainPlanner", "DrainResult", "Drainer", "EvictionPort", "GpuChange", "PlanChanges", "PodDeviceHolding"]
+__all__ = [
+    "DrainInterruptedError",
+    "DrainPlanner",
+    "DrainResult",
+    "Drainer",
+    "EvictionPort",
+    "GpuChange",
+    "PlanChanges",
+    "PodDeviceHolding",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -37,7 +48,12 @@ class EvictionPort(Protocol):
 
     def read_pod(self, ref: PodRef) -> PodView | None: ...
 
-    def list_pdbs_matching(self, pod: PodView) -> list[str]: ...
+
+class DrainInterruptedError(TransientError):
+    """The drain was asked to stop before every pod had left."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, delay=0.0)
 
 
 @dataclass(frozen=True)
@@ -56,6 +72,8 @@ class _PodProgress:
     next_try: float = 0.0
     last_message: str = "not evicted yet"
     blocked_tries: int = field(default=0)
+    refused_by: tuple[str, ...] | None = None
+    """After a 429: the PodDisruptionBudgets it named (maybe none); None when the last try was no 429."""
 
 
 class Drainer:
@@ -74,8 +92,17 @@ class Drainer:
         self._retry_max_s = retry_max_s
         self._poll_interval_s = poll_interval_s
 
-    def drain(self, pods: Iterable[PodView], *, timeout_s: float, force_delete: bool = False) -> DrainResult:
-        """Evict (or, with force_delete, delete) every pod and wait until each is gone."""
+    def drain(
+        self,
+        pods: Iterable[PodView],
+        *,
+        timeout_s: float,
+        force_delete: bool = False,
+        stop: threading.Event | None = None,
+    ) -> DrainResult:
+        """Evict (or, with force_delete, delete) every pod and wait until each is gone.
+
+        Setting `stop` (the agent is shutting down) ends the wait with DrainInterruptedError."""
         start = self._clock.monotonic()
         deadline = start + timeout_s
         progress = [
@@ -95,7 +122,12 @@ class Drainer:
                 return DrainResult(removed=tuple(removed), waited_s=now - start)
             if now >= deadline:
                 raise self._blocked(remaining, timeout_s)
-            self._clock.sleep(max(_MIN_SLEEP_S, self._next_wake(remaining, now, deadline) - now))
+            pause = max(_MIN_SLEEP_S, self._next_wake(remaining, now, deadline) - now)
+            if stop is None:
+                self._clock.sleep(pause)
+            elif self._clock.wait(stop, pause):
+                names = ", ".join(str(p.pod.ref) for p in remaining)
+                raise DrainInterruptedError(f"drain interrupted by a stop request; still on the node: {names}")
 
     def _advance(self, item: _PodProgress, *, force_delete: bool) -> None:
         if not item.requested and self._clock.monotonic() >= item.next_try:
@@ -116,6 +148,7 @@ class Drainer:
         try:
             outcome = self._api.evict(ref)
         except TransientError as error:
+            item.refused_by = None
             self._retry_later(item, str(error), suggested_s=error.delay)
             return
         match outcome.status:
@@ -125,6 +158,7 @@ class Drainer:
             case EvictionStatus.GONE:
                 item.done = True
             case EvictionStatus.BLOCKED:
+                item.refused_by = outcome.budgets
                 self._retry_later(item, outcome.message, suggested_s=outcome.retry_after_s or 0.0)
 
     def _retry_later(self, item: _PodProgress, message: str, *, suggested_s: float) -> None:
@@ -151,9 +185,10 @@ class Drainer:
     def _describe(self, item: _PodProgress) -> str:
         if item.requested:
             return f"pod {item.pod.ref} was evicted but is still terminating"
-        try:
-            budgets = self._api.list_pdbs_matching(item.pod)
-        except MigAgentError as error:
-            budgets = [f"(could not list: {error})"]
-        guarded = f" (PodDisruptionBudget: {', '.join(budgets)})" if budgets else ""
+        if item.refused_by is None:
+            guarded = ""
+        elif item.refused_by:
+            guarded = f" (PodDisruptionBudget: {', '.join(item.refused_by)})"
+        else:
+            guarded = " (a PodDisruptionBudget)"  # a 429 whose body named none
         return f"pod {item.pod.ref}{guarded}: {item.last_message}"

@@ -106,6 +106,8 @@ class EventReason(enum.StrEnum):
     UNCORDONED = "MigUncordoned"
     DEVICE_PLUGIN_PAUSED = "MigDevicePluginPaused"
     DEVICE_PLUGIN_RESTARTED = "MigDevicePluginRestarted"
+    GPUS_RECONFIGURED = "MigGpusReconfigured"
+    WAITING_FOR_DEVICE_PLUGIN = "MigWaitingForDevicePlugin"
     REBOOT_REQUIRED = "MigRebootRequired"
 
 

@@ -1,12 +1,18 @@
-"""Pods on our node: list, read, evict (Eviction API), delete, and the PDBs that guard them."""
+"""Pods on our node: list, find one by name, evict (Eviction API), delete.
+
+Everything here needs only `list`, `create pods/eviction` and (standalone overlay) `delete` on pods:
+one pod is found by listing with a `metadata.name` field selector rather than read with GET, and the
+PodDisruptionBudget that refuses an eviction is named from the 429 the API server sends, not listed.
+"""
 
 from __future__ import annotations
 
 import json
+import re
+from typing import Any
 
 from kubernetes.client import (
     CoreV1Api,
-    PolicyV1Api,
     V1DeleteOptions,
     V1Eviction,
     V1ObjectMeta,
@@ -16,17 +22,21 @@ from kubernetes.client.exceptions import ApiException
 
 from migagent.clock import Clock
 from migagent.kube.classify import call_with_retries, classified, retry_after_s, status_message
-from migagent.kube.convert import pod_view, selector_matches
+from migagent.kube.convert import pod_view
 from migagent.kube.port import EvictionOutcome, EvictionStatus, PodRef, PodView
 
 _HTTP_NOT_FOUND = 404
+_HTTP_CONFLICT = 409
 _HTTP_TOO_MANY_REQUESTS = 429
+# The eviction subresource's 429 causes (pkg/registry/core/pod/storage/eviction.go): a StatusCause
+# whose `reason` (Go field Type) is DisruptionBudget and whose message starts with the budget's name.
+_DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
+_BUDGET_NAME = re.compile(r"^The disruption budget (\S+) ")
 
 
 class PodOps:
-    def __init__(self, core: CoreV1Api, policy: PolicyV1Api, *, node_name: str, clock: Clock) -> None:
+    def __init__(self, core: CoreV1Api, *, node_name: str, clock: Clock) -> None:
         self._core = core
-        self._policy = policy
         self._node_name = node_name
         self._clock = clock
 
@@ -50,19 +60,18 @@ class PodOps:
         return call_with_retries(call, read, clock=self._clock)
 
     def read_pod(self, ref: PodRef) -> PodView | None:
-        """The pod with that namespace/name now (its uid may differ from ref's), or None when gone."""
-        call = f"read pod {ref}"
+        """The pod with that namespace/name now (its uid may differ from ref's), or None when gone.
 
-        def read() -> PodView | None:
+        A list with a `metadata.name` field selector, not a GET: the agent's RBAC grants `list` on
+        pods and nothing more, and an absent pod is simply an empty list."""
+        call = f"find pod {ref}"
+
+        def find() -> PodView | None:
             with classified(call):
-                try:
-                    return pod_view(self._core.read_namespaced_pod(ref.name, ref.namespace))
-                except ApiException as error:
-                    if error.status == _HTTP_NOT_FOUND:
-                        return None
-                    raise
+                pods = self._core.list_namespaced_pod(ref.namespace, field_selector=f"metadata.name={ref.name}")
+            return next((pod_view(pod) for pod in pods.items), None)
 
-        return call_with_retries(call, read, clock=self._clock)
+        return call_with_retries(call, find, clock=self._clock)
 
     def evict(self, ref: PodRef) -> EvictionOutcome:
         """One eviction request: EVICTED, BLOCKED (429, e.g. a PDB) or GONE (404); other errors raise."""
@@ -80,9 +89,18 @@ class PodOps:
                 if error.status == _HTTP_NOT_FOUND:
                     return EvictionOutcome(EvictionStatus.GONE, f"pod {ref} not found")
                 if error.status == _HTTP_TOO_MANY_REQUESTS:
-                    return EvictionOutcome(EvictionStatus.BLOCKED, _blocked_message(error), retry_after_s(error))
+                    return eviction_refusal(error)
+                if error.status == _HTTP_CONFLICT and self._replaced(ref):
+                    return EvictionOutcome(EvictionStatus.GONE, f"pod {ref} was replaced (another uid)")
                 raise
         return EvictionOutcome(EvictionStatus.EVICTED, f"pod {ref} evicted")
+
+    def _replaced(self, ref: PodRef) -> bool:
+        """After a 409 on a uid precondition: the pod we meant is gone (absent, or a same-named successor)."""
+        if not ref.uid:
+            return False
+        current = self.read_pod(ref)
+        return current is None or current.ref.uid != ref.uid
 
     def delete_pod(self, ref: PodRef, *, grace_period_s: int | None = None) -> None:
         """Delete the pod (a missing pod counts as deleted). Bypasses PodDisruptionBudgets."""
@@ -96,37 +114,41 @@ class PodOps:
                         ref.name, ref.namespace, grace_period_seconds=grace_period_s, body=options
                     )
                 except ApiException as error:
+                    if error.status == _HTTP_CONFLICT and self._replaced(ref):
+                        return  # the uid precondition failed: that pod is gone, its successor is not ours
                     if error.status != _HTTP_NOT_FOUND:
                         raise
 
         call_with_retries(call, send, clock=self._clock)
 
-    def list_pdbs_matching(self, pod: PodView) -> list[str]:
-        """Names of the PodDisruptionBudgets in the pod's namespace whose selector matches it."""
-        call = f"list PodDisruptionBudgets in namespace {pod.ref.namespace}"
 
-        def read() -> list[str]:
-            with classified(call):
-                budgets = self._policy.list_namespaced_pod_disruption_budget(pod.ref.namespace)
-            return sorted(
-                budget.metadata.name
-                for budget in budgets.items
-                if budget.metadata is not None
-                and budget.metadata.name
-                and budget.spec is not None
-                and selector_matches(budget.spec.selector, pod.labels)
-            )
+def eviction_refusal(error: ApiException) -> EvictionOutcome:
+    """A 429: the server's reason plus its causes ("The disruption budget X needs N healthy pods..."),
+    and the names of the PodDisruptionBudgets those causes mention."""
+    causes = _status_causes(error)
+    details = [str(cause["message"]) for cause in causes if cause.get("message")]
+    budgets = tuple(
+        dict.fromkeys(
+            match.group(1)
+            for cause in causes
+            if cause.get("reason") == _DISRUPTION_BUDGET_CAUSE
+            and (match := _BUDGET_NAME.match(str(cause.get("message") or "")))
+        )
+    )
+    return EvictionOutcome(
+        EvictionStatus.BLOCKED,
+        " ".join([status_message(error), *details]),
+        retry_after_s(error),
+        budgets=budgets,
+    )
 
-        return call_with_retries(call, read, clock=self._clock)
 
-
-def _blocked_message(error: ApiException) -> str:
-    """The server's reason plus its causes ("The disruption budget X needs N healthy pods...")."""
-    message = status_message(error)
+def _status_causes(error: ApiException) -> list[dict[str, Any]]:
+    """`details.causes` of the Status in the error's body; empty when the body is not such a Status."""
     try:
         decoded = json.loads(error.body or "")
     except ValueError:
-        return message
-    causes = (decoded.get("details") or {}).get("causes") or [] if isinstance(decoded, dict) else []
-    details = [str(c["message"]) for c in causes if isinstance(c, dict) and c.get("message")]
-    return " ".join([message, *details])
+        return []
+    details = decoded.get("details") if isinstance(decoded, dict) else None
+    causes = details.get("causes") if isinstance(details, dict) else None
+    return [cause for cause in causes if isinstance(cause, dict)] if isinstance(causes, list) else []

@@ -87,6 +87,8 @@ class EvictionOutcome:
     message: str = ""
     retry_after_s: float | None = None
     """The server's Retry-After, when it sent one."""
+    budgets: tuple[str, ...] = ()
+    """BLOCKED: the PodDisruptionBudgets the server named as refusing it (empty when it named none)."""
 
 
 @dataclass(frozen=True)
@@ -143,5 +145,3 @@ class KubePort(Protocol):
     def evict(self, ref: PodRef) -> EvictionOutcome: ...
 
     def delete_pod(self, ref: PodRef, *, grace_period_s: int | None = None) -> None: ...
-
-    def list_pdbs_matching(self, pod: PodView) -> list[str]: ...

@@ -36,8 +36,11 @@ log = structlog.get_logger(__name__)
 
 _MAX_ERROR_ANNOTATION = 4096
 
-_REASON_EVENTS: Mapping[ConditionReason, EventReason] = {
+_PROGRESS_EVENTS: Mapping[ConditionReason, EventReason] = {
     ConditionReason.DRAINING: EventReason.DRAINING,
+    ConditionReason.WAITING_FOR_DEVICE_PLUGIN: EventReason.WAITING_FOR_DEVICE_PLUGIN,
+}
+_FAILURE_EVENTS: Mapping[ConditionReason, EventReason] = {
     ConditionReason.DRAIN_BLOCKED: EventReason.DRAIN_BLOCKED,
     ConditionReason.REBOOT_REQUIRED: EventReason.REBOOT_REQUIRED,
 }
@@ -79,20 +82,23 @@ class StatusReporter:
         if event is not None:
             self.event(event, message, warning=warning)
 
-    def pending(self, desired: str, message: str) -> None:
-        """A change starts: state pending, condition False/Reconfiguring."""
+    def pending(self, desired: str, message: str, *, attempt: str | None = None) -> None:
+        """A change starts: state pending, condition False/Reconfiguring (and the attempt marker, if given)."""
+        annotations = {DESIRED_ANNOTATION: desired}
+        if attempt is not None:
+            annotations[ATTEMPT_ANNOTATION] = attempt
         self.report(
             state=MigConfigState.PENDING,
             status=ConditionStatus.FALSE,
             reason=ConditionReason.RECONFIGURING,
             message=message,
-            annotations={DESIRED_ANNOTATION: desired},
+            annotations=annotations,
             event=EventReason.RECONFIGURING,
         )
 
     def progress(self, reason: ConditionReason, message: str) -> None:
         """A phase of a running change (Draining, WaitingForDevicePlugin): the condition only."""
-        self.report(status=ConditionStatus.FALSE, reason=reason, message=message, event=_REASON_EVENTS.get(reason))
+        self.report(status=ConditionStatus.FALSE, reason=reason, message=message, event=_PROGRESS_EVENTS.get(reason))
 
     def succeeded(self, *, desired: str, observed: str, message: str, plan: str | None = None) -> None:
         annotations: dict[str, str | None] = {
@@ -119,7 +125,7 @@ class StatusReporter:
             reason=reason,
             message=message,
             annotations={LAST_ERROR_ANNOTATION: message[:_MAX_ERROR_ANNOTATION], ATTEMPT_ANNOTATION: str(attempt)},
-            event=_REASON_EVENTS.get(reason, EventReason.FAILED),
+            event=_FAILURE_EVENTS.get(reason, EventReason.FAILED),
             warning=True,
         )
 
@@ -138,6 +144,17 @@ class StatusReporter:
             self._api.emit_event(str(reason), message, warning=warning)
         except MigAgentError as error:
             log.warning("event_not_recorded", reason=str(reason), error=str(error))
+
+
+def reports_success(node: NodeView, desired: str) -> bool:
+    """True when the Node already says `success` for exactly `desired` (an idle re-check writes nothing)."""
+    condition = node.condition(CONDITION_TYPE)
+    return (
+        node.labels.get(MIG_CONFIG_STATE_LABEL) == MigConfigState.SUCCESS
+        and node.annotations.get(DESIRED_ANNOTATION) == desired
+        and condition is not None
+        and (condition.status, condition.reason) == (ConditionStatus.TRUE, ConditionReason.APPLIED)
+    )
 
 
 # --- annotation values --------------------------------------------------------------------------

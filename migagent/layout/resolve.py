@@ -97,6 +97,14 @@ def resolve_entry(entry: LayoutEntry, gpu: GpuIdentity, *, config_name: str) -> 
             errors.append(f"{gpu.label}: profile '{profile}' in {where} is not offered; {exc}")
     if errors:
         raise LayoutDoesNotFitError("\n".join(errors))
+    # Every CI takes at least one compute slice. Refusing more CIs than that here also keeps a count
+    # such as 10**9 from being expanded one item per CI below.
+    total = sum(count for _, count in resolved)
+    if total > gpu.profiles.compute_slices:
+        raise LayoutDoesNotFitError(
+            f"{gpu.label}: {where}.mig-devices asks for {total} compute instances; this GPU has "
+            f"{gpu.profiles.compute_slices} compute slices, so at most {gpu.profiles.compute_slices} fit"
+        )
     # Whether the GIs fit (instance limits, slices, placements) is the planner's exact solver's call:
     # it also says which close layout would fit.
     packed = pack_compute_instances(flatten(resolved))
@@ -107,7 +115,7 @@ def resolve_entry(entry: LayoutEntry, gpu: GpuIdentity, *, config_name: str) -> 
 def validate_entries(
     entries: Sequence[LayoutEntry], gpus: Sequence[GpuIdentity], *, config_name: str
 ) -> None:
-    """Offline check: resolve every entry on every GPU its filter targets, ignoring `devices`.
+    """Offline check: resolve every entry on every GPU its filter targets (any subsystem), ignoring `devices`.
 
     Unlike `resolve_entries`, an entry that a later one overrides is still checked, and an entry
     for GPU 3 is checked on an offline identity numbered 0.
@@ -115,7 +123,7 @@ def validate_entries(
     errors: list[str] = []
     for entry in entries:
         for gpu in gpus:
-            if not entry.matches_pci(gpu.pci_device_id, gpu.subsystem_id):
+            if not entry.may_match_pci(gpu.pci_device_id):
                 continue
             try:
                 resolve_entry(entry, gpu, config_name=config_name)
@@ -127,7 +135,7 @@ def validate_entries(
 
 def models_targeted_by(entry: LayoutEntry) -> tuple[GpuModel, ...]:
     """Catalog models with a PCI id the entry's filter matches (all of them when it has no filter)."""
-    return tuple(m for m in all_models() if any(entry.matches_pci(pci, None) for pci in m.pci_device_ids))
+    return tuple(m for m in all_models() if any(entry.may_match_pci(pci) for pci in m.pci_device_ids))
 
 
 def offline_identities(
@@ -148,7 +156,7 @@ def offline_identities(
 
 
 def _offline_identity(model: GpuModel, entries: Sequence[LayoutEntry]) -> GpuIdentity:
-    matched = (pci for pci in model.pci_device_ids if any(e.matches_pci(pci, None) for e in entries))
+    matched = (pci for pci in model.pci_device_ids if any(e.may_match_pci(pci) for e in entries))
     return GpuIdentity(
         index=0,
         pci_device_id=next(matched, model.primary_pci_device_id),

@@ -35,6 +35,10 @@ class PciFilter:
             return False
         return self.subsystem is None or self.subsystem == subsystem_id
 
+    def may_match(self, pci_device_id: int) -> bool:
+        """Whether some board with this device id matches, whatever its subsystem (offline checks)."""
+        return pci_device_id == self.device_vendor
+
     def __str__(self) -> str:
         text = format_pci_id(self.device_vendor)
         return text if self.subsystem is None else f"{text}:{format_pci_id(self.subsystem)}"
@@ -55,6 +59,11 @@ class LayoutEntry:
         if not self.device_filter:
             return True
         return any(f.matches(pci_device_id, subsystem_id) for f in self.device_filter)
+
+    def may_match_pci(self, pci_device_id: int) -> bool:
+        """Like `matches_pci` for a board whose subsystem is not known: offline, a filter qualified
+        by a subsystem (`0x20B010DE:0x147E10DE`) still targets the model with that device id."""
+        return not self.device_filter or any(f.may_match(pci_device_id) for f in self.device_filter)
 
     def matches_index(self, gpu_index: int) -> bool:
         return self.devices == ALL_DEVICES or gpu_index in self.devices

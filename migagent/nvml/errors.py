@@ -60,6 +60,7 @@ _HINTS: dict[int, str] = {
     pynvml.NVML_ERROR_NO_PERMISSION: "MIG changes need root or the mig/config capability",
     pynvml.NVML_ERROR_GPU_IS_LOST: "the GPU fell off the bus; it needs a reset or reboot",
     pynvml.NVML_ERROR_DRIVER_NOT_LOADED: "the NVIDIA kernel driver is not loaded",
+    pynvml.NVML_ERROR_LIBRARY_NOT_FOUND: "libnvidia-ml.so.1 (the NVIDIA driver's NVML library) is not installed here",
     pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH: "libnvidia-ml and the kernel driver versions differ",
 }
 

@@ -198,8 +198,9 @@ def _drop_vectors(limits: Sequence[int], total: int) -> list[tuple[int, ...]]:
 def closest_fitting(table: ProfileTable, desired: Sequence[DesiredGi]) -> tuple[DesiredGi, ...]:
     """The sub-multiset of `desired` that fits after dropping the fewest instances.
 
-    Ties keep the most memory slices, then drop the smallest GIs first, so the answer is the
-    layout a user most likely meant. Returns `desired` itself (largest first) when it fits.
+    Ties keep the most memory slices, then the most compute instances (a GI split into several
+    CIs counts for each), then drop the smallest GIs first, so the answer is the layout a user
+    most likely meant. Returns `desired` itself (largest first) when it fits.
     Searched by the number dropped, so a layout one instance too large costs a handful of checks.
     """
     kinds = largest_first(table, set(desired))
@@ -214,10 +215,10 @@ def closest_fitting(table: ProfileTable, desired: Sequence[DesiredGi]) -> tuple[
         have = Counter(gis)
         return tuple(n - have[kind] for kind, n in zip(kinds, keepable, strict=True))
 
-    def preference(drops: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
+    def preference(drops: tuple[int, ...]) -> tuple[int, int, tuple[int, ...]]:
         gis = remaining(drops)
         slices = sum(p.memory_slices for gi in gis if (p := table.gi_profile(gi.profile_id)) is not None)
-        return (-slices, drops)
+        return (-slices, -sum(len(gi.ci_profile_ids) for gi in gis), drops)
 
     # Layouts a little too large are common and cheap to answer level by level; beyond that, list
     # every fitting sub-multiset at once (monotone search) rather than the many drop vectors.

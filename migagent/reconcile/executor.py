@@ -10,6 +10,7 @@ from __future__ import annotations
 from migagent.errors import InUseError, PermanentError, ResetRequiredError
 from migagent.layout.observed import Observation, ObservedCi, ObservedGi
 from migagent.nvml.mode import ModeActivation
+from migagent.planning import Plan
 from migagent.planning.steps import Step, StepKind
 from migagent.reconcile.ports import NodeDriver
 
@@ -41,6 +42,22 @@ def precondition_failure(step: Step, observation: Observation) -> str | None:
                 return f"GPU {step.gpu}: the MIG mode a reset would activate is not pending"
         case StepKind.DESTROY_CI | StepKind.DESTROY_GI | StepKind.SET_MODE:
             pass
+    return None
+
+
+def lost_kept_instance(plan: Plan, observation: Observation) -> str | None:
+    """Which GI the plan keeps is no longer on the node as it was (profile, placement, CIs); None if all are.
+
+    A journaled plan chose what to destroy and where to create around the GIs it keeps; when one
+    of them has gone or changed since, resuming would follow choices a fresh plan might not make.
+    """
+    present = {gpu.index: gpu for gpu in observation.gpus}
+    for gpu_plan in plan.gpus:
+        gpu = present.get(gpu_plan.gpu)
+        for kept in gpu_plan.keep:
+            seen = None if gpu is None else gpu.gi_at(kept.placement)
+            if seen is None or (seen.profile_id, seen.ci_profile_ids) != (kept.profile_id, kept.ci_profile_ids):
+                return f"GPU {gpu_plan.gpu}: the plan keeps GPU instance {kept.profile_id}@{kept.placement}, now gone"
     return None
 
 

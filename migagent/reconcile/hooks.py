@@ -6,8 +6,10 @@ order and the first failure stops that list; a hook's environment is its own `en
 flags as MIG_PARTED_* variables (the flags win, booleans spelled true/false), and the parent
 environment is deliberately NOT inherited, exactly as mig-parted runs them.
 
-Unlike mig-parted the file is parsed strictly: unknown keys and hook names are errors that name the
-file and the key, because a misspelt hook name would otherwise silently never run.
+Files that mig-parted accepts are accepted: like mig-parted we do not refuse a version other than v1,
+unknown keys or hook names it does not run (they are ignored), but each is logged as a warning naming
+the file and the key, because a misspelt hook name would otherwise silently never run. Values of the
+wrong type are errors, as they are for mig-parted's YAML decoding.
 """
 
 from __future__ import annotations
@@ -66,15 +68,20 @@ def parse_hooks(text: str, *, source: str) -> HooksFile:
         raise HooksFileError(f"{source}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise HooksFileError(f"{source}: expected a mapping with keys 'version' and 'hooks'")
-    _reject_unknown(data, _FILE_KEYS, where=source)
-    if data.get("version") != "v1":
-        raise HooksFileError(f"{source}: 'version' is {data.get('version')!r}; the only valid value is 'v1'")
+    _warn_unknown(data, _FILE_KEYS, where=source)
+    version = data.get("version")
+    if version != "v1":
+        log.warning("hooks_file_version_unexpected", file=source, version=version, expected="v1")
     raw_hooks = data.get("hooks") or {}
     if not isinstance(raw_hooks, dict):
         raise HooksFileError(f"{source}: 'hooks' must map hook names ({', '.join(HOOK_NAMES)}) to lists")
-    _reject_unknown(raw_hooks, set(HOOK_NAMES), where=f"{source}: hooks")
-    hooks = {name: _parse_list(items, where=f"{source}: hooks.{name}") for name, items in raw_hooks.items()}
-    return HooksFile(version="v1", hooks=hooks)
+    _warn_unknown(raw_hooks, set(HOOK_NAMES), where=f"{source}: hooks")
+    hooks = {
+        name: _parse_list(items, where=f"{source}: hooks.{name}")
+        for name, items in raw_hooks.items()
+        if name in HOOK_NAMES
+    }
+    return HooksFile(version=str(version), hooks=hooks)
 
 
 def load_hooks_file(path: Path) -> HooksFile:
@@ -85,10 +92,11 @@ def load_hooks_file(path: Path) -> HooksFile:
     return parse_hooks(text, source=str(path))
 
 
-def _reject_unknown(data: dict[Any, Any], allowed: set[str], *, where: str) -> None:
+def _warn_unknown(data: dict[Any, Any], allowed: set[str], *, where: str) -> None:
+    """mig-parted ignores keys it does not know; we ignore them too, but say so."""
     unknown = sorted(str(key) for key in data if key not in allowed)
     if unknown:
-        raise HooksFileError(f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(allowed))}")
+        log.warning("hooks_file_keys_ignored", where=where, ignored=unknown, valid=sorted(allowed))
 
 
 def _parse_list(items: object, *, where: str) -> tuple[HookCommand, ...]:
@@ -102,7 +110,7 @@ def _parse_list(items: object, *, where: str) -> tuple[HookCommand, ...]:
 def _parse_command(item: object, *, where: str) -> HookCommand:
     if not isinstance(item, dict):
         raise HooksFileError(f"{where}: expected a mapping with 'command' and optional args/envs/workdir")
-    _reject_unknown(item, _HOOK_KEYS, where=where)
+    _warn_unknown(item, _HOOK_KEYS, where=where)
     command = item.get("command")
     if not isinstance(command, str) or not command:
         raise HooksFileError(f"{where}: 'command' must be a non-empty string (a program path)")

@@ -31,7 +31,7 @@ from migagent.layout.observed import Observation
 from migagent.planning import Plan, plan
 from migagent.planning.steps import Step, StepKind
 from migagent.reconcile.bootid import BootIdProvider, read_boot_id
-from migagent.reconcile.executor import execute_step, precondition_failure
+from migagent.reconcile.executor import execute_step, lost_kept_instance, precondition_failure
 from migagent.reconcile.journal import JOURNAL_VERSION, Journal, JournalRecord
 from migagent.reconcile.ports import NodeDriver, RebootRequester
 from migagent.reconcile.result import ApplyOutcome, ApplyResult
@@ -118,7 +118,7 @@ class ApplyEngine:
         self._load_journal(a)
         observation = self._driver.observe()
         self._check_reboot_outcome(a, observation, desired)
-        if self._can_resume(a):
+        if self._can_resume(a, observation):
             self._move(a, Phase.APPLYING)
             check_nothing_in_use(self._remaining(a), observation)
         else:
@@ -129,7 +129,7 @@ class ApplyEngine:
             return self._request_reboot(a, signal.reason)
         except ResetSkipped as signal:
             return self._stop_before_reset(a, signal.step)
-        return self._verify(a, desired)
+        return self._converged(a)
 
     def _load_journal(self, a: _Attempt) -> None:
         a.boot_id = self._boot_id()
@@ -139,9 +139,14 @@ class ApplyEngine:
             a.attempts = previous.attempts
             a.reboot_requested = previous.reboot_requested
 
-    def _can_resume(self, a: _Attempt) -> bool:
+    def _can_resume(self, a: _Attempt, observation: Observation) -> bool:
         p = a.previous
         if p is None or p.plan is None or p.phase not in RESUMABLE or p.boot_id != a.boot_id:
+            return False
+        lost = lost_kept_instance(p.plan, observation)
+        if lost is not None:
+            # The rest of the journaled plan was chosen around GIs that are gone: plan afresh.
+            a.log.warning("journal_stale", reason=lost)
             return False
         a.plan, a.step_index = p.plan, p.step_index
         a.log.info("journal_resumed", step_index=p.step_index, steps=len(p.plan.steps))
@@ -158,6 +163,7 @@ class ApplyEngine:
         while True:
             try:
                 self._execute(a)
+                self._check_converged(a, desired)
                 return
             except Replan as signal:
                 if a.replanned:
@@ -166,6 +172,14 @@ class ApplyEngine:
                 a.replanned = True
                 self._move(a, Phase.OBSERVING)
                 self._plan(a, self._driver.observe(), desired)
+
+    def _check_converged(self, a: _Attempt, desired: DesiredNode) -> None:
+        """Every step is done; a fresh plan still having steps means the node changed under us."""
+        self._move(a, Phase.VERIFYING)
+        remaining = self._planner(self._driver.observe(), desired)
+        if not remaining.is_empty:
+            pending = "; ".join(step.describe() for step in remaining.steps[:4])
+            raise Replan(f"the node does not match the layout after applying; still needed: {pending}")
 
     def _execute(self, a: _Attempt) -> None:
         assert a.plan is not None
@@ -213,12 +227,7 @@ class ApplyEngine:
         step_log.info("step_succeeded")
         return True
 
-    def _verify(self, a: _Attempt, desired: DesiredNode) -> ApplyResult:
-        self._move(a, Phase.VERIFYING)
-        remaining = self._planner(self._driver.observe(), desired)
-        if not remaining.is_empty:
-            pending = "; ".join(step.describe() for step in remaining.steps[:4])
-            raise PermanentError(f"the node does not match the layout after applying; still needed: {pending}")
+    def _converged(self, a: _Attempt) -> ApplyResult:
         self._move(a, Phase.CONVERGED)
         a.attempts, a.reboot_requested = 0, False
         self._save(a, Phase.CONVERGED)

@@ -1,10 +1,11 @@
 """mig-parted's `apply` sequence around the engine: hooks, the mode part, then the device part.
 
-Order (reference/mig-parted-contract.md §2.2): apply-start; if the MIG modes are not as desired,
-pre-apply-mode and the mode part; unless mode-only, if the devices are not as desired,
-pre-apply-config and the device part; apply-exit always, its failure reported only when nothing
-else failed. Each part is one engine apply, journaled under its own key, so a crash inside either
-resumes where it stopped.
+Order (reference/mig-parted-contract.md §2.2): apply-start; unless mode-only, a pure check that the
+whole layout fits and touches no MIG device in use, so that a layout that will be refused changes
+nothing, not even a MIG mode; if the MIG modes are not as desired, pre-apply-mode and the mode
+part; unless mode-only, if the devices are not as desired, pre-apply-config and the device part;
+apply-exit always, its failure reported only when nothing else failed. Each part is one engine
+apply, journaled under its own key, so a crash inside either resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from dataclasses import dataclass, field
 import structlog
 
 from migagent.errors import MigAgentError, PermanentError
-from migagent.layout.desired import DesiredNode
+from migagent.layout.desired import DesiredGpu, DesiredNode
 from migagent.layout.observed import Observation
+from migagent.planning import plan
 from migagent.reconcile.assertion import config_mismatches, mode_mismatches, mode_only_target
 from migagent.reconcile.hooks import HookRunner
 from migagent.reconcile.journal import desired_node_hash
 from migagent.reconcile.machine import ApplyEngine, ApplyOutcome, ApplyResult
+from migagent.reconcile.safety import check_nothing_in_use
 
 log = structlog.get_logger(__name__)
 
@@ -53,6 +56,8 @@ class ApplySession:
         report = SessionReport()
         try:
             self._hook("apply-start", report)
+            if not mode_only:
+                refuse_before_any_change(self.observe(), desired)
             self._mode_part(desired, config_name=config_name, report=report, mode_only=mode_only)
             if not mode_only:
                 self._config_part(desired, config_name=config_name, report=report)
@@ -90,6 +95,24 @@ class ApplySession:
             self._hook("apply-exit", report)
         except MigAgentError as exc:  # the earlier failure is the one to report
             log.error("apply_exit_hook_failed", error=str(exc))
+
+
+def _checkable(observation: Observation, want: DesiredGpu) -> bool:
+    """Whether the fit of this GPU's entry can be judged now (its profile table is known, or it
+    asks for no instances); a GPU whose table appears only once MIG is on is judged by the config part."""
+    gpu = next((g for g in observation.gpus if g.index == want.index), None)
+    return gpu is None or gpu.profiles is not None or not want.gpu_instances
+
+
+def refuse_before_any_change(observation: Observation, desired: DesiredNode) -> None:
+    """Raise what the config part would raise half-way, before the mode part changes anything.
+
+    The mode and config parts are separate engine runs, so without this a layout that does not fit
+    one GPU (or would destroy a busy GI) would still switch MIG modes, and reset Ampere GPUs,
+    before being refused. Planning is pure, so this costs no NVML call beyond the observation.
+    """
+    checkable = DesiredNode(gpus=tuple(g for g in desired.gpus if _checkable(observation, g)))
+    check_nothing_in_use(plan(observation, checkable).steps, observation)
 
 
 def _raise_unless_done(result: ApplyResult, *, allow_reset_pending: bool) -> None:

@@ -39,7 +39,8 @@ TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
     Phase.PLANNING: frozenset({Phase.APPLYING, Phase.VERIFYING, Phase.FAILED}),
     # APPLYING -> OBSERVING: re-plan once when the node no longer matches the plan.
     Phase.APPLYING: frozenset({Phase.VERIFYING, Phase.OBSERVING, Phase.REBOOT_REQUESTED, Phase.IDLE, Phase.FAILED}),
-    Phase.VERIFYING: frozenset({Phase.CONVERGED, Phase.FAILED}),
+    # VERIFYING -> OBSERVING: the node changed under us while applying; re-plan once.
+    Phase.VERIFYING: frozenset({Phase.CONVERGED, Phase.OBSERVING, Phase.FAILED}),
     Phase.REBOOT_REQUESTED: frozenset({Phase.OBSERVING, Phase.FAILED}),
     Phase.CONVERGED: frozenset({Phase.IDLE, Phase.OBSERVING}),
     Phase.FAILED: frozenset({Phase.IDLE, Phase.OBSERVING}),

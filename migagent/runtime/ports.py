@@ -69,6 +69,9 @@ class AgentSettings:
     drain_timeout_s: float = 300.0
     readvertise_timeout_s: float = 300.0
     readvertise_poll_s: float = 2.0
+    plugin_settle_s: float = 60.0
+    """When the GPUs already match but Node allocatable does not (a device plugin still starting), how
+    long to wait for it before cordoning and restarting the plugin."""
     force_delete: bool = False
     """Delete pods instead of evicting them (bypasses PodDisruptionBudgets)."""
     resync_period_s: float = 300.0

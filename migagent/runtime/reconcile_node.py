@@ -17,26 +17,25 @@ from contextlib import contextmanager
 
 import structlog
 
-from migagent.kube.cordon import Cordon, cordoned_by_us
-from migagent.kube.deviceplugin import PausedComponents, wait_for_advertisement
+from migagent.kube.deviceplugin import PausedComponents, advertised_within, wait_for_advertisement
 from migagent.kube.drain import DrainPlanner
 from migagent.kube.expected import advertisement_matches, expected_resources
 from migagent.kube.names import (
     ATTEMPT_ANNOTATION,
-    CONDITION_TYPE,
-    DEPLOY_LABEL_PREFIX,
-    DEPLOY_TRUE,
-    DESIRED_ANNOTATION,
     MIG_CONFIG_LABEL,
     MIG_CONFIG_STATE_LABEL,
-    PAUSED_FOR_MIG_CHANGE,
     ConditionReason,
-    ConditionStatus,
     EventReason,
     MigConfigState,
 )
 from migagent.kube.port import NodeView
-from migagent.kube.status import StatusReporter, desired_annotation, observed_annotation, plan_annotation
+from migagent.kube.status import (
+    StatusReporter,
+    desired_annotation,
+    observed_annotation,
+    plan_annotation,
+    reports_success,
+)
 from migagent.layout.desired import DesiredNode
 from migagent.layout.observed import Observation
 from migagent.layout.parse import load_layout_file
@@ -44,15 +43,21 @@ from migagent.layout.resolve import identity_of, resolve_config
 from migagent.planning import Plan, plan
 from migagent.reconcile.journal import desired_node_hash
 from migagent.reconcile.result import ApplyOutcome
-from migagent.runtime.attempt import ApplyFailedError, AttemptMarker, StopRequested, UndoStack, failure_reason
+from migagent.runtime.attempt import (
+    DEVICE_PLUGIN,
+    UNCORDON,
+    ApplyFailedError,
+    AttemptMarker,
+    NodeReleases,
+    StopRequested,
+    UndoStack,
+    failure_reason,
+)
 from migagent.runtime.listener import AgentPhase, Outcome
 from migagent.runtime.notes import check_advertisable, eviction_reasons, gpu_pods_left_alone, plan_summary
 from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook, ReconcileReport
 
 log = structlog.get_logger(__name__)
-
-UNCORDON = "uncordon"
-DEVICE_PLUGIN = "resume-device-plugin"
 
 
 class NodeReconcile:
@@ -72,7 +77,7 @@ class NodeReconcile:
         self._hook = phase_hook
         self._undo = UndoStack()
         self._status = StatusReporter(ports.api)
-        self._cordon = Cordon(ports.api)
+        self._releases = NodeReleases(ports.api, ports.restarter, self._status, self._undo)
         self._phase: AgentPhase | None = None
         self._attempt = 1
         self._log = log.bind(node=ports.api.node_name)
@@ -85,11 +90,11 @@ class NodeReconcile:
             return ReconcileReport(Outcome.FAILED, self._attempt, f"reading the node: {exc}", node_read=False)
         try:
             return ReconcileReport(self._run(node), self._attempt)
-        except StopRequested:
-            self._log.info("attempt_stopped", phase=self._phase, undo=self._undo.names)
-            self._undo.unwind()
-            return ReconcileReport(Outcome.STOPPED, self._attempt)
+        except StopRequested as stop:
+            return self._stopped(stop)
         except Exception as exc:  # every failure, of any kind, is undone and reported in one place
+            if self._stop is not None and self._stop.is_set():
+                return self._stopped(exc)  # a wait the stop request cut short: undone, not a failure
             return self._fail(exc)
 
     # -- the flow -------------------------------------------------------------------------------
@@ -109,20 +114,39 @@ class NodeReconcile:
             desired = resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus])
             check_advertisable(desired, observation)
             steps = plan(observation, desired)
-        if steps.is_empty and advertisement_matches(node.allocatable, expected_resources(observation))[0]:
-            return self._already_applied(node, name, desired, observation)
+        if steps.is_empty:
+            advertising = self._advertising(node, observation)
+            if advertising is not None:
+                return self._already_applied(advertising, name, desired, observation)
         return self._reconfigure(name, desired, observation, steps)
+
+    def _advertising(self, node: NodeView, observation: Observation) -> NodeView | None:
+        """The node once it advertises what the GPUs hold; None: the plugin needs a restart.
+
+        A plugin only starting (node boot, pod recreated) gets the settle period before anything is
+        cordoned or restarted; after an interrupted or failed attempt it is known to be behind."""
+        expected = expected_resources(observation)
+        if advertisement_matches(node.allocatable, expected)[0]:
+            return node
+        if self._undo.names or node.labels.get(MIG_CONFIG_STATE_LABEL) not in (None, MigConfigState.SUCCESS):
+            return None
+        self._log.info("waiting_for_device_plugin_to_settle", settle_s=self._settings.plugin_settle_s)
+        settled = advertised_within(
+            self._p.api,
+            expected,
+            timeout_s=self._settings.plugin_settle_s,
+            clock=self._p.clock,
+            poll_interval_s=self._settings.readvertise_poll_s,
+            stop=self._stop,
+        )
+        if self._stop is not None and self._stop.is_set():
+            raise StopRequested("stop requested while waiting for the device plugin to settle")
+        return settled
 
     def _already_applied(self, node: NodeView, name: str, desired: DesiredNode, observation: Observation) -> Outcome:
         self._finish_leftovers()
         wanted = desired_annotation(name, desired_node_hash(desired))
-        condition = node.condition(CONDITION_TYPE)
-        reported = (
-            node.labels.get(MIG_CONFIG_STATE_LABEL) == MigConfigState.SUCCESS
-            and node.annotations.get(DESIRED_ANNOTATION) == wanted
-            and condition is not None
-            and (condition.status, condition.reason) == (ConditionStatus.TRUE, ConditionReason.APPLIED)
-        )
+        reported = reports_success(node, wanted)
         if not reported:  # idle re-checks write nothing
             self._status.succeeded(
                 desired=wanted, observed=observed_annotation(observation), message=f"layout {name} is applied"
@@ -133,25 +157,17 @@ class NodeReconcile:
     def _reconfigure(self, name: str, desired: DesiredNode, observation: Observation, steps: Plan) -> Outcome:
         layout_hash = desired_node_hash(desired)
         marker = AttemptMarker(self._attempt, name, self._p.clock.wall())
-        self._status.report(
-            state=MigConfigState.PENDING,
-            status=ConditionStatus.FALSE,
-            reason=ConditionReason.RECONFIGURING,
-            message=f"applying layout {name}: {plan_summary(steps)}",
-            annotations={
-                DESIRED_ANNOTATION: desired_annotation(name, layout_hash),
-                ATTEMPT_ANNOTATION: marker.to_annotation(),
-            },
-            event=EventReason.RECONFIGURING,
+        self._status.pending(
+            desired_annotation(name, layout_hash),
+            f"applying layout {name}: {plan_summary(steps)}",
+            attempt=marker.to_annotation(),
         )
         with self._in_phase(AgentPhase.CORDON):
-            if self._cordon.cordon():
-                self._undo.push(UNCORDON, self._cordon.uncordon)
+            if self._releases.cordon.cordon():
+                self._undo.push(UNCORDON, self._releases.uncordon)
+                self._status.event(EventReason.CORDONED, f"node cordoned while layout {name} is applied")
         with self._in_phase(AgentPhase.PAUSE):
-            paused = self._p.restarter.pause()
-            if paused.restore:
-                self._undo.push(DEVICE_PLUGIN, lambda: self._p.restarter.resume(paused))
-                self._status.event(EventReason.DEVICE_PLUGIN_PAUSED, f"paused {', '.join(sorted(paused.restore))}")
+            paused = self._pause()
         with self._in_phase(AgentPhase.DRAIN):
             self._drain(steps, observation)
         with self._in_phase(AgentPhase.APPLY):
@@ -164,7 +180,7 @@ class NodeReconcile:
             after = self._readvertise(name)
         with self._in_phase(AgentPhase.UNCORDON):
             if UNCORDON in self._undo:
-                self._cordon.uncordon()
+                self._releases.uncordon()
                 self._undo.pop(UNCORDON)
         self._status.succeeded(
             desired=desired_annotation(name, layout_hash),
@@ -175,6 +191,18 @@ class NodeReconcile:
         self._p.listener.layout_applied(name)
         self._log.info("layout_applied")
         return Outcome.APPLIED
+
+    def _pause(self) -> PausedComponents:
+        adopted = DEVICE_PLUGIN in self._undo
+        # Until pause() returns, a failure restores whatever it had paused on the Node by then.
+        self._undo.push(DEVICE_PLUGIN, self._releases.resume_paused_labels)
+        paused = self._p.restarter.pause()
+        if paused.restore:
+            self._undo.push(DEVICE_PLUGIN, lambda: self._p.restarter.resume(paused))
+            self._status.event(EventReason.DEVICE_PLUGIN_PAUSED, f"paused {', '.join(sorted(paused.restore))}")
+        elif not adopted:
+            self._undo.pop(DEVICE_PLUGIN)  # nothing paused: nothing to restore until the GPUs change
+        return paused
 
     def _drain(self, steps: Plan, observation: Observation) -> None:
         pods = self._p.api.list_pods_on_node()
@@ -191,7 +219,7 @@ class NodeReconcile:
             f" {len(left)} other GPU pod(s) keep running",
         )
         result = self._p.drainer.drain(
-            chosen, timeout_s=self._settings.drain_timeout_s, force_delete=self._settings.force_delete
+            chosen, timeout_s=self._settings.drain_timeout_s, force_delete=self._settings.force_delete, stop=self._stop
         )
         self._p.listener.pods_evicted(len(result.removed))
         self._p.listener.drain_wait(result.waited_s)
@@ -215,6 +243,7 @@ class NodeReconcile:
             return True
         if result.outcome is not ApplyOutcome.CONVERGED:
             raise ApplyFailedError(result.error or f"apply ended {result.outcome.value}")
+        self._status.event(EventReason.GPUS_RECONFIGURED, f"GPUs now hold layout {name}: {plan_summary(steps)}")
         return False
 
     def _restart_plugin(self, paused: PausedComponents) -> None:
@@ -236,6 +265,7 @@ class NodeReconcile:
             timeout_s=self._settings.readvertise_timeout_s,
             clock=self._p.clock,
             poll_interval_s=self._settings.readvertise_poll_s,
+            stop=self._stop,
         )
         self._p.listener.readvertise_wait(self._p.clock.monotonic() - started)
         return after
@@ -246,17 +276,9 @@ class NodeReconcile:
         """Take over what an interrupted attempt left on the Node, so this attempt ends it either way."""
         previous = AttemptMarker.from_annotation(node.annotations.get(ATTEMPT_ANNOTATION))
         self._attempt = previous.number + 1 if previous is not None else 1
-        if cordoned_by_us(node):
-            self._undo.push(UNCORDON, self._cordon.uncordon)
-        paused = {
-            label: DEPLOY_TRUE
-            for label, value in node.labels.items()
-            if label.startswith(DEPLOY_LABEL_PREFIX) and value == PAUSED_FOR_MIG_CHANGE
-        }
-        if paused:
-            self._undo.push(DEVICE_PLUGIN, lambda: self._p.restarter.resume(PausedComponents(restore=paused)))
-        if self._undo.names:
-            self._log.warning("interrupted_attempt_found", leftovers=self._undo.names, previous_attempt=previous)
+        leftovers = self._releases.adopt(node)
+        if leftovers:
+            self._log.warning("interrupted_attempt_found", leftovers=leftovers, previous_attempt=previous)
 
     def _finish_leftovers(self) -> None:
         failures = self._undo.unwind()
@@ -275,6 +297,11 @@ class NodeReconcile:
             yield
         finally:
             self._p.listener.phase_finished(phase, self._p.clock.monotonic() - started)
+
+    def _stopped(self, why: Exception) -> ReconcileReport:
+        self._log.info("attempt_stopped", phase=self._phase, undo=self._undo.names, why=str(why))
+        self._undo.unwind()
+        return ReconcileReport(Outcome.STOPPED, self._attempt)
 
     def _fail(self, error: Exception) -> ReconcileReport:
         """The one place an attempt fails: undo in reverse order, then report failed with the reason."""

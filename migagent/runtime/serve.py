@@ -12,10 +12,15 @@ from __future__ import annotations
 import structlog
 from prometheus_client import CollectorRegistry
 
+from migagent.errors import PermanentError
 from migagent.runtime.health import HealthState, ObservabilityServer
 from migagent.runtime.metrics import PrometheusMetrics
 
 log = structlog.get_logger("migagent.observability")
+
+
+class MetricsServerError(PermanentError):
+    """The metrics port cannot be served (in use, no such address): a setting to change, not a bug."""
 
 
 def start_observability(port: int, address: str, health: HealthState) -> tuple[PrometheusMetrics, ObservabilityServer]:
@@ -30,7 +35,9 @@ def start_observability(port: int, address: str, health: HealthState) -> tuple[P
     try:
         server = ObservabilityServer(registry=registry, health=health, address=address, port=port)
     except OSError as exc:
-        where = f"{address}:{port} (--metrics-address/--metrics-port)"
-        raise OSError(exc.errno, f"cannot serve metrics on {where}: {exc.strerror}") from exc
+        raise MetricsServerError(
+            f"cannot serve metrics on {address}:{port}: {exc.strerror or exc}; choose another --metrics-port"
+            " (0 picks a free one) or --metrics-address"
+        ) from exc
     log.info("observability_serving", url=server.url, paths=["/metrics", "/healthz", "/readyz"])
     return metrics, server

@@ -24,15 +24,14 @@ def parse_node_spec(spec: str) -> tuple[GpuModel, ...]:
             f"empty entry in node spec {spec!r}: expected comma-separated [<count>x]<model>,"
             f" e.g. '8xH100-80GB-SXM'; valid models: {', '.join(model_keys())}"
         )
-    models: list[GpuModel] = []
-    for entry in entries:
-        count, model = _parse_entry(spec, entry)
-        models.extend([model] * count)
-    if len(models) > MAX_GPUS_PER_NODE:
+    parsed = [_parse_entry(spec, entry) for entry in entries]
+    total = sum(count for count, _model in parsed)
+    # Checked before building the list: a count such as 10**12 must not be expanded first.
+    if total > MAX_GPUS_PER_NODE:
         raise NodeSpecError(
-            f"node spec {spec!r} asks for {len(models)} GPUs; the simulator supports at most {MAX_GPUS_PER_NODE}"
+            f"node spec {spec!r} asks for {total} GPUs; the simulator supports at most {MAX_GPUS_PER_NODE}"
         )
-    return tuple(models)
+    return tuple(model for count, model in parsed for _ in range(count))
 
 
 def _parse_entry(spec: str, entry: str) -> tuple[int, GpuModel]:

@@ -121,8 +121,11 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
             source.close()
         if end is WatchEnd.DROPPED:
             self._drop_connection()
-        else:
+            return
+        try:
             self.wfile.write(b"0\r\n\r\n")
+        except OSError:  # the client left as the stream ended (an agent process killed, say)
+            self.close_connection = True
 
     def _write_chunk(self, event: JsonDict) -> None:
         line = json.dumps(event).encode() + b"\n"  # one event per chunk, each a complete line

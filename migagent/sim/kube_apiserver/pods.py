@@ -114,6 +114,8 @@ def _check_budgets(store: Store, pod: JsonDict) -> None:
     if allowed < 0:
         raise ApiError(403, "pdb disruptions allowed is negative")
     if allowed == 0:
+        # Worded as eviction.go's checkAndDecrement does; unset counts are Go's zero value. Clients
+        # (migagent's drain) take the budget's name from this cause instead of listing PDBs.
         message = (
             f"The disruption budget {name} needs {status.get('desiredHealthy', 0)} healthy pods "
             f"and has {status.get('currentHealthy', 0)} currently"

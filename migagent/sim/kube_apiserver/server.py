@@ -202,6 +202,14 @@ class FakeApiServer:
 
         return self._store.update(PDBS, namespace, name, _in_place(set_allowed))
 
+    def set_pdb_status(self, namespace: str, name: str, status: JsonDict) -> JsonDict:
+        """Replace a PDB's whole status, as its disruption controller would; fields left out are unset."""
+
+        def replace(pdb: JsonDict) -> None:
+            pdb["status"] = dict(status)
+
+        return self._store.update(PDBS, namespace, name, _in_place(replace))
+
     def add_daemonset(self, daemonset: JsonDict) -> JsonDict:
         """Store a DaemonSet (see objects.daemonset_object); status counters default to one ready pod."""
         spec = daemonset.get("spec") or {}

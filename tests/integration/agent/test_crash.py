@@ -18,6 +18,7 @@ from tests.integration.agent.support import (
     assert_released,
     condition,
     crash_at,
+    eventually,
     node_annotations,
     state,
     workload_names,
@@ -95,3 +96,35 @@ def test_a_stop_request_between_phases_undoes_the_attempt_and_a_later_agent_comp
     restarted, _ = cluster.build_agent()
     assert restarted.reconcile_once() is Outcome.APPLIED
     _assert_converged(cluster)
+
+
+def test_a_stop_request_while_a_pdb_blocks_the_drain_ends_the_wait_and_releases_the_node(
+    cluster: SimCluster,
+) -> None:
+    cluster.kubelet.run_workload("ml", "guarded", mig_uuid=cluster.mig_uuid(0, 6), labels={"app": "guarded"})
+    cluster.api.add_pdb("ml", "guarded-pdb", match_labels={"app": "guarded"}, disruptions_allowed=0)
+    stop = threading.Event()
+    evictions_at_stop: list[int] = []
+
+    def evictions() -> int:
+        return sum(1 for r in cluster.api.requests if r.subresource == "eviction")
+
+    def stop_once_refused() -> None:
+        eventually(
+            lambda: any(r.subresource == "eviction" and r.status == 429 for r in cluster.api.requests),
+            what="an eviction refused by the PDB",
+        )
+        evictions_at_stop.append(evictions())
+        stop.set()
+
+    threading.Thread(target=stop_once_refused, daemon=True).start()
+    agent, _ = cluster.build_agent(cluster.options(drain_timeout_s=30.0))
+    cluster.label("all-balanced")
+
+    assert agent.reconcile_once(stop) is Outcome.STOPPED
+
+    assert evictions() - evictions_at_stop[0] <= 1, "the drain kept retrying after the stop request"
+    assert_released(cluster)
+    assert "guarded" in workload_names(cluster)
+    assert advertised(cluster) == SMALL_ALL_1G, "the GPUs were not touched"
+    assert state(cluster) != "failed"

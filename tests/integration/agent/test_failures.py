@@ -12,6 +12,7 @@ from tests.integration.agent.support import (
     SMALL_ALL_1G,
     SMALL_BALANCED,
     ImpatientClock,
+    JsonDict,
     advertised,
     assert_released,
     condition,
@@ -200,3 +201,30 @@ def test_a_gpu_that_cannot_be_reset_gets_one_reboot_request_and_the_node_says_re
     assert state(cluster) == "rebooting"
     assert len(requester.reasons) == 1
     assert condition_reason(cluster) == "RebootRequired"
+
+
+def test_paused_labels_are_restored_by_the_undo_when_the_pause_cannot_clean_up_after_itself(
+    cluster: SimCluster,
+) -> None:
+    # Right after the labels are paused, the API server fails every pod list and node read long
+    # enough that the pause's own clean-up gives up too; the attempt's undo must still restore them.
+    node = cluster.config.node_name
+    injected: list[bool] = []
+
+    def api_outage_once_paused(changed: JsonDict) -> None:
+        labels = changed["metadata"].get("labels", {})
+        if labels.get(deploy_label("device-plugin")) == "paused-for-mig-change" and not injected:
+            injected.append(True)
+            cluster.api.inject_fault("GET", "/pods$", 503, times=5)
+            cluster.api.inject_fault("GET", f"/nodes/{node}$", 503, times=5)
+
+    cluster.api.on_node_changed(api_outage_once_paused)
+    agent, _ = cluster.build_agent(clock=ImpatientClock())
+    cluster.label("all-balanced")
+
+    assert agent.reconcile_once() is Outcome.FAILED
+
+    assert injected
+    assert_released(cluster)
+    assert cluster.node()["metadata"]["labels"][deploy_label("device-plugin")] == "true"
+    assert advertised(cluster) == SMALL_ALL_1G

@@ -17,13 +17,16 @@ from migagent.kube.names import (
 from migagent.runtime.health import HealthState
 from migagent.runtime.listener import AgentPhase, Outcome
 from tests.integration.agent.support import (
+    SMALL_ALL_1G,
     SMALL_BALANCED,
+    JsonDict,
     advertised,
     assert_released,
     attached_pids,
     condition,
     eventually,
     node_annotations,
+    paused_labels,
     request_counts,
     state,
     workload_names,
@@ -107,6 +110,55 @@ def test_a_node_that_already_matches_is_neither_drained_nor_has_its_device_plugi
     idle = request_counts(cluster, since=sum(first.values()))
     assert set(idle) == {"get nodes"}, f"an idle re-check only reads, got {idle}"
     assert state(cluster) == "success"
+
+
+def test_a_matching_node_whose_device_plugin_is_still_registering_is_neither_cordoned_nor_restarted(
+    make_cluster: Callable[[SimClusterConfig], SimCluster],
+) -> None:
+    # The plugin pod was just (re)started (node boot, DaemonSet rollout): it registers after a lag.
+    cluster = make_cluster(SimClusterConfig(spec="2xH100-80GB-SXM", plugin_lag_s=0.5))
+    plugin_uid = (cluster.kubelet.plugin_pod or {})["metadata"]["uid"]
+    node_writes: list[JsonDict] = []
+    cluster.api.on_node_changed(node_writes.append)
+    agent, _ = cluster.build_agent()
+
+    assert agent.reconcile_once() is Outcome.UNCHANGED
+
+    assert not any(node["spec"].get("unschedulable") for node in node_writes), "the node was cordoned"
+    assert paused_labels(cluster) == []
+    assert all(node["metadata"]["labels"].get(deploy_label("device-plugin")) == "true" for node in node_writes), (
+        "the device plugin was paused"
+    )
+    assert (cluster.kubelet.plugin_pod or {})["metadata"]["uid"] == plugin_uid
+    assert request_counts(cluster)["create pods/eviction"] == 0
+    assert state(cluster) == "success"
+    assert advertised(cluster) == SMALL_ALL_1G
+
+
+def test_every_phase_of_a_change_is_recorded_as_an_event_on_the_node(cluster: SimCluster) -> None:
+    cluster.kubelet.run_workload("ml", "moves", mig_uuid=cluster.mig_uuid(0, 6))
+    agent, _ = cluster.build_agent()
+    cluster.label("all-balanced")
+
+    assert agent.reconcile_once() is Outcome.APPLIED
+
+    reasons = [e["reason"] for e in cluster.api.events()]
+    assert reasons == [
+        "MigReconfiguring",
+        "MigCordoned",
+        "MigDevicePluginPaused",
+        "MigDraining",
+        "MigPodEvicted",
+        "MigGpusReconfigured",
+        "MigDevicePluginRestarted",
+        "MigWaitingForDevicePlugin",
+        "MigUncordoned",
+        "MigConfigApplied",
+    ]
+    node_uid = cluster.node()["metadata"]["uid"]
+    for event in cluster.api.events():
+        assert event["metadata"]["namespace"] == "default"
+        assert (event["involvedObject"]["kind"], event["involvedObject"]["uid"]) == ("Node", node_uid)
 
 
 def test_an_admin_cordoned_node_stays_cordoned_after_the_change(cluster: SimCluster) -> None:

@@ -56,10 +56,29 @@ mig-configs:
     - devices: [1]
       mig-enabled: true
       mig-devices: {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}
+  a100-too-big:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {"3g.20gb": 2, "1g.5gb": 1}
+  a100-gpu1-balanced:
+    - devices: [1]
+      mig-enabled: true
+      mig-devices: {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}
+  a100-gpu0-on-gpu1-1g:
+    - devices: [0]
+      mig-enabled: true
+      mig-devices: {}
+    - devices: [1]
+      mig-enabled: true
+      mig-devices: {"1g.5gb": 7}
   h100-2x3g:
     - devices: all
       mig-enabled: true
       mig-devices: {"3g.40gb": 2}
+  h100-3g-split:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {"1c.3g.40gb": 3, "3g.40gb": 1}
   h100-3g-2g-1g:
     - devices: all
       mig-enabled: true

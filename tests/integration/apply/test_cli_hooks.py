@@ -135,6 +135,30 @@ def test_a_malformed_hooks_file_is_refused_before_anything_runs(
     layouts: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     hooks = tmp_path / "hooks.yaml"
-    hooks.write_text("version: v1\nhooks:\n  pre-apply-modes: []\n", encoding="utf-8")
+    hooks.write_text("version: v1\nhooks:\n  pre-apply-mode: [{command: 7}]\n", encoding="utf-8")
     assert _apply(layouts, tmp_path, hooks, "a100-1g") == 1
+    assert "hooks.pre-apply-mode[0]: 'command' must be a non-empty string" in capsys.readouterr().err
+    assert not (tmp_path / "node.json").exists()  # refused before the simulated node was even opened
+
+
+def test_a_hook_name_mig_parted_does_not_run_is_ignored_with_a_warning(
+    layouts: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hooks = tmp_path / "hooks.yaml"
+    hooks.write_text("version: v1\nhooks:\n  pre-apply-modes: []\n", encoding="utf-8")
+    assert _apply(layouts, tmp_path, hooks, "a100-1g") == 0
     assert "pre-apply-modes" in capsys.readouterr().err
+
+
+def test_a_layout_that_does_not_fit_is_refused_after_apply_start_without_touching_the_mig_mode(
+    layouts: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    FakeNvml.from_spec("A100-40GB").save(tmp_path / "node.json")
+    hooks, log = _hooks(tmp_path)
+    assert _apply(layouts, tmp_path, hooks, "a100-too-big") == 1
+    err = capsys.readouterr().err
+    assert "GPU 0 (NVIDIA A100-SXM4-40GB): 3g.20gb x2 + 1g.5gb x1 does not fit" in err
+    assert "closest layout that fits: 3g.20gb x2" in err
+    assert _hooks_run(log) == ["apply-start", "apply-exit"]
+    gpu = FakeNvml.load(tmp_path / "node.json").state.gpus[0]
+    assert (gpu.mig_current, gpu.mig_pending) == (0, 0)

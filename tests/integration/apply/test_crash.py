@@ -17,7 +17,7 @@ from migagent.catalog.model import Placement
 from migagent.planning import StepKind
 from migagent.reconcile.assertion import config_mismatches
 from migagent.reconcile.states import Phase
-from tests.integration.apply.support import SimNode, SimulatedCrash, crashing_driver
+from tests.integration.apply.support import InterceptingDriver, SimNode, SimulatedCrash, crashing_driver
 
 MakeNode = Callable[[str], SimNode]
 
@@ -32,6 +32,8 @@ class Transition:
 TRANSITIONS = {
     "a100-balanced-to-all-1g": Transition("A100-40GB", "a100-balanced", "a100-1g"),
     "h100-2x3g-to-3g-2g-1g": Transition("H100-80GB-SXM", "h100-2x3g", "h100-3g-2g-1g"),
+    # One 3g GI is destroyed and recreated at the same placement with three 1c CIs.
+    "h100-3g-recreated-with-other-cis": Transition("H100-80GB-SXM", "h100-2x3g", "h100-3g-split"),
     "mode-on-and-off-on-two-of-eight": Transition("8xH100-80GB-SXM", "h100-gpu5-on", "h100-gpu2-on-gpu5-off"),
     "ampere-mode-change-with-reset": Transition("A100-40GB", None, "a100-balanced"),
     "ampere-mig-off-with-reset": Transition("A100-40GB", "a100-balanced", "all-disabled"),
@@ -121,3 +123,52 @@ def test_a_resumed_plan_whose_next_step_no_longer_fits_the_node_is_planned_again
     assert "journal_resumed" in events
     assert "replanning" in events
     assert result.converged, result.error
+
+
+def _destroy_gi(node: SimNode, gpu: int, placement: Placement) -> None:
+    """Someone else (another tool, an admin) removes a GI and its CIs behind the engine's back."""
+    gi = node.observe().gpu(gpu).gi_at(placement)
+    assert gi is not None
+    for ci in gi.compute_instances:
+        node.driver.destroy_compute_instance(gpu, gi_id=gi.id, ci_id=ci.id)
+    node.driver.destroy_gpu_instance(gpu, gi_id=gi.id)
+
+
+def test_a_journal_whose_kept_gi_has_vanished_is_planned_again_instead_of_resumed(make_node: MakeNode) -> None:
+    node = make_node("A100-40GB")
+    with capture_logs():
+        assert node.apply("a100-balanced").converged
+    kept = node.plan("a100-1g").gpus[0].keep
+    assert kept
+    with capture_logs(), pytest.raises(SimulatedCrash):
+        node.apply("a100-1g", driver=crashing_driver(node.driver, crash_at=1, after_call=True))
+    node.driver = node.new_driver()
+    _destroy_gi(node, 0, kept[0].placement)
+    with capture_logs() as logs:
+        result = node.apply("a100-1g")
+    events = [e["event"] for e in logs]
+    assert result.converged, result.error
+    assert "journal_stale" in events
+    assert "journal_resumed" not in events
+    assert config_mismatches(node.observe(), node.desired("a100-1g")) == ()
+
+
+def test_a_gi_destroyed_by_someone_else_during_the_apply_is_recreated_after_one_re_plan(make_node: MakeNode) -> None:
+    node = make_node("A100-40GB")
+    with capture_logs():
+        assert node.apply("a100-balanced").converged
+    kept = node.plan("a100-1g").gpus[0].keep
+    assert kept
+    calls = 0
+
+    def meddle(name: str) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 2:  # right after the second mutation, mid-plan
+            _destroy_gi(node, 0, kept[0].placement)
+
+    with capture_logs() as logs:
+        result = node.apply("a100-1g", driver=InterceptingDriver(node.driver, after=meddle))
+    assert result.converged, result.error
+    assert [e["event"] for e in logs].count("replanning") == 1
+    assert config_mismatches(node.observe(), node.desired("a100-1g")) == ()

@@ -23,11 +23,13 @@ from tests.integration.deploy.manifests import (
 # The newest Kubernetes version whose schemas kubernetes-validate ships in its wheel: validation
 # reads them from the installed package, so it works offline.
 KUBERNETES_VERSION = latest_version()
+# The oldest Kubernetes deploy/README.md supports (ValidatingAdmissionPolicy v1, the token's node claim).
+OLDEST_SUPPORTED_VERSION = "1.30.0"
 NODE_CLAIM = "authentication.kubernetes.io/node-name"
 
 
-def validate(obj: Obj) -> None:
-    kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+def validate(obj: Obj, version: str = KUBERNETES_VERSION) -> None:
+    kubernetes_validate.validate(obj, version, strict=True)
 
 
 def daemonset_pod_spec(objects: list[Obj]) -> Obj:
@@ -35,12 +37,15 @@ def daemonset_pod_spec(objects: list[Obj]) -> Obj:
     return spec
 
 
+@pytest.mark.parametrize("version", [KUBERNETES_VERSION, OLDEST_SUPPORTED_VERSION])
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
-def test_every_rendered_object_is_valid_against_the_bundled_kubernetes_schemas(kustomization: str) -> None:
+def test_every_rendered_object_is_valid_against_the_bundled_kubernetes_schemas(
+    kustomization: str, version: str
+) -> None:
     objects = render(kustomization)
     assert {"Namespace", "ServiceAccount", "ClusterRole", "DaemonSet", "ConfigMap"} <= {o["kind"] for o in objects}
     for obj in objects:
-        validate(obj)
+        validate(obj, version)
 
 
 def test_the_schema_check_rejects_a_misspelt_field_so_it_really_validates() -> None:
@@ -52,6 +57,7 @@ def test_the_schema_check_rejects_a_misspelt_field_so_it_really_validates() -> N
 
 def test_the_schemas_used_are_those_of_a_recent_kubernetes_shipped_with_the_validator() -> None:
     assert KUBERNETES_VERSION in all_versions()
+    assert OLDEST_SUPPORTED_VERSION in all_versions()
     major, minor = (int(part) for part in KUBERNETES_VERSION.split(".")[:2])
     # ValidatingAdmissionPolicy v1 and the node claim in service-account tokens need 1.30.
     assert (major, minor) >= (1, 30)

@@ -47,7 +47,6 @@ def test_the_scenario_covers_a_drain_through_a_pdb_the_plugin_restart_events_and
     assert {
         ("watch", "", "nodes"),
         ("create", "", "pods/eviction"),
-        ("list", "policy", "poddisruptionbudgets"),
         ("patch", "", "nodes/status"),
         ("create", "", "events"),
     } <= made
@@ -60,3 +59,31 @@ def test_only_the_standalone_agent_deletes_a_pod_and_only_in_the_plugin_namespac
         deletes = {(p.resource, p.namespace) for p in granted if p.verb == "delete"}
         expected = {("pods", "nvidia-device-plugin")} if overlay == "standalone" else set()
         assert deletes == expected, overlay
+
+
+# The list and nothing more: get, watch and patch Nodes and their status, list pods, create
+# evictions, create events (only where Events about a Node live). Neither `get pods` nor any access
+# to PodDisruptionBudgets: the agent finds one pod by listing, and the 429 names the blocking budget.
+LEAST_PRIVILEGE = {
+    ("get", "", "nodes", "cluster-wide"),
+    ("watch", "", "nodes", "cluster-wide"),
+    ("patch", "", "nodes", "cluster-wide"),
+    ("patch", "", "nodes/status", "cluster-wide"),
+    ("list", "", "pods", "cluster-wide"),
+    ("create", "", "pods/eviction", "cluster-wide"),
+    ("create", "", "events", "default"),
+}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_each_overlay_grants_exactly_the_listed_permissions_and_events_only_where_node_events_live(
+    overlay: str,
+) -> None:
+    objects = render(f"overlays/{overlay}")
+    granted = {
+        (p.verb, p.group, p.resource, "cluster-wide" if p.namespace is None else p.namespace)
+        for p in permissions_of(objects, service_account=_service_account(objects))
+    }
+    plugin_restart = {("delete", "", "pods", "nvidia-device-plugin")} if overlay == "standalone" else set()
+    expected = LEAST_PRIVILEGE | plugin_restart
+    assert granted == expected

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 import pytest
 from structlog.testing import capture_logs
 
+from migagent.cli import main
 from migagent.clock import FakeClock
+from migagent.errors import MigAgentError
 from migagent.runtime.health import HealthState
 from migagent.runtime.listener import AgentPhase, Outcome
 from migagent.runtime.metrics import PrometheusMetrics
@@ -104,14 +106,29 @@ def test_the_bound_address_is_logged_so_an_ephemeral_port_can_be_found() -> None
         server()
 
 
-def test_a_port_already_in_use_is_reported_with_the_flags_to_change() -> None:
+def test_a_port_already_in_use_is_a_setting_error_naming_the_port_and_the_flags_to_change() -> None:
     health = HealthState(FakeClock())
     _, first = start_observability(0, "127.0.0.1", health)
     try:
-        with pytest.raises(OSError, match=r"--metrics-port"):
+        # A MigAgentError: the CLI prints it as one line and exits 1, not as an "internal error".
+        with pytest.raises(MigAgentError, match=rf"127\.0\.0\.1:{first.port}: .*--metrics-port"):
             start_observability(first.port, "127.0.0.1", health)
     finally:
         first()
+
+
+def test_migagent_demo_with_a_busy_metrics_port_says_so_and_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    health = HealthState(FakeClock())
+    _, first = start_observability(0, "0.0.0.0", health)
+    try:
+        with capture_logs():
+            code = main(["demo", "--metrics-port", str(first.port), "--timeout", "30"])
+    finally:
+        first()
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"migagent demo: cannot serve metrics on 0.0.0.0:{first.port}" in err
+    assert "internal error" not in err
 
 
 def test_after_stop_the_port_no_longer_answers() -> None:

@@ -1,6 +1,7 @@
 """`migagent host` as systemd runs it: a separate process on a simulated node, speaking sd_notify,
 re-applying on a file change and on SIGHUP, and stopping cleanly on SIGTERM."""
 
+import json
 import os
 import signal
 import subprocess
@@ -66,7 +67,16 @@ def test_migagent_host_is_ready_after_applying_reapplies_on_change_and_sighup_an
     assert "STATUS=applying config a100-1g" in changed
     assert reloaded[-1] == "STATUS=config a100-1g applied; nothing to change"
     assert stopped[-1].startswith("STOPPING=1")
-    assert '"unit": "nvidia-dcgm.service", "event": "host_client_stopped"' in logs
+    # Around the change the file selected, the configured client was stopped before the first step on
+    # the GPUs and started again after the last one.
+    events = [json.loads(line)["event"] for line in logs.splitlines() if line.startswith("{")]
+    change = events[events.index("host_layout_applied") + 1 :]  # after the first apply (a100-balanced)
+    change = change[: change.index("host_layout_applied") + 1]
+    around = [e for e in change if e in ("host_client_stopped", "step_started", "host_client_started")]
+    assert around[0] == "host_client_stopped"
+    assert around[-1] == "host_client_started"
+    assert "step_started" in around[1:-1]
+    assert '"config": "a100-1g", "clients_restarted": ["nvidia-dcgm.service"]' in logs
     with capture_logs():
         assert main(["assert", "-f", str(layouts), "-c", "a100-1g", "--state", str(state)]) == 0
 

@@ -106,9 +106,32 @@ def test_a_drain_blocked_past_its_timeout_names_the_pod_and_its_pdb(
     with pytest.raises(DrainBlockedError, match=r"team/on-1g \(PodDisruptionBudget: strict\)") as info:
         Drainer(api, clock=clock).drain(chosen, timeout_s=30)
     assert info.value.pods == ("team/on-1g",)
-    assert "disruption budget" in str(info.value)
+    assert "The disruption budget strict needs" in str(info.value)
     assert populated.pod("team", "on-2g") is None  # the unblocked pod still left
     assert populated.pod("team", "on-1g") is not None
+
+
+def test_the_drain_needs_no_pod_get_and_no_pdb_access_only_pod_lists_and_evictions(
+    api: KubeApi, populated: FakeApiServer, clock: HookedClock
+) -> None:
+    populated.add_pdb("team", "strict", match_labels={"app": "on-1g"}, disruptions_allowed=0)
+    chosen = [p for p in api.list_pods_on_node() if p.ref.name in ("on-1g", "on-2g")]
+    with pytest.raises(DrainBlockedError, match="strict"):
+        Drainer(api, clock=clock).drain(chosen, timeout_s=30)
+    made = {(r.verb, r.api_group, r.resource, r.subresource) for r in populated.requests}
+    assert made == {("list", "", "pods", None), ("create", "", "pods", "eviction")}
+    selectors = [r.query.get("fieldSelector", "") for r in populated.requests if r.verb == "list"]
+    lookups = [s for s in selectors if not s.startswith("spec.nodeName=")]
+    assert set(lookups) == {"metadata.name=on-2g"}  # waiting for the evicted pod to go
+
+
+def test_a_refused_eviction_whose_429_names_no_budget_is_still_blamed_on_a_pdb(
+    api: KubeApi, populated: FakeApiServer, clock: HookedClock
+) -> None:
+    populated.inject_fault("POST", r"/pods/on-1g/eviction$", 429, times=1000)
+    chosen = [p for p in api.list_pods_on_node() if p.ref.name == "on-1g"]
+    with pytest.raises(DrainBlockedError, match=r"team/on-1g \(a PodDisruptionBudget\): Too many requests"):
+        Drainer(api, clock=clock).drain(chosen, timeout_s=30)
 
 
 def test_force_delete_removes_pods_without_the_eviction_api(
@@ -146,3 +169,34 @@ def test_pods_can_be_listed_by_namespace_and_label_and_read_back(api: KubeApi, p
     assert api.read_pod(found[0].ref) == found[0]
     populated.delete_pod("team", "on-1g")
     assert api.read_pod(found[0].ref) is None
+
+
+def _replace_with_same_name(server: FakeApiServer, name: str) -> str:
+    """A StatefulSet-style successor: same namespace/name, new uid, not on this node yet."""
+    server.delete_pod("team", name)
+    successor = server.create_pod(node_name=None, namespace="team", name=name, labels={"app": name})
+    return str(successor["metadata"]["uid"])
+
+
+def test_a_pod_replaced_by_a_same_named_successor_counts_as_drained_and_the_successor_is_left_alone(
+    api: KubeApi, populated: FakeApiServer, clock: HookedClock
+) -> None:
+    chosen = [p for p in api.list_pods_on_node() if p.ref.name == "on-2g"]
+    successor_uid = _replace_with_same_name(populated, "on-2g")
+    result = Drainer(api, clock=clock).drain(chosen, timeout_s=30)
+    assert [r.name for r in result.removed] == ["on-2g"]
+    survivor = populated.pod("team", "on-2g")
+    assert survivor is not None
+    assert survivor["metadata"]["uid"] == successor_uid
+    assert clock.elapsed < 30, "the drain did not wait for its timeout"
+
+
+def test_force_delete_of_a_replaced_pod_leaves_the_successor_alone(
+    api: KubeApi, populated: FakeApiServer, clock: HookedClock
+) -> None:
+    chosen = [p for p in api.list_pods_on_node() if p.ref.name == "on-1g"]
+    successor_uid = _replace_with_same_name(populated, "on-1g")
+    Drainer(api, clock=clock).drain(chosen, timeout_s=30, force_delete=True)
+    survivor = populated.pod("team", "on-1g")
+    assert survivor is not None
+    assert survivor["metadata"]["uid"] == successor_uid

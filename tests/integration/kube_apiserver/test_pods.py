@@ -61,6 +61,20 @@ def test_namespaced_pod_list_honours_not_equal_and_notin_selectors(
     assert [p.metadata.name for p in pods.items] == ["plugin"]
 
 
+def test_a_namespaced_pod_list_by_metadata_name_finds_only_that_pod_or_nothing(
+    server: FakeApiServer, core: client.CoreV1Api
+) -> None:
+    server.create_pod(node_name=NODE, namespace="a", name="trainer", labels={"app": "t"})
+    server.create_pod(node_name=NODE, namespace="a", name="trainer-2", labels={"app": "t"})
+    server.create_pod(node_name=NODE, namespace="b", name="trainer", labels={"app": "t"})
+
+    found = parsed(core.list_namespaced_pod("a", field_selector="metadata.name=trainer")).items
+    missing = parsed(core.list_namespaced_pod("a", field_selector="metadata.name=ghost")).items
+
+    assert [(p.metadata.namespace, p.metadata.name) for p in found] == [("a", "trainer")]
+    assert missing == []
+
+
 def test_an_unsupported_field_selector_is_a_400(core: client.CoreV1Api) -> None:
     with pytest.raises(ApiException) as raised:
         core.list_pod_for_all_namespaces(field_selector="spec.containers=x")
@@ -152,9 +166,26 @@ def test_eviction_blocked_by_a_pdb_allowing_no_disruption_is_429_without_retry_a
     assert raised.value.status == 429
     assert body["reason"] == "TooManyRequests"
     assert body["message"] == "Cannot evict pod as it would violate the pod's disruption budget."
-    assert body["details"]["causes"][0]["reason"] == "DisruptionBudget"
+    # StatusCause's Go field Type is serialised as "reason"; the message names the budget and its health.
+    message = "The disruption budget trainer-pdb needs 1 healthy pods and has 1 currently"
+    assert body["details"]["causes"] == [{"reason": "DisruptionBudget", "message": message}]
     assert "Retry-After" not in parsed(raised.value.headers)
     assert server.pod("team-a", "trainer") is not None
+
+
+def test_a_blocking_pdb_without_health_counts_in_its_status_reports_zero_for_both(
+    server: FakeApiServer, core: client.CoreV1Api, workload: dict[str, Any]
+) -> None:
+    server.add_pdb("team-a", "bare", match_labels={"app": "trainer"}, disruptions_allowed=0)
+    server.set_pdb_status("team-a", "bare", {"observedGeneration": 1, "disruptionsAllowed": 0})
+
+    with pytest.raises(ApiException) as raised:
+        _evict(core, "team-a", "trainer")
+
+    causes = status_body(raised.value)["details"]["causes"]
+    assert causes == [
+        {"reason": "DisruptionBudget", "message": "The disruption budget bare needs 0 healthy pods and has 0 currently"}
+    ]
 
 
 def test_eviction_succeeds_once_the_pdb_allows_a_disruption(

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 from migagent.cli import build_parser
+from migagent.cli.host import DEFAULT_CLIENTS_STATE, DEFAULT_LAYOUT_FILE, DEFAULT_SELECTED_LAYOUT_FILE
+from migagent.cli.node import DEFAULT_JOURNAL_DIR
 from migagent.sources.files import read_selected_layout
 from tests.integration.systemd.units import BOOT, HOST, UNIT_DIR, Unit, load
 
@@ -15,11 +17,18 @@ GPU_CONSUMERS = {
     "kubelet.service",
     "containerd.service",
     "docker.service",
+    "crio.service",
     "nvidia-dcgm.service",
     "dcgm.service",
     "nvidia-dcgm-exporter.service",
+    "dcgm-exporter.service",
+    "nvsm.service",
     "k3s.service",
     "k3s-agent.service",
+    "rke2-server.service",
+    "rke2-agent.service",
+    # The CDI spec the container toolkit writes lists the MIG devices: it must see the new layout.
+    "nvidia-cdi-refresh.service",
     "nvidia-gpu-reset.target",
 }
 HARDENING = {
@@ -181,3 +190,20 @@ def test_the_example_settings_name_the_default_host_gpu_clients() -> None:
     clients = _environment(ENV_EXAMPLE)["MIGAGENT_HOST_CLIENTS"].split(",")
     assert {"nvidia-dcgm.service", "dcgm.service", "dcgm-exporter.service"} <= set(clients)
     assert "kubelet.service" not in clients
+    # Started last (clients start in reverse order), so the CDI spec is written for the new layout.
+    assert clients[0] == "nvidia-cdi-refresh.service"
+
+
+def test_every_path_migagent_writes_by_default_stays_writable_under_protect_system_strict(unit: Unit) -> None:
+    writable = {Path(p) for p in unit.words("Service", "ReadWritePaths")}
+    writable |= {Path("/var/lib") / d for d in unit.words("Service", "StateDirectory")}
+    writable |= {Path("/run") / d for d in unit.words("Service", "RuntimeDirectory")}
+    assert Path(DEFAULT_JOURNAL_DIR) in writable  # the apply journal
+    assert Path(DEFAULT_CLIENTS_STATE).parent in writable  # host mode's stopped-clients record
+
+
+def test_the_units_name_the_files_migagent_host_defaults_to() -> None:
+    host = load(HOST)
+    args = build_parser().parse_args(_expand(host.one("Service", "ExecStart"), {})[1:])
+    assert (args.config_file, args.selected_layout_file) == (DEFAULT_LAYOUT_FILE, DEFAULT_SELECTED_LAYOUT_FILE)
+    assert host.all("Service", "EnvironmentFile") == [f"-{DEFAULT_SELECTED_LAYOUT_FILE}"]

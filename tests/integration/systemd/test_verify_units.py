@@ -44,11 +44,23 @@ def test_the_verify_script_fails_on_an_ordering_cycle_through_a_typical_system_u
     # The fabric manager waits for the network; ordering the boot apply before the network closes a loop.
     shutil.copytree(UNIT_DIR, tmp_path / "units")
     boot = tmp_path / "units" / "migagent-boot.service"
-    text = boot.read_text(encoding="utf-8")
-    boot.write_text(
-        text.replace("Before=nvidia-gpu-reset.target", "Before=nvidia-gpu-reset.target network-online.target"),
-        encoding="utf-8",
-    )
+    # A second [Unit] section adds to the first, as a drop-in would.
+    boot.write_text(boot.read_text(encoding="utf-8") + "\n[Unit]\nBefore=network-online.target\n", encoding="utf-8")
+    result = _verify(tmp_path / "units")
+    assert result.returncode == 1
+    assert "ordering cycle" in result.stderr
+
+
+@needs_systemd_analyze
+def test_the_verify_script_finds_a_cycle_that_closes_only_through_the_target_the_unit_is_installed_in(
+    tmp_path: Path,
+) -> None:
+    # The CDI refresh runs after multi-user.target, which wants (so runs after) the boot unit once it is
+    # enabled: ordering the boot apply after the refresh is a loop only `systemctl enable` reveals.
+    shutil.copytree(UNIT_DIR, tmp_path / "units")
+    boot = tmp_path / "units" / "migagent-boot.service"
+    text = boot.read_text(encoding="utf-8").replace("Before=nvidia-cdi-refresh.service ", "Before=")
+    boot.write_text(text + "\n[Unit]\nAfter=nvidia-cdi-refresh.service\n", encoding="utf-8")
     result = _verify(tmp_path / "units")
     assert result.returncode == 1
     assert "ordering cycle" in result.stderr

@@ -5,8 +5,6 @@ import datetime
 import pytest
 from kubernetes.client import (
     V1Container,
-    V1LabelSelector,
-    V1LabelSelectorRequirement,
     V1Node,
     V1NodeCondition,
     V1NodeSpec,
@@ -22,7 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 from migagent.errors import PermanentError, TransientError
 from migagent.kube.classify import classify
-from migagent.kube.convert import node_view, pod_view, rfc3339, selector_matches
+from migagent.kube.convert import node_view, pod_view, rfc3339
 
 
 def test_node_view_reads_quantities_as_whole_numbers_and_keeps_conditions() -> None:
@@ -84,29 +82,6 @@ def test_pod_view_recognises_daemonset_owners_mirror_pods_and_deletion() -> None
     assert view.is_daemonset_pod
     assert view.is_mirror
     assert view.deleting
-
-
-@pytest.mark.parametrize(
-    ("selector", "matches"),
-    [
-        (None, False),
-        (V1LabelSelector(), True),
-        (V1LabelSelector(match_labels={"app": "web"}), True),
-        (V1LabelSelector(match_labels={"app": "db"}), False),
-        (
-            V1LabelSelector(match_expressions=[V1LabelSelectorRequirement(key="tier", operator="In", values=["a"])]),
-            True,
-        ),
-        (
-            V1LabelSelector(match_expressions=[V1LabelSelectorRequirement(key="tier", operator="NotIn", values=["a"])]),
-            False,
-        ),
-        (V1LabelSelector(match_expressions=[V1LabelSelectorRequirement(key="zone", operator="DoesNotExist")]), True),
-        (V1LabelSelector(match_expressions=[V1LabelSelectorRequirement(key="zone", operator="Exists")]), False),
-    ],
-)
-def test_pdb_selectors_follow_label_selector_semantics(selector: V1LabelSelector | None, matches: bool) -> None:
-    assert selector_matches(selector, {"app": "web", "tier": "a"}) is matches
 
 
 @pytest.mark.parametrize("status", [0, 409, 429, 500, 503])

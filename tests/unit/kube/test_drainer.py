@@ -21,7 +21,8 @@ class MemoryCluster:
     """pod name -> how many more eviction attempts answer 429."""
     failing: dict[str, int] = field(default_factory=dict)
     replace_on_evict: set[str] = field(default_factory=set)
-    pdbs: dict[str, list[str]] = field(default_factory=dict)
+    budgets: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """pod name -> the PDBs its 429 names (none: a 429 whose body names no budget)."""
     evictions: list[str] = field(default_factory=list)
     deletions: list[str] = field(default_factory=list)
 
@@ -35,7 +36,9 @@ class MemoryCluster:
         if self.blocked.get(ref.name, 0) != 0:
             self.blocked[ref.name] -= 1
             return EvictionOutcome(
-                EvictionStatus.BLOCKED, "Cannot evict pod as it would violate the pod's disruption budget."
+                EvictionStatus.BLOCKED,
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+                budgets=self.budgets.get(ref.name, ()),
             )
         self._remove(ref.name)
         return EvictionOutcome(EvictionStatus.EVICTED)
@@ -51,9 +54,6 @@ class MemoryCluster:
 
     def read_pod(self, ref: PodRef) -> PodView | None:
         return self.pods.get(ref.name)
-
-    def list_pdbs_matching(self, pod: PodView) -> list[str]:
-        return self.pdbs.get(pod.ref.name, [])
 
 
 def _cluster(*names: str) -> MemoryCluster:
@@ -75,11 +75,28 @@ def test_a_blocked_eviction_is_retried_with_growing_back_off_until_it_succeeds()
 def test_a_permanently_blocked_pod_times_out_naming_the_pod_and_its_budget() -> None:
     cluster = _cluster("a", "b")
     cluster.blocked["a"] = -1
-    cluster.pdbs["a"] = ["a-budget"]
+    cluster.budgets["a"] = ("a-budget",)
     with pytest.raises(DrainBlockedError, match=r"team/a \(PodDisruptionBudget: a-budget\).*disruption budget") as info:
         Drainer(cluster, clock=FakeClock()).drain([cluster.pods["a"], cluster.pods["b"]], timeout_s=30)
     assert info.value.pods == ("team/a",)
     assert "b" not in cluster.pods
+
+
+def test_a_timeout_after_a_429_that_named_no_budget_still_says_a_pdb_refused_the_pod() -> None:
+    cluster = _cluster("a")
+    cluster.blocked["a"] = -1
+    with pytest.raises(DrainBlockedError, match=r"team/a \(a PodDisruptionBudget\): Cannot evict"):
+        Drainer(cluster, clock=FakeClock()).drain([cluster.pods["a"]], timeout_s=30)
+
+
+def test_a_timeout_after_server_errors_only_names_no_budget() -> None:
+    cluster = _cluster("a")
+    cluster.failing["a"] = 1000
+    with pytest.raises(DrainBlockedError) as info:
+        Drainer(cluster, clock=FakeClock()).drain([cluster.pods["a"]], timeout_s=30)
+    assert "pod team/a: evict: HTTP 500" in str(info.value)
+    assert "(PodDisruptionBudget" not in str(info.value)
+    assert "(a PodDisruptionBudget)" not in str(info.value)
 
 
 def test_a_pod_replaced_under_the_same_name_counts_as_gone() -> None:

@@ -53,6 +53,13 @@ def test_a_subsystem_qualifier_must_match_as_well() -> None:
     assert not f.matches(0x20B110DE, 0x134F10DE)
 
 
+def test_offline_a_subsystem_qualified_filter_still_targets_its_device_id() -> None:
+    qualified = parse_pci_filter("0x20B010DE:0x134F10DE")
+    assert qualified.may_match(0x20B010DE)
+    assert not qualified.may_match(0x20B110DE)
+    assert parse_pci_filter("0x20B010DE").may_match(0x20B010DE)
+
+
 def test_more_than_one_colon_is_refused() -> None:
     with pytest.raises(PciFilterError, match="more than one ':'"):
         parse_pci_filter("0x20B010DE:0x1:0x2")

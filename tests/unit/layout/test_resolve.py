@@ -182,6 +182,19 @@ def test_a_gi_count_past_the_profiles_limit_resolves_and_is_left_to_the_planner_
     assert "closest" in message
 
 
+def test_more_compute_instances_than_compute_slices_are_refused_without_expanding_the_count() -> None:
+    with pytest.raises(LayoutDoesNotFitError) as info:
+        on("A100-40GB", {"1g.5gb": 8})
+    assert str(info.value) == (
+        "GPU 0 (A100-40GB): mig-configs.c[0].mig-devices asks for 8 compute instances; "
+        "this GPU has 7 compute slices, so at most 7 fit"
+    )
+    with pytest.raises(LayoutDoesNotFitError, match=f"asks for {10**5} compute instances"):
+        on("H100-80GB-SXM", {"1g.10gb": 10**5})
+    with pytest.raises(LayoutDoesNotFitError, match="asks for 5 compute instances"):
+        on("A30-24GB", {"1g.6gb": 4, "1c.4g.24gb": 1})
+
+
 def test_zero_counts_request_nothing() -> None:
     assert on("A30-24GB", {"1g.6gb": 0, "4g.24gb": 1}) == (DesiredGi(0, (3,)),)
 
@@ -215,6 +228,16 @@ def test_offline_identity_uses_a_pci_id_the_filter_names() -> None:
     assert identity.pci_device_id == 0x232410DE
     (unfiltered,) = offline_identities(["A30-24GB"], [entry({"4g.24gb": 1})])
     assert unfiltered.pci_device_id == 0x20B710DE
+
+
+def test_an_entry_for_one_board_of_a_model_is_checked_offline_on_that_model() -> None:
+    one_board = entry({"1g.10gb": 7}, device_filter=(PciFilter(0x20B010DE, 0x134F10DE),))
+    (identity,) = offline_identities(None, [one_board])
+    assert identity.label == "GPU 0 (A100-40GB)"
+    with pytest.raises(LayoutDoesNotFitError, match=r"profile '1g\.20gb' in mig-configs\.c\["):
+        validate_entries([entry({"1g.20gb": 1}, device_filter=one_board.device_filter)], [identity], config_name="c")
+    # At run time a GPU whose subsystem is unknown or different is still not selected.
+    assert not one_board.selects(gpu_index=0, pci_device_id=0x20B010DE, subsystem_id=None)
 
 
 def test_offline_identities_for_an_unknown_model_list_the_valid_ones() -> None:

@@ -82,6 +82,15 @@ def test_an_in_use_message_says_who_may_hold_the_gpu() -> None:
     )
 
 
+def test_a_missing_nvml_library_says_the_driver_library_is_not_installed() -> None:
+    error = classify(pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND), what="nvmlInit", gpu_label="node")
+    assert type(error) is PermanentError
+    assert str(error) == (
+        "node: nvmlInit failed with NVML_ERROR_LIBRARY_NOT_FOUND (12): "
+        "libnvidia-ml.so.1 (the NVIDIA driver's NVML library) is not installed here"
+    )
+
+
 def test_a_code_newer_than_pynvml_still_gets_a_readable_permanent_error() -> None:
     error = classify(pynvml.NVMLError(4242), what="nvmlDeviceGetCount", gpu_label="node")
     assert type(error) is PermanentError

@@ -157,6 +157,13 @@ def test_the_closest_fitting_layout_drops_the_fewest_and_smallest_instances() ->
     assert closest == tuple(_gi(A100, 19, 7))
 
 
+def test_the_closest_fitting_layout_keeps_the_gis_split_into_more_compute_instances() -> None:
+    # "1c.3g.20gb": 7 packs as 3g GIs holding 3, 3 and 1 CIs; only two 3g GIs fit.
+    split_in_three = DesiredGi(9, (0, 0, 0))
+    closest = closest_fitting(A100, [split_in_three, split_in_three, DesiredGi(9, (0,))])
+    assert closest == (split_in_three, split_in_three)
+
+
 def test_the_closest_fitting_layout_of_a_fitting_layout_is_itself() -> None:
     desired = _gi(A100, 14) + _gi(A100, 9)
     assert sorted(closest_fitting(A100, desired)) == sorted(desired)

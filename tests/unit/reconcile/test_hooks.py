@@ -2,6 +2,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
+import structlog
 
 from migagent.reconcile.hooks import (
     HookCommand,
@@ -63,11 +64,7 @@ def test_a_mig_parted_hooks_file_parses_into_commands_in_order() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("version: v1\nhooks: {apply-strat: []}\n", r"hooks.yaml: hooks: unknown key\(s\) apply-strat; valid keys: "),
-        ("version: v2\nhooks: {}\n", r"'version' is 'v2'; the only valid value is 'v1'"),
-        ("version: v1\nhook: {}\n", r"unknown key\(s\) hook"),
         ("version: v1\nhooks: {apply-start: [{args: [x]}]}\n", r"hooks.apply-start\[0\]: 'command' must be"),
-        ("version: v1\nhooks: {apply-start: [{command: x, env: {}}]}\n", r"apply-start\[0\]: unknown key\(s\) env"),
         ("version: v1\nhooks: {apply-start: [{command: x, args: [1]}]}\n", r"'args' must be a list of strings"),
         ("version: v1\nhooks: {apply-start: [{command: x, envs: [A]}]}\n", r"'envs' must map"),
         ("version: v1\nhooks: {apply-start: {command: x}}\n", r"hooks.apply-start: expected a list"),
@@ -78,6 +75,27 @@ def test_a_mig_parted_hooks_file_parses_into_commands_in_order() -> None:
 def test_a_bad_hooks_file_is_refused_naming_the_file_and_key(text: str, message: str) -> None:
     with pytest.raises(HooksFileError, match=message):
         parse_hooks(text, source="hooks.yaml")
+
+
+@pytest.mark.parametrize(
+    ("text", "event", "ignored"),
+    [
+        ("version: v1\nhooks: {apply-strat: [{command: x}]}\n", "hooks_file_keys_ignored", ["apply-strat"]),
+        ("version: v1\nhook: {}\n", "hooks_file_keys_ignored", ["hook"]),
+        ("version: v1\nhooks: {apply-start: [{command: x, env: {}}]}\n", "hooks_file_keys_ignored", ["env"]),
+        ("version: v2\nhooks: {}\n", "hooks_file_version_unexpected", None),
+    ],
+)
+def test_what_mig_parted_ignores_is_ignored_too_but_logged_as_a_warning(
+    text: str, event: str, ignored: list[str] | None
+) -> None:
+    with structlog.testing.capture_logs() as logs:
+        hooks = parse_hooks(text, source="hooks.yaml")
+    assert hooks.commands("apply-strat") == ()
+    warning = next(entry for entry in logs if entry["event"] == event)
+    assert warning["log_level"] == "warning"
+    if ignored is not None:
+        assert warning["ignored"] == ignored
 
 
 def test_an_unreadable_hooks_file_names_its_path(tmp_path: Path) -> None:

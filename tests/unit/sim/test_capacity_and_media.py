@@ -80,6 +80,23 @@ def test_plus_me_capacity_drops_to_zero_when_no_1g_slot_is_left() -> None:
     assert capacity(fake, device, A100, "1g.5gb+me") == 0
 
 
+def test_a_gi_profile_at_its_instance_limit_refuses_another_even_with_free_slices() -> None:
+    base = model_by_key(A100)
+    capped = tuple(dataclasses.replace(p, max_instances=2) if p.id == 19 else p for p in base.profiles.gi_profiles)
+    table = dataclasses.replace(base.profiles, gi_profiles=capped)
+    model = dataclasses.replace(base, key="TEST-CAPPED-GI", profiles=table)
+    fake = FakeNvml.from_models([model], mig_enabled=True)
+    fake.nvmlInit()
+    device = fake.nvmlDeviceGetHandleByIndex(0)
+    create_gi(fake, device, 19, 0, 1)
+    fake.nvmlDeviceCreateGpuInstance(device, 19)
+    assert fake.nvmlDeviceGetGpuInstanceRemainingCapacity(device, 19) == 0
+    assert nvml_code(lambda: create_gi(fake, device, 19, 5, 1)) == pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES
+    assert nvml_code(lambda: fake.nvmlDeviceCreateGpuInstance(device, 19)) == (
+        pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES
+    )
+
+
 def _with_me_all_and_no_me() -> GpuModel:
     """An A100 table extended with `-me` and `+me.all` variants of its 1g profile (as on RTX PRO)."""
     base = model_by_key(A100)

@@ -189,3 +189,13 @@ def test_the_hopper_double_memory_1g_gi_offers_the_rev1_full_ci() -> None:
     fake, gi = gi_of("1g.20gb", 0, 2, spec="H100-80GB-SXM")
     info = fake.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, pynvml.NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1, 0)
     assert (info.id, info.name) == (7, "MIG 1g.20gb")
+
+
+def test_a_destroyed_ci_handle_stays_stale_when_a_ci_with_the_same_id_is_created() -> None:
+    fake, gi = gi_of("7g.40gb", 0, 8)
+    old = fake.nvmlGpuInstanceCreateComputeInstance(gi, 0)
+    fake.nvmlComputeInstanceDestroy(old)
+    new = fake.nvmlGpuInstanceCreateComputeInstance(gi, 4)
+    assert fake.nvmlComputeInstanceGetInfo(new).id == 0
+    assert nvml_code(lambda: fake.nvmlComputeInstanceGetInfo(old)) == pynvml.NVML_ERROR_INVALID_ARGUMENT
+    assert nvml_code(lambda: fake.nvmlComputeInstanceDestroy(old)) == pynvml.NVML_ERROR_INVALID_ARGUMENT

@@ -128,6 +128,17 @@ def test_reboot_destroys_instances_and_processes_and_needs_a_new_nvml_init() -> 
     assert fake.nvmlDeviceGetComputeRunningProcesses(fake.nvmlDeviceGetHandleByIndex(0)) == []
 
 
+def test_reboot_ends_processes_running_on_a_whole_gpu_without_mig() -> None:
+    fake = FakeNvml.from_spec("H100-80GB-SXM")
+    fake.nvmlInit()
+    fake.sim_attach_process(fake.nvmlDeviceGetUUID(fake.nvmlDeviceGetHandleByIndex(0)), pid=5)
+    fake.sim_reboot()
+    fake.nvmlInit()
+    device = fake.nvmlDeviceGetHandleByIndex(0)
+    assert fake.nvmlDeviceGetComputeRunningProcesses(device) == []
+    assert fake.nvmlDeviceSetMigMode(device, 1) == pynvml.NVML_SUCCESS
+
+
 def test_reboot_keeps_the_simulated_clients_and_settings() -> None:
     fake = started("A100-40GB")
     fake.sim_set_client_attached(0, True)

@@ -42,3 +42,8 @@ def test_a_zero_count_is_rejected() -> None:
 def test_a_node_larger_than_the_simulated_bus_allows_is_rejected() -> None:
     with pytest.raises(NodeSpecError, match="at most 64"):
         parse_node_spec("65xA30-24GB")
+
+
+def test_a_huge_count_is_rejected_before_any_gpu_list_is_built() -> None:
+    with pytest.raises(NodeSpecError, match=f"asks for {10**12 + 1} GPUs; the simulator supports at most 64"):
+        parse_node_spec(f"{10**12}xA30-24GB,A100-40GB")

@@ -1,0 +1,46 @@
+"""mig-parted's apply sequence (mode part, then config part) refuses up front what it would refuse half-way."""
+
+from collections.abc import Callable
+
+import pytest
+from structlog.testing import capture_logs
+
+from migagent.errors import InUseError, LayoutDoesNotFitError
+from migagent.reconcile.session import ApplySession
+from tests.integration.apply.support import SimNode
+
+MakeNode = Callable[[str], SimNode]
+
+
+def _run(node: SimNode, config: str, *, mode_only: bool = False) -> None:
+    session = ApplySession(engine=node.engine(), observe=node.observe)
+    with capture_logs():
+        session.run(node.desired(config), config_name=config, mode_only=mode_only)
+
+
+def test_a_layout_that_does_not_fit_changes_no_mig_mode_before_it_is_refused(make_node: MakeNode) -> None:
+    node = make_node("2xA100-40GB")  # MIG disabled: the mode part alone would enable and reset both GPUs
+    with pytest.raises(LayoutDoesNotFitError, match=r"^GPU 0 .*closest layout that fits: 3g.20gb x2"):
+        _run(node, "a100-too-big")
+    assert node.fake.sim_mutations == []
+    assert not any(gpu.mig_pending for gpu in node.observe().gpus)
+
+
+def test_mode_only_does_not_judge_the_fit_of_the_instances(make_node: MakeNode) -> None:
+    node = make_node("A100-40GB")
+    _run(node, "a100-too-big", mode_only=True)
+    assert node.observe().gpu(0).mig_current
+
+
+def test_a_busy_gi_on_one_gpu_stops_a_mode_change_on_another_before_any_mutation(make_node: MakeNode) -> None:
+    node = make_node("2xA100-40GB")
+    _run(node, "a100-gpu1-balanced")
+    doomed = next(gi for gi in node.observe().gpu(1).gpu_instances if gi.profile_id == 9)  # the 3g GI
+    uuid = doomed.compute_instances[0].uuid
+    node.fake.sim_attach_process(uuid, pid=4242)
+    node.fake.sim_mutations = []
+    with pytest.raises(InUseError, match=rf"pid 4242 on {uuid} \(GPU 1\).*nothing was changed"):
+        _run(node, "a100-gpu0-on-gpu1-1g")
+    assert node.fake.sim_mutations == []
+    gpu0 = node.observe().gpu(0)
+    assert (gpu0.mig_current, gpu0.mig_pending) == (False, False)

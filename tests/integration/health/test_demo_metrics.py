@@ -1,0 +1,67 @@
+"""`migagent demo --metrics-port N` as a user runs it: a separate process whose /metrics, /healthz and
+/readyz answer while the demo runs, with every series the agent promises."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+from pathlib import Path
+
+from tests.integration.health.test_metrics_while_the_agent_reconfigures import (
+    LISTED_SERIES,
+    Samples,
+    sample,
+    scrape,
+    status_of,
+)
+
+MAIN = "import sys; from migagent.cli import main; sys.exit(main())"
+WAIT_S = 90.0  # a bound on waiting for the demo, never an expectation of speed
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _scrape_until_the_target_layout_is_reported(url: str, demo: subprocess.Popen[bytes]) -> Samples:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        assert demo.poll() is None, "the demo exited before its metrics showed the new layout"
+        try:
+            samples = scrape(url)
+        except (urllib.error.URLError, ConnectionError):
+            samples = {}  # not serving yet: the simulated cluster starts first
+        if sample(samples, "migagent_layout_info", layout="half-balanced") == 1:
+            return samples
+        time.sleep(0.1)
+    raise AssertionError("gave up waiting for migagent_layout_info{layout=half-balanced}")
+
+
+def test_the_demo_serves_every_listed_series_and_both_probes_while_it_runs(tmp_path: Path) -> None:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    argv = ["demo", "--metrics-address", "127.0.0.1", "--metrics-port", str(port), "--linger", "120"]
+    with open(tmp_path / "demo.log", "wb") as log:
+        demo = subprocess.Popen([sys.executable, "-c", MAIN, *argv], stdout=log, stderr=log)
+        try:
+            samples = _scrape_until_the_target_layout_is_reported(url, demo)
+            healthz, readyz = status_of(url + "/healthz"), status_of(url + "/readyz")
+        finally:
+            demo.terminate()
+            demo.wait(WAIT_S)
+    output = (tmp_path / "demo.log").read_text(encoding="utf-8")
+    names = {name for name, _ in samples}
+    assert set(LISTED_SERIES) <= names, f"missing: {set(LISTED_SERIES) - names}\n{output}"
+    assert (healthz, readyz) == (200, 200)
+    assert sample(samples, "migagent_reconciles_total", outcome="applied") == 1
+    assert (sample(samples, "migagent_pods_evicted_total") or 0) >= 1
+    assert (sample(samples, "migagent_gpu_instances_total", action="destroyed") or 0) > 0
+    assert sample(samples, "migagent_drain_wait_seconds_count") == 1
+    assert sample(samples, "migagent_readvertise_wait_seconds_count") == 1
+    for phase in ("observe", "plan", "drain", "apply", "readvertise"):
+        assert (sample(samples, "migagent_phase_duration_seconds_count", phase=phase) or 0) >= 1, phase
