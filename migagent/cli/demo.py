@@ -16,7 +16,6 @@ import queue
 import sys
 import tempfile
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,6 +33,9 @@ from migagent.kube.names import (
     deploy_label,
 )
 from migagent.runtime.health import HealthState
+
+# The demo is a real-time show: one wall clock, through the seam like everything else.
+_CLOCK = SystemClock()
 
 JsonDict = dict[str, Any]
 START_LAYOUT = "all-1g.10gb"
@@ -58,7 +60,7 @@ class _Watcher:
     them (its listeners), Events and refused evictions as the main loop polls for them."""
 
     cluster: SimCluster
-    started: float = field(default_factory=time.monotonic)
+    started: float = field(default_factory=_CLOCK.monotonic)
     seen: dict[str, object] = field(default_factory=dict)
     events_seen: int = 0
     requests_seen: int = 0
@@ -70,7 +72,7 @@ class _Watcher:
 
     def say(self, text: str) -> None:
         if not self.quiet:
-            self.lines.put(f"[{time.monotonic() - self.started:5.1f}s] {text}")
+            self.lines.put(f"[{_CLOCK.monotonic() - self.started:5.1f}s] {text}")
 
     def listen(self) -> None:
         """Take in the starting state without printing it, then follow every change."""
@@ -122,7 +124,7 @@ class _Watcher:
         for request in fresh:
             if request.subresource == "eviction" and request.status == 429 and request.name not in self.blocked_seen:
                 self.blocked_seen.add(str(request.name))
-                self.first_block_at = self.first_block_at or time.monotonic()
+                self.first_block_at = self.first_block_at or _CLOCK.monotonic()
                 self.say(f"eviction of {request.namespace}/{request.name} refused (429): its PodDisruptionBudget"
                          " allows no disruption; the agent keeps retrying")
 
@@ -140,18 +142,19 @@ def _setup(cluster: SimCluster) -> dict[str, str]:
 
 def _wait_for_state(cluster: SimCluster, watcher: _Watcher, layout: str, deadline: float) -> bool:
     released = False
-    while time.monotonic() < deadline:
+    while _CLOCK.monotonic() < deadline:
         node = watcher.poll()
         labels, annotations = node["metadata"].get("labels", {}), node["metadata"].get("annotations", {})
         applied = str(watcher.seen.get("condition", "")).startswith("True/Applied")
         wanted = layout in annotations.get(DESIRED_ANNOTATION, "")
         if applied and wanted and labels.get(MIG_CONFIG_STATE_LABEL) == "success":
             return True
-        if not released and watcher.first_block_at and time.monotonic() - watcher.first_block_at > PDB_RELEASE_AFTER_S:
+        blocked_for = _CLOCK.monotonic() - watcher.first_block_at if watcher.first_block_at else 0.0
+        if not released and blocked_for > PDB_RELEASE_AFTER_S:
             cluster.api.set_pdb_disruptions_allowed("ml", "inference-pdb", 1)
             watcher.say("(demo) the other inference replica is ready: inference-pdb now allows 1 disruption")
             released = True
-        time.sleep(_POLL_S)
+        _CLOCK.sleep(_POLL_S)
     return False
 
 
@@ -191,13 +194,13 @@ def _run_demo(args: argparse.Namespace) -> int:
         print("  PodDisruptionBudget ml/inference-pdb guards ml/inference-0 and allows 0 disruptions for now")
         watcher = _Watcher(cluster)
         watcher.listen()
-        health = HealthState(SystemClock())
+        health = HealthState(_CLOCK)
         listener, stop_observability, metrics_url = observability_from_args(args, health)
         if metrics_url is not None:
             print(f"  metrics, health and readiness at {metrics_url}/metrics, /healthz, /readyz")
         watcher.say("agent started")
         cluster.start_agent(listener=listener, health=health)
-        deadline = time.monotonic() + args.timeout
+        deadline = _CLOCK.monotonic() + args.timeout
         if not _wait_for_state(cluster, watcher, START_LAYOUT, deadline):
             print("the agent did not report the starting layout in time", file=sys.stderr)
             return 1
@@ -214,10 +217,10 @@ def _run_demo(args: argparse.Namespace) -> int:
         if not ok:
             print(f"\nthe node did not reach {TARGET_LAYOUT} within {args.timeout:g}s", file=sys.stderr)
             return 1
-        print(f"\n{TARGET_LAYOUT} applied in {time.monotonic() - watcher.started:.1f}s of demo time")
+        print(f"\n{TARGET_LAYOUT} applied in {_CLOCK.monotonic() - watcher.started:.1f}s of demo time")
         if args.linger > 0:
             print(f"metrics stay up for {args.linger:g}s more")
-            time.sleep(args.linger)
+            _CLOCK.sleep(args.linger)
         stop_observability()
         return 0
 
