@@ -61,6 +61,8 @@ class ObservedGpu:
     mode_change_needs_reset: bool = False
     # PCI subsystem id (0xSSSSVVVV) for device-filters with a ':' qualifier; None when not known.
     pci_subsystem_id: int | None = None
+    # Processes on the whole GPU, read while MIG is off (with MIG on they belong to compute instances).
+    processes: tuple[ObservedProcess, ...] = ()
 
     def gi_at(self, placement: Placement) -> ObservedGi | None:
         return next((gi for gi in self.gpu_instances if gi.placement == placement), None)

@@ -16,12 +16,12 @@ import pynvml
 
 from migagent.catalog import Placement, ProfileTable
 from migagent.errors import MigAgentError, NotSupportedError, PermanentError
-from migagent.layout.observed import Observation, ObservedGi, ObservedGpu
+from migagent.layout.observed import Observation, ObservedGi, ObservedGpu, ObservedProcess
 from migagent.nvml.device import Device, acquire, mode_change_needs_reset, read_mig_mode
 from migagent.nvml.errors import classify, nvml_call, nvml_error_name
 from migagent.nvml.lib import Handle, NvmlLib
 from migagent.nvml.mode import ModeActivation, activation_of
-from migagent.nvml.observe import read_gpu_instances
+from migagent.nvml.observe import read_gpu_instances, read_processes
 from migagent.nvml.profiles import read_profile_table
 from migagent.nvml.reset import ResetRunner
 
@@ -81,10 +81,14 @@ class GpuDriver:
         current, pending = mode if mode is not None else (False, False)
         table = self._table(device, uuid=uuid, mig_enabled=current) if mode is not None else None
         gpu_instances: tuple[ObservedGi, ...] = ()
+        processes: tuple[ObservedProcess, ...] = ()
         if current:
             if table is None:
                 raise NotSupportedError(_no_table_message(device, mig_enabled=True))
             gpu_instances = read_gpu_instances(self._lib, device, table)
+        else:
+            # A mode change must not pull the GPU from under these: the safety gate names them.
+            processes = read_processes(self._lib, device.handle, what="whole GPU", gpu_label=device.label)
         return ObservedGpu(
             index=index,
             uuid=uuid,
@@ -96,6 +100,7 @@ class GpuDriver:
             mig_current=current,
             mig_pending=pending,
             gpu_instances=gpu_instances,
+            processes=processes,
             profiles=table,
             mode_change_needs_reset=mode_change_needs_reset(device.pci_device_id),
         )

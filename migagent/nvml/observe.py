@@ -60,15 +60,21 @@ def read_mig_devices(lib: NvmlLib, device: Device) -> dict[tuple[int, int], MigD
     return found
 
 
+def read_processes(lib: NvmlLib, handle: Handle, *, what: str, gpu_label: str) -> tuple[ObservedProcess, ...]:
+    """The compute processes NVML reports for `handle` (a whole GPU, or one MIG device)."""
+    with nvml_call(f"nvmlDeviceGetComputeRunningProcesses ({what})", gpu_label):
+        return tuple(
+            ObservedProcess(pid=int(p.pid), used_memory_bytes=int(p.usedGpuMemory or 0))
+            for p in lib.nvmlDeviceGetComputeRunningProcesses(handle)
+        )
+
+
 def _read_mig_device(lib: NvmlLib, device: Device, handle: Handle, index: int) -> tuple[tuple[int, int], MigDevice]:
     with nvml_call(f"reading MIG device {index} (GI/CI id, UUID, processes)", device.label):
         gi_id = int(lib.nvmlDeviceGetGpuInstanceId(handle))
         ci_id = int(lib.nvmlDeviceGetComputeInstanceId(handle))
         uuid = str(lib.nvmlDeviceGetUUID(handle))
-        processes = tuple(
-            ObservedProcess(pid=int(p.pid), used_memory_bytes=int(p.usedGpuMemory or 0))
-            for p in lib.nvmlDeviceGetComputeRunningProcesses(handle)
-        )
+    processes = read_processes(lib, handle, what=f"MIG device {index}", gpu_label=device.label)
     return (gi_id, ci_id), MigDevice(uuid=uuid, processes=processes)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from migagent.errors import InUseError
-from migagent.layout.observed import Observation, ObservedCi, ObservedGpu
+from migagent.layout.observed import Observation, ObservedCi, ObservedGi, ObservedGpu
 from migagent.planning.steps import Step, StepKind
 
 
@@ -44,12 +44,16 @@ def check_nothing_in_use(steps: tuple[Step, ...], observation: Observation) -> N
 
 def _processes_hit_by(step: Step, gpu: ObservedGpu) -> set[BlockingProcess]:
     if step.kind in (StepKind.SET_MODE, StepKind.RESET_GPU):
-        gis = gpu.gpu_instances
-    elif step.kind in (StepKind.DESTROY_GI, StepKind.DESTROY_CI) and step.gi_placement is not None:
+        # A mode change or reset takes every instance, and with MIG off the whole GPU, from its processes.
+        whole_gpu = {BlockingProcess(gpu=gpu.index, mig_uuid=gpu.uuid, pid=p.pid) for p in gpu.processes}
+        return whole_gpu | _on_instances(step, gpu, gpu.gpu_instances)
+    if step.kind in (StepKind.DESTROY_GI, StepKind.DESTROY_CI) and step.gi_placement is not None:
         gi = gpu.gi_at(step.gi_placement)
-        gis = () if gi is None or gi.profile_id != step.gi_profile_id else (gi,)
-    else:
-        return set()
+        return _on_instances(step, gpu, () if gi is None or gi.profile_id != step.gi_profile_id else (gi,))
+    return set()
+
+
+def _on_instances(step: Step, gpu: ObservedGpu, gis: tuple[ObservedGi, ...]) -> set[BlockingProcess]:
     return {
         BlockingProcess(gpu=gpu.index, mig_uuid=uuid, pid=process.pid)
         for gi in gis

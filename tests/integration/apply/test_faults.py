@@ -152,3 +152,16 @@ def test_a_process_on_a_gi_that_stays_does_not_block_the_apply(make_node: MakeNo
         result = node.apply("a100-1g")
     assert result.converged, result.error
     assert kept.compute_instances[0].uuid in node.mig_uuids(0)
+
+
+def test_a_process_on_a_whole_gpu_refuses_turning_mig_on_under_it_before_any_mutation(make_node: MakeNode) -> None:
+    node = make_node("2xH100-80GB-SXM")
+    busy = node.observe().gpu(0)
+    node.fake.sim_attach_process(busy.uuid, pid=5151)  # MIG is off: the process holds the whole GPU
+    node.fake.sim_mutations = []
+    with capture_logs():
+        result = node.apply("h100-2x3g")
+    assert result.outcome is ApplyOutcome.FAILED
+    assert result.error is not None
+    assert f"pid 5151 on {busy.uuid} (GPU 0)" in result.error
+    assert node.fake.sim_mutations == []

@@ -93,6 +93,17 @@ def test_observe_puts_each_process_on_the_mig_device_it_runs_on(open_driver: Dri
     assert observed_gi.processes == ((busy_uuid, ObservedProcess(4242, 3 << 30)), (busy_uuid, ObservedProcess(4243, 0)))
 
 
+def test_observe_reports_processes_on_a_whole_gpu_while_mig_is_off(open_driver: DriverFactory) -> None:
+    fake = FakeNvml.from_spec("2xH100-80GB-SXM")
+    driver = open_driver(fake)
+    fake.sim_attach_process(driver.observe().gpu(1).uuid, pid=77, used_memory_bytes=1 << 30)
+
+    observation = driver.observe()
+
+    assert observation.gpu(1).processes == (ObservedProcess(77, 1 << 30),)
+    assert observation.gpu(0).processes == ()
+
+
 def test_placements_come_from_nvml_not_from_gi_ids_under_the_xor4_id_map(open_driver: DriverFactory) -> None:
     fake = FakeNvml.from_spec("A100-40GB", gi_id_map="xor4", mig_enabled=True)
     driver = open_driver(fake)
