@@ -60,7 +60,7 @@ class GpuDriver:
         """A fresh read of every GPU: identity, MIG mode, GIs at their placements, CIs, processes."""
         with nvml_call("nvmlDeviceGetCount", _NODE):
             count = self._lib.nvmlDeviceGetCount()
-        return Observation(gpus=tuple(self._observe_gpu(index) for index in range(count)))
+        return Observation(gpus=tuple(self.observe_gpu(index) for index in range(count)))
 
     def profile_table(self, gpu: int) -> ProfileTable:
         device = acquire(self._lib, gpu)
@@ -72,7 +72,8 @@ class GpuDriver:
             raise NotSupportedError(_no_table_message(device, mig_enabled=mode[0]))
         return table
 
-    def _observe_gpu(self, index: int) -> ObservedGpu:
+    def observe_gpu(self, index: int) -> ObservedGpu:
+        """A fresh read of one GPU (what checking one step of a plan needs)."""
         device = acquire(self._lib, index)
         uuid = self._uuid(device)
         with nvml_call("nvmlDeviceGetName", device.label):

@@ -204,7 +204,7 @@ class ApplyEngine:
 
     def _run_step(self, a: _Attempt, step: Step) -> bool:
         step_log = a.log.bind(gpu=step.gpu, step=step.describe())
-        observation = self._driver.observe()
+        observation = self._observe_step_gpu(step)
         if step.is_done(observation):
             step_log.info("step_skipped", reason="already done")
             return False
@@ -222,10 +222,14 @@ class ApplyEngine:
             if _needs_reboot(step, exc):
                 raise RebootNeeded(str(exc)) from exc
             raise
-        if not step.is_done(self._driver.observe()):
+        if not step.is_done(self._observe_step_gpu(step)):
             raise PermanentError(f"{step.describe()}: the driver reported success but the node does not show it")
         step_log.info("step_succeeded")
         return True
+
+    def _observe_step_gpu(self, step: Step) -> Observation:
+        # A step acts on one GPU and is judged on it alone: no need to re-read the whole node twice a step.
+        return Observation(gpus=(self._driver.observe_gpu(step.gpu),))
 
     def _converged(self, a: _Attempt) -> ApplyResult:
         self._move(a, Phase.CONVERGED)

@@ -9,12 +9,14 @@ from __future__ import annotations
 from typing import Protocol
 
 from migagent.catalog.model import Placement
-from migagent.layout.observed import Observation
+from migagent.layout.observed import Observation, ObservedGpu
 from migagent.nvml.mode import ModeActivation
 
 
 class NodeDriver(Protocol):
     def observe(self) -> Observation: ...
+
+    def observe_gpu(self, index: int) -> ObservedGpu: ...
 
     def set_mig_mode(self, gpu: int, *, enabled: bool) -> ModeActivation: ...
 

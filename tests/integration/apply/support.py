@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from migagent.catalog.model import Placement
 from migagent.clock import FakeClock
 from migagent.layout.desired import DesiredNode
-from migagent.layout.observed import Observation
+from migagent.layout.observed import Observation, ObservedGpu
 from migagent.layout.parse import parse_layout
 from migagent.layout.resolve import identity_of, resolve_config
 from migagent.nvml.driver import GpuDriver
@@ -125,6 +125,9 @@ class InterceptingDriver:
 
     def observe(self) -> Observation:
         return self._driver.observe()
+
+    def observe_gpu(self, index: int) -> ObservedGpu:
+        return self._driver.observe_gpu(index)
 
     def _mutate(self, name: str, call: Callable[[], T]) -> T:
         self._before(name)
