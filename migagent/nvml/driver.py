@@ -8,7 +8,8 @@ lifetime of a MIG mode; observations never are.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from ctypes import byref
 from types import TracebackType
 
@@ -133,9 +134,26 @@ class GpuDriver:
         return activation_of(status, mode=mode, enabled=enabled, what=what, gpu_label=device.label)
 
     def reset_gpu(self, gpu: int) -> None:
-        """Reset one GPU (destroys its GIs/CIs, applies a pending mode). Invalidates every handle."""
+        """Reset one GPU (destroys its GIs/CIs, applies a pending mode). Invalidates every handle.
+
+        `nvidia-smi -r` refuses while any NVML client holds the GPU, this process included, so NVML
+        is shut down around it and initialised again after (as mig-parted does); no handle taken
+        before survives, which is why none is kept.
+        """
         device = acquire(self._lib, gpu)
-        self._reset_runner.reset(device.pci_bus_id)
+        with self._nvml_released(device.label):
+            self._reset_runner.reset(device.pci_bus_id)
+
+    @contextmanager
+    def _nvml_released(self, gpu_label: str) -> Iterator[None]:
+        with nvml_call("nvmlShutdown (before the GPU reset)", gpu_label):
+            self._lib.nvmlShutdown()
+        try:
+            yield
+        finally:
+            # Initialised again whatever the reset did: the driver stays usable (and `__exit__` balanced).
+            with nvml_call("nvmlInit (after the GPU reset)", gpu_label):
+                self._lib.nvmlInit()
 
     # --- instances -----------------------------------------------------------------------------
 

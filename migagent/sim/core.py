@@ -76,6 +76,11 @@ class FakeCore:
         self._faults = FaultInjector((*api_function_names(type(self)), "sim_reset_gpu"))
         self._init_count = 0
 
+    @property
+    def sim_nvml_clients(self) -> int:
+        """How many nvmlInit calls are not yet balanced by nvmlShutdown (NVML's reference count)."""
+        return self._init_count
+
     def _resolve_model(self, key: str) -> GpuModel:
         return self._extra_models[key] if key in self._extra_models else model_by_key(key)
 

@@ -74,13 +74,17 @@ class ModeApi(FakeCore):
         """What `nvidia-smi -r -i <bus>` does: NVMLError_NotSupported where reset is unsupported,
         NVMLError_InUse while a client or process holds the GPU; otherwise every GI/CI is destroyed,
         the pending mode becomes current and every handle of the GPU (its own included) goes stale.
-        A successful reset is logged in `sim_mutations` as "sim_reset_gpu"."""
+        A successful reset is logged in `sim_mutations` as "sim_reset_gpu".
+
+        nvidia-smi refuses a reset while any other NVML client is attached (monitoring tools count,
+        reference §5.1); the process that asks for the reset is such a client for as long as it
+        has NVML initialised, so it must call nvmlShutdown first, as mig-parted does."""
         self._faults.check("sim_reset_gpu")
         index = index_by_bus_id(self.state, pci_bus_id)
         gpu = self.state.gpus[index]
         if not gpu.reset_supported:
             raise nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        if self._gpu_busy(gpu) or any(gi.held_by_client for gi in gpu.gpu_instances):
+        if self.sim_nvml_clients > 0 or self._gpu_busy(gpu) or any(gi.held_by_client for gi in gpu.gpu_instances):
             raise nvml_error(pynvml.NVML_ERROR_IN_USE)
         gpu.gpu_instances.clear()
         gpu.mig_current = gpu.mig_pending

@@ -18,7 +18,12 @@ class SimResetRunner:
         try:
             self._fake.sim_reset_gpu(pci_bus_id)
         except pynvml.NVMLError_InUse as exc:
-            raise InUseError(f"cannot reset GPU {pci_bus_id}: a process or client is using it") from exc
+            clients = self._fake.sim_nvml_clients
+            held = f" (NVML is initialised {clients} time(s) in this process)" if clients else ""
+            raise InUseError(
+                f"cannot reset GPU {pci_bus_id}: a process or NVML client is using it{held}; nvidia-smi -r"
+                " refuses while any NVML client, the caller included, holds the GPU"
+            ) from exc
         except pynvml.NVMLError_NotSupported as exc:
             raise NotSupportedError(
                 f"cannot reset GPU {pci_bus_id}: reset is not supported here (pass-through VM?); reboot instead"

@@ -193,11 +193,14 @@ class SimNode:
         self.driver = self.new_driver()
 
     def new_driver(self) -> GpuDriver:
-        """A freshly initialised driver on the same simulated hardware, as a restarted agent has.
-
-        It is never shut down: a crashed process does not call nvmlShutdown either.
-        """
+        """A freshly initialised driver on the same simulated hardware, as a restarted agent has."""
         return GpuDriver(self.fake, reset_runner=SimResetRunner(self.fake)).__enter__()
+
+    def restart_process(self) -> None:
+        """The crashed process is gone and a new one starts. The dead one never called nvmlShutdown,
+        but the kernel closed its handles, so its NVML client no longer holds the GPUs."""
+        self.fake.nvmlShutdown()
+        self.driver = self.new_driver()
 
     def reboot(self) -> None:
         self.fake.sim_reboot()

@@ -78,7 +78,7 @@ def test_a_crash_at_every_mutation_resumes_to_convergence_without_extra_destroys
         assert record is not None
         assert record.phase is Phase.APPLYING
 
-        node.driver = node.new_driver()  # the restarted process
+        node.restart_process()
         with capture_logs() as logs:
             result = node.apply(transition.target)
 
@@ -142,7 +142,7 @@ def test_a_journal_whose_kept_gi_has_vanished_is_planned_again_instead_of_resume
     assert kept
     with capture_logs(), pytest.raises(SimulatedCrash):
         node.apply("a100-1g", driver=crashing_driver(node.driver, crash_at=1, after_call=True))
-    node.driver = node.new_driver()
+    node.restart_process()
     _destroy_gi(node, 0, kept[0].placement)
     with capture_logs() as logs:
         result = node.apply("a100-1g")

@@ -21,6 +21,15 @@ def started(spec: str = "A100-40GB", **options: Any) -> FakeNvml:
     return fake
 
 
+def reset_like_nvidia_smi(fake: FakeNvml, pci_bus_id: str) -> None:
+    """Reset as a well-behaved caller must: release NVML, run the reset, initialise NVML again."""
+    fake.nvmlShutdown()
+    try:
+        fake.sim_reset_gpu(pci_bus_id)
+    finally:
+        fake.nvmlInit()
+
+
 def gi_profile(model_key: str, name: str) -> GiProfile:
     """A catalog GI profile by its mig-parted name (`3g.20gb`, `1g.5gb+me`)."""
     model = model_by_key(model_key)

@@ -6,7 +6,7 @@ import pynvml
 import pytest
 
 from migagent.sim import FakeNvml
-from tests.unit.sim.helpers import create_gi, gi_profile, nvml_code, started
+from tests.unit.sim.helpers import create_gi, gi_profile, nvml_code, reset_like_nvidia_smi, started
 
 ENABLE, DISABLE = pynvml.NVML_DEVICE_MIG_ENABLE, pynvml.NVML_DEVICE_MIG_DISABLE
 SUCCESS, IN_USE = pynvml.NVML_SUCCESS, pynvml.NVML_ERROR_IN_USE
@@ -32,7 +32,7 @@ def test_ampere_with_a_client_attached_returns_in_use_and_activates_only_on_rese
     assert fake.nvmlDeviceSetMigMode(device, ENABLE) == IN_USE
     assert fake.nvmlDeviceGetMigMode(device) == [DISABLE, ENABLE]
     fake.sim_set_client_attached(0, False)
-    fake.sim_reset_gpu("00000000:18:00.0")
+    reset_like_nvidia_smi(fake, "00000000:18:00.0")
     assert fake.nvmlDeviceGetMigMode(fake.nvmlDeviceGetHandleByIndex(0)) == [ENABLE, ENABLE]
 
 

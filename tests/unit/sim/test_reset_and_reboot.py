@@ -10,7 +10,7 @@ import pytest
 from migagent.errors import InUseError, NotSupportedError, PermanentError
 from migagent.sim import FakeNvml
 from migagent.sim.reset import SimResetRunner
-from tests.unit.sim.helpers import gi_profile, nvml_code, started
+from tests.unit.sim.helpers import gi_profile, nvml_code, reset_like_nvidia_smi, started
 
 BUS0, BUS1 = "00000000:18:00.0", "00000000:19:00.0"
 
@@ -25,7 +25,7 @@ def with_a_mig_device(spec: str = "A100-40GB") -> FakeNvml:
 
 def test_reset_destroys_every_instance_and_leaves_no_mig_device() -> None:
     fake = with_a_mig_device()
-    fake.sim_reset_gpu(BUS0)
+    reset_like_nvidia_smi(fake, BUS0)
     device = fake.nvmlDeviceGetHandleByIndex(0)
     assert fake.state.gpus[0].gpu_instances == []
     for index in range(fake.nvmlDeviceGetMaxMigDeviceCount(device)):
@@ -40,7 +40,7 @@ def test_reset_invalidates_every_handle_of_that_gpu_but_not_of_others() -> None:
     gi = fake.nvmlDeviceCreateGpuInstance(device, 0)
     ci = fake.nvmlGpuInstanceCreateComputeInstance(gi, 4)
     mig = fake.nvmlDeviceGetMigDeviceHandleByIndex(device, 0)
-    fake.sim_reset_gpu(BUS0)
+    reset_like_nvidia_smi(fake, BUS0)
     for call in (
         lambda: fake.nvmlGpuInstanceGetInfo(gi),
         lambda: fake.nvmlComputeInstanceGetInfo(ci),
@@ -55,7 +55,7 @@ def test_a_destroyed_and_recreated_instance_does_not_revive_old_handles() -> Non
     fake = started("A30-24GB")
     device = fake.nvmlDeviceGetHandleByIndex(0)
     old = fake.nvmlDeviceCreateGpuInstance(device, 0)
-    fake.sim_reset_gpu(BUS0)
+    reset_like_nvidia_smi(fake, BUS0)
     device = fake.nvmlDeviceGetHandleByIndex(0)
     fake.nvmlDeviceCreateGpuInstance(device, 0)
     assert nvml_code(lambda: fake.nvmlGpuInstanceGetInfo(old)) == pynvml.NVML_ERROR_INVALID_ARGUMENT
@@ -67,8 +67,33 @@ def test_reset_applies_the_pending_mode() -> None:
     fake.sim_set_client_attached(0, True)
     assert fake.nvmlDeviceSetMigMode(device, 0) == pynvml.NVML_ERROR_IN_USE
     fake.sim_set_client_attached(0, False)
-    fake.sim_reset_gpu(BUS0)
+    reset_like_nvidia_smi(fake, BUS0)
     assert fake.nvmlDeviceGetMigMode(fake.nvmlDeviceGetHandleByIndex(0)) == [0, 0]
+
+
+def test_nvidia_smi_refuses_a_reset_while_this_process_holds_nvml_initialised() -> None:
+    fake = with_a_mig_device()
+    with pytest.raises(pynvml.NVMLError_InUse):
+        fake.sim_reset_gpu(BUS0)
+    assert len(fake.state.gpus[0].gpu_instances) == 1
+
+
+def test_nvidia_smi_refuses_a_reset_until_every_nvml_init_is_balanced_by_a_shutdown() -> None:
+    fake = with_a_mig_device()
+    fake.nvmlInit()  # a second client in this process: NVML is reference counted
+    fake.nvmlShutdown()
+    assert fake.sim_nvml_clients == 1
+    with pytest.raises(pynvml.NVMLError_InUse):
+        fake.sim_reset_gpu(BUS0)
+    fake.nvmlShutdown()
+    fake.sim_reset_gpu(BUS0)
+    assert fake.state.gpus[0].gpu_instances == []
+
+
+def test_the_sim_reset_runner_names_the_nvml_clients_that_block_a_reset() -> None:
+    fake = with_a_mig_device()
+    with pytest.raises(InUseError, match=r"NVML is initialised 1 time\(s\) in this process"):
+        SimResetRunner(fake).reset(BUS0)
 
 
 def test_reset_with_a_process_on_a_mig_device_raises_in_use_and_changes_nothing() -> None:
@@ -77,7 +102,7 @@ def test_reset_with_a_process_on_a_mig_device_raises_in_use_and_changes_nothing(
     mig_uuid = fake.nvmlDeviceGetUUID(fake.nvmlDeviceGetMigDeviceHandleByIndex(device, 0))
     fake.sim_attach_process(mig_uuid, pid=99)
     with pytest.raises(pynvml.NVMLError_InUse):
-        fake.sim_reset_gpu(BUS0)
+        reset_like_nvidia_smi(fake, BUS0)
     assert len(fake.state.gpus[0].gpu_instances) == 1
     assert fake.nvmlDeviceGetUUID(device) == fake.state.gpus[0].uuid
 
@@ -86,14 +111,14 @@ def test_reset_with_a_client_attached_raises_in_use() -> None:
     fake = started()
     fake.sim_set_client_attached(0, True)
     with pytest.raises(pynvml.NVMLError_InUse):
-        fake.sim_reset_gpu(BUS0)
+        reset_like_nvidia_smi(fake, BUS0)
 
 
 def test_reset_while_a_client_holds_a_gpu_instance_raises_in_use() -> None:
     fake = with_a_mig_device()
     fake.sim_set_gpu_instance_held(0, fake.state.gpus[0].gpu_instances[0].id, True)
     with pytest.raises(pynvml.NVMLError_InUse):
-        fake.sim_reset_gpu(BUS0)
+        reset_like_nvidia_smi(fake, BUS0)
 
 
 def test_reset_of_an_unknown_or_malformed_bus_id_fails() -> None:
@@ -104,7 +129,7 @@ def test_reset_of_an_unknown_or_malformed_bus_id_fails() -> None:
 
 def test_a_successful_reset_is_logged_as_a_mutation() -> None:
     fake = started()
-    fake.sim_reset_gpu(BUS0)
+    reset_like_nvidia_smi(fake, BUS0)
     assert fake.sim_mutations == ["sim_reset_gpu"]
 
 
@@ -150,12 +175,14 @@ def test_reboot_keeps_the_simulated_clients_and_settings() -> None:
 
 def test_the_sim_reset_runner_resets_through_the_fake() -> None:
     fake = with_a_mig_device()
+    fake.nvmlShutdown()
     SimResetRunner(fake).reset(BUS0)
     assert fake.state.gpus[0].gpu_instances == []
 
 
 def test_the_sim_reset_runner_turns_in_use_into_in_use_error() -> None:
     fake = started()
+    fake.nvmlShutdown()
     fake.sim_set_client_attached(0, True)
     with pytest.raises(InUseError, match=BUS0) as info:
         SimResetRunner(fake).reset(BUS0)
