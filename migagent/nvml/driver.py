@@ -128,7 +128,8 @@ class GpuDriver:
         what = f"nvmlDeviceSetMigMode({'enable' if enabled else 'disable'})"
         with nvml_call(what, device.label):
             status = int(self._lib.nvmlDeviceSetMigMode(device.handle, wanted))
-        mode = read_mig_mode(self._lib, device)
+        # nvml.h: activating a mode may unbind or reset the device; the handle used above may be stale.
+        mode = read_mig_mode(self._lib, acquire(self._lib, gpu))
         if mode is None:
             raise NotSupportedError(f"{device.label} is not MIG capable (nvmlDeviceGetMigMode: NOT_SUPPORTED)")
         return activation_of(status, mode=mode, enabled=enabled, what=what, gpu_label=device.label)

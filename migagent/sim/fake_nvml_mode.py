@@ -49,7 +49,13 @@ class ModeApi(FakeCore):
         if mode == MIG_DISABLE and gpu.gpu_instances:
             raise nvml_error(pynvml.NVML_ERROR_IN_USE)
         gpu.mig_pending = mode
-        return self._activation_status(index, gpu)
+        was = gpu.mig_current
+        status = self._activation_status(index, gpu)
+        if gpu.mig_current != was:
+            # nvml.h: the call "may unbind or reset the device" and the caller must query again. The
+            # fake takes the strict reading [inf]: every handle of the GPU, its own included, is stale.
+            self._handles.forget_gpu(index)
+        return status
 
     def _gpu_busy(self, gpu: SimGpu) -> bool:
         return gpu.client_attached or bool(self._all_processes(gpu))

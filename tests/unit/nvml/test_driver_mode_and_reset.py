@@ -117,3 +117,13 @@ def test_a_reset_refused_because_a_process_runs_raises_in_use(open_driver: Drive
     with pytest.raises(InUseError):
         driver.reset_gpu(0)
     assert len(driver.observe().gpu(0).gpu_instances) == 1
+
+
+def test_the_mode_is_read_back_through_a_handle_acquired_after_set_mig_mode_which_may_unbind_the_gpu(
+    open_driver: DriverFactory,
+) -> None:
+    # nvml.h: nvmlDeviceSetMigMode "may unbind or reset the device"; the fake makes the old handle stale.
+    driver = open_driver(FakeNvml.from_spec("B200-180GB"))
+
+    assert driver.set_mig_mode(0, enabled=True) is ModeActivation.ACTIVE
+    assert driver.set_mig_mode(0, enabled=False) is ModeActivation.ACTIVE

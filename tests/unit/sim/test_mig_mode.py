@@ -12,6 +12,11 @@ ENABLE, DISABLE = pynvml.NVML_DEVICE_MIG_ENABLE, pynvml.NVML_DEVICE_MIG_DISABLE
 SUCCESS, IN_USE = pynvml.NVML_SUCCESS, pynvml.NVML_ERROR_IN_USE
 
 
+def mode_of(fake: FakeNvml, index: int = 0) -> list[int]:
+    """GetMigMode through a fresh handle: an activated mode change leaves the old one stale."""
+    return fake.nvmlDeviceGetMigMode(fake.nvmlDeviceGetHandleByIndex(index))
+
+
 def disabled(spec: str) -> FakeNvml:
     fake = FakeNvml.from_spec(spec)
     fake.nvmlInit()
@@ -49,7 +54,7 @@ def test_ampere_with_auto_reset_activates_at_once_when_idle() -> None:
     fake.sim_set_ampere_auto_reset(0, True)
     device = fake.nvmlDeviceGetHandleByIndex(0)
     assert fake.nvmlDeviceSetMigMode(device, ENABLE) == SUCCESS
-    assert fake.nvmlDeviceGetMigMode(device) == [ENABLE, ENABLE]
+    assert mode_of(fake) == [ENABLE, ENABLE]
 
 
 def test_ampere_with_auto_reset_but_a_client_attached_stays_pending_with_in_use() -> None:
@@ -88,9 +93,9 @@ def test_hopper_and_later_switch_immediately_when_idle(spec: str) -> None:
     fake = disabled(spec)
     device = fake.nvmlDeviceGetHandleByIndex(0)
     assert fake.nvmlDeviceSetMigMode(device, ENABLE) == SUCCESS
-    assert fake.nvmlDeviceGetMigMode(device) == [ENABLE, ENABLE]
-    assert fake.nvmlDeviceSetMigMode(device, DISABLE) == SUCCESS
-    assert fake.nvmlDeviceGetMigMode(device) == [DISABLE, DISABLE]
+    assert mode_of(fake) == [ENABLE, ENABLE]
+    assert fake.nvmlDeviceSetMigMode(fake.nvmlDeviceGetHandleByIndex(0), DISABLE) == SUCCESS
+    assert mode_of(fake) == [DISABLE, DISABLE]
 
 
 def test_hopper_with_a_client_attached_stays_pending_with_in_use_until_retried_idle() -> None:
@@ -101,7 +106,23 @@ def test_hopper_with_a_client_attached_stays_pending_with_in_use_until_retried_i
     assert fake.nvmlDeviceGetMigMode(device) == [DISABLE, ENABLE]
     fake.sim_set_client_attached(0, False)
     assert fake.nvmlDeviceSetMigMode(device, ENABLE) == SUCCESS
-    assert fake.nvmlDeviceGetMigMode(device) == [ENABLE, ENABLE]
+    assert mode_of(fake) == [ENABLE, ENABLE]
+
+
+def test_an_activated_mode_change_leaves_every_handle_of_that_gpu_stale_strict_reading_of_nvml_h() -> None:
+    fake = disabled("2xH100-80GB-SXM")
+    device, other = fake.nvmlDeviceGetHandleByIndex(0), fake.nvmlDeviceGetHandleByIndex(1)
+    assert fake.nvmlDeviceSetMigMode(device, ENABLE) == SUCCESS
+    assert nvml_code(lambda: fake.nvmlDeviceGetMigMode(device)) == pynvml.NVML_ERROR_INVALID_ARGUMENT
+    assert fake.nvmlDeviceGetMigMode(other) == [DISABLE, DISABLE]
+    assert mode_of(fake) == [ENABLE, ENABLE]
+
+
+def test_a_mode_change_left_pending_keeps_the_handle_valid() -> None:
+    fake = disabled("A100-40GB")
+    device = fake.nvmlDeviceGetHandleByIndex(0)
+    assert fake.nvmlDeviceSetMigMode(device, ENABLE) == SUCCESS
+    assert fake.nvmlDeviceGetMigMode(device) == [DISABLE, ENABLE]
 
 
 def test_hopper_with_a_running_process_stays_pending_with_in_use() -> None:
@@ -117,7 +138,7 @@ def test_hopper_in_a_passthrough_vm_still_switches_without_a_reset() -> None:
     fake.sim_set_reset_supported(0, False)
     device = fake.nvmlDeviceGetHandleByIndex(0)
     assert fake.nvmlDeviceSetMigMode(device, ENABLE) == SUCCESS
-    assert fake.nvmlDeviceGetMigMode(device) == [ENABLE, ENABLE]
+    assert mode_of(fake) == [ENABLE, ENABLE]
 
 
 @pytest.mark.parametrize("spec", ["A100-40GB", "H100-80GB-SXM"])

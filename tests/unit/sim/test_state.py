@@ -51,6 +51,7 @@ def mutated_node() -> FakeNvml:
     fake.nvmlDeviceSetMigMode(a100, 1)  # stays pending: a client is attached
     fake.sim_attach_process(fake.nvmlDeviceGetUUID(a30), pid=500, used_memory_bytes=7)
     fake.nvmlDeviceSetMigMode(h100, 1)
+    h100 = fake.nvmlDeviceGetHandleByIndex(1)  # the activated mode made the old handle stale
     gi = create_gi(fake, h100, 9, 4, 4)
     fake.nvmlGpuInstanceCreateComputeInstance(gi, 0)
     fake.nvmlGpuInstanceCreateComputeInstance(gi, 0)
