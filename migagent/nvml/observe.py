@@ -17,9 +17,9 @@ import pynvml
 from migagent.catalog import Placement, ProfileTable
 from migagent.layout.observed import ObservedCi, ObservedGi, ObservedProcess
 from migagent.nvml.device import Device
+from migagent.nvml.enumerate import profiles_by_enum
 from migagent.nvml.errors import nvml_call, nvml_probe
 from migagent.nvml.lib import Handle, NvmlLib
-from migagent.nvml.profiles import PROFILE_ABSENT
 
 _NO_MIG_DEVICE = frozenset({pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_ERROR_INVALID_ARGUMENT})
 
@@ -109,19 +109,15 @@ def _observe_gi(
 def _compute_instances_of(lib: NvmlLib, device: Device, gi_handle: Handle, *, gi_id: int) -> list[Handle]:
     handles: list[Handle] = []
     seen_profiles: set[int] = set()
-    for enum in range(pynvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT):
-        info = nvml_probe(
-            partial(
-                lib.nvmlGpuInstanceGetComputeInstanceProfileInfo,
-                gi_handle,
-                enum,
-                pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
-            ),
-            absent=PROFILE_ABSENT,
-            what=f"nvmlGpuInstanceGetComputeInstanceProfileInfo(GI {gi_id}, enum {enum})",
-            gpu_label=device.label,
-        )
-        if info is None or int(info.id) in seen_profiles or int(info.instanceCount) <= 0:
+    answers = profiles_by_enum(
+        lambda enum: lib.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+            gi_handle, enum, pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
+        ),
+        what=f"nvmlGpuInstanceGetComputeInstanceProfileInfo(GI {gi_id})",
+        gpu_label=device.label,
+    )
+    for _enum, info in answers:
+        if int(info.id) in seen_profiles or int(info.instanceCount) <= 0:
             continue
         seen_profiles.add(int(info.id))
         capacity = int(info.instanceCount)

@@ -1,7 +1,7 @@
 """Build a GPU's `ProfileTable` from NVML, falling back to the catalog where NVML cannot answer.
 
-GI profiles come from NVML: `nvmlDeviceGetGpuInstanceProfileInfo` over the query enum (reference
-§1.3: the enum is not the profile id) plus `nvmlDeviceGetGpuInstancePossiblePlacements`. CI
+GI profiles come from NVML: `nvmlDeviceGetGpuInstanceProfileInfo` over the query enums until
+INVALID_ARGUMENT (reference §1.3: the enum is not the profile id) plus `nvmlDeviceGetGpuInstancePossiblePlacements`. CI
 profiles need a GI handle to query, so they come from the catalog model with the same PCI device
 id, or from the inferred rule in `ci_profiles` for unknown GPUs. Drivers such as R535 refuse
 profile queries while MIG is disabled (§5.9); the catalog's table stands in then.
@@ -17,11 +17,10 @@ import pynvml
 from migagent.catalog import Engines, GiProfile, GpuModel, Placement, ProfileTable, model_by_pci_device_id
 from migagent.nvml.ci_profiles import PLAIN_GI_ENUMS, inferred_ci_profiles
 from migagent.nvml.device import Device
+from migagent.nvml.enumerate import profiles_by_enum
 from migagent.nvml.errors import nvml_call, nvml_probe
 from migagent.nvml.lib import GpuInstanceProfileInfo, NvmlLib
 
-# "This GPU has no such profile" (or "not while MIG is disabled"): an answer while enumerating.
-PROFILE_ABSENT = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_INVALID_ARGUMENT})
 _MEMORY_UNREADABLE = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_NO_PERMISSION})
 _MIB = 1024 * 1024
 
@@ -50,17 +49,16 @@ def read_profile_table(lib: NvmlLib, device: Device, *, mig_enabled: bool) -> Pr
 
 
 def read_gi_profile_infos(lib: NvmlLib, device: Device) -> list[tuple[int, GpuInstanceProfileInfo]]:
-    """(query enum, profile info) for every GI profile the GPU reports; unsupported enums skipped."""
+    """(query enum, profile info) for every GI profile the GPU reports (see nvml.enumerate)."""
     found: list[tuple[int, GpuInstanceProfileInfo]] = []
     seen_ids: set[int] = set()
-    for enum in range(pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT):
-        info = nvml_probe(
-            partial(lib.nvmlDeviceGetGpuInstanceProfileInfo, device.handle, enum),
-            absent=PROFILE_ABSENT,
-            what=f"nvmlDeviceGetGpuInstanceProfileInfo(enum {enum})",
-            gpu_label=device.label,
-        )
-        if info is not None and int(info.id) not in seen_ids:
+    answers = profiles_by_enum(
+        partial(lib.nvmlDeviceGetGpuInstanceProfileInfo, device.handle),
+        what="nvmlDeviceGetGpuInstanceProfileInfo",
+        gpu_label=device.label,
+    )
+    for enum, info in answers:
+        if int(info.id) not in seen_ids:
             seen_ids.add(int(info.id))
             found.append((enum, info))
     return found

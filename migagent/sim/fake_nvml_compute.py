@@ -35,9 +35,11 @@ class ComputeInstanceApi(FakeCore):
         engProfile: int,  # noqa: N803
         version: int = 2,
     ) -> Any:
-        """`device` is a GI handle (pynvml's parameter name). Shared engines are the GI's."""
+        """`device` is a GI handle (pynvml's parameter name). Shared engines are the GI's. Past the
+        driver's last CI enum INVALID_ARGUMENT; a CI profile this GI does not offer NOT_SUPPORTED."""
         index, gi = self._gpu_instance(device)
-        if not 0 <= profile < CI_PROFILE_ENUM_COUNT or engProfile != pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED:
+        known = max(CI_PROFILE_ENUM_COUNT, *(ci.id + 1 for ci in self._gi_profile(index, gi).ci_profiles))
+        if not 0 <= profile < known or engProfile != pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED:
             raise nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         ci_profile = self._ci_profile(index, gi, profile, missing=pynvml.NVML_ERROR_NOT_SUPPORTED)
         gi_profile = self._gi_profile(index, gi)
@@ -87,7 +89,7 @@ class ComputeInstanceApi(FakeCore):
     def nvmlGpuInstanceCreateComputeInstance(self, gpuInstance: Any, profileId: int) -> Any:  # noqa: N802, N803
         """Takes the lowest free legal placement [inf]."""
         index, gi = self._gpu_instance(gpuInstance)
-        profile = self._ci_profile(index, gi, profileId, missing=pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        profile = self._ci_profile(index, gi, profileId, missing=pynvml.NVML_ERROR_NOT_SUPPORTED)
         chosen = choose_ci_placement(gi, profile)
         if chosen is None:
             raise nvml_error(pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES)
@@ -101,7 +103,7 @@ class ComputeInstanceApi(FakeCore):
         placement: Any,
     ) -> Any:
         index, gi = self._gpu_instance(gpuInstance)
-        profile = self._ci_profile(index, gi, profileId, missing=pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        profile = self._ci_profile(index, gi, profileId, missing=pynvml.NVML_ERROR_NOT_SUPPORTED)
         wanted = Placement(*read_placement(placement))
         if wanted not in profile.placements:
             raise nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
@@ -141,7 +143,7 @@ class ComputeInstanceApi(FakeCore):
         countRef: Any,  # noqa: N803
     ) -> int:
         index, gi = self._gpu_instance(gpuInstance)
-        self._ci_profile(index, gi, profileId, missing=pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        self._ci_profile(index, gi, profileId, missing=pynvml.NVML_ERROR_NOT_SUPPORTED)
         handles = [self._ci_handle(index, gi, ci) for ci in gi.compute_instances if ci.profile_id == profileId]
         fill_array(computeInstancesRef, countRef, handles)
         return int(pynvml.NVML_SUCCESS)

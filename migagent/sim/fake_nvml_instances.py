@@ -24,6 +24,11 @@ from migagent.sim.placement import (
 from migagent.sim.state import SimGpu, SimGpuInstance
 
 
+def gi_enum_count(model: GpuModel) -> int:
+    """The simulated driver's GI enum count: pynvml's, or more when the model has newer profiles."""
+    return max(GI_PROFILE_ENUM_COUNT, *(profile.enum_value + 1 for profile in model.profiles.gi_profiles))
+
+
 def _gi_profile_info(model: GpuModel, profile: GiProfile, version: int) -> Any:
     if version == 2:
         info = pynvml.c_nvmlGpuInstanceProfileInfo_v2_t()
@@ -60,10 +65,11 @@ class GpuInstanceApi(FakeCore):
 
     @nvml_api()
     def nvmlDeviceGetGpuInstanceProfileInfo(self, device: Any, profile: int, version: int = 2) -> Any:  # noqa: N802
-        """Query by NVML_GPU_INSTANCE_PROFILE_* enum: >= COUNT is INVALID_ARGUMENT, an enum the
-        model lacks NOT_SUPPORTED; the returned `id` is the profile ID other calls take."""
+        """Query by NVML_GPU_INSTANCE_PROFILE_* enum: past the driver's last enum INVALID_ARGUMENT (the
+        end of nvml.h's enumeration), an enum the model lacks NOT_SUPPORTED; the returned `id` is the
+        profile ID other calls take."""
         index, gpu = self._physical(device)
-        if not isinstance(profile, int) or not 0 <= profile < GI_PROFILE_ENUM_COUNT:
+        if not isinstance(profile, int) or not 0 <= profile < gi_enum_count(self.model(index)):
             raise nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         self._require_profiles_queryable(gpu)
         found = self.model(index).profiles.gi_profile_by_enum(profile)

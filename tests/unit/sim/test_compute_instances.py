@@ -146,7 +146,8 @@ def test_a_full_gi_has_no_room_for_another_ci() -> None:
     assert nvml_code(lambda: fake.nvmlGpuInstanceCreateComputeInstance(gi, 0)) == (
         pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES
     )
-    assert nvml_code(lambda: fake.nvmlGpuInstanceCreateComputeInstance(gi, 4)) == pynvml.NVML_ERROR_INVALID_ARGUMENT
+    # nvml.h: a CI profile the GI does not offer is NOT_SUPPORTED.
+    assert nvml_code(lambda: fake.nvmlGpuInstanceCreateComputeInstance(gi, 4)) == pynvml.NVML_ERROR_NOT_SUPPORTED
 
 
 def test_compute_instances_are_listed_per_profile_and_found_by_id() -> None:
