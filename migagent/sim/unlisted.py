@@ -17,13 +17,13 @@ from migagent.catalog.model import CI_PROFILE_ENUM_COUNT, GI_PROFILE_ENUM_COUNT
 
 def unlisted_enum(model: GpuModel) -> int:
     """One enum past every constant pynvml and the catalog know, leaving a gap NVML answers NOT_SUPPORTED."""
-    known = max(pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT, GI_PROFILE_ENUM_COUNT)
+    known = max(int(pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT), GI_PROFILE_ENUM_COUNT)
     return max(known, *(p.enum_value + 1 for p in model.profiles.gi_profiles)) + 1
 
 
 def unlisted_ci_profile_id() -> int:
     """A CI profile id (= its query enum) one past every constant pynvml and the catalog know."""
-    return max(pynvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT, CI_PROFILE_ENUM_COUNT) + 1
+    return max(int(pynvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT), CI_PROFILE_ENUM_COUNT) + 1
 
 
 def with_unlisted_gi_profile(model: GpuModel) -> GpuModel:
