@@ -1,8 +1,9 @@
 """Wiring of the node the CLI acts on: real GPUs through pynvml, or the built-in simulator.
 
 `--simulate SPEC` builds a FakeNvml node (e.g. `8xH100-80GB-SXM`); `--state FILE` keeps that node
-between commands: it is loaded when the file exists and saved back after the command, so
-`apply` followed by `assert` acts on the same simulated GPUs.
+between commands: it is loaded when the file exists, saved after every mutating NVML call (so a
+killed command leaves the GPUs as real ones would be) and after the command, so `apply` followed by
+`assert` acts on the same simulated GPUs.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from migagent.reconcile.journal import FileJournal, Journal, MemoryJournal
 from migagent.reconcile.ports import RebootRequester
 from migagent.reconcile.reboot import CommandRebootRequester, RecordingRebootRequester
 from migagent.sim.fake_nvml import FakeNvml
+from migagent.sim.persistence import persist_after_each_mutation, sigkill_after_mutations
 from migagent.sim.reset import SimResetRunner
 from migagent.sim.spec import NodeSpecError
 from migagent.sim.state import StateFormatError
 
 DEFAULT_JOURNAL_DIR = "/var/lib/migagent"
+SIGKILL_AFTER_MUTATIONS_ENV = "MIGAGENT_SIM_SIGKILL_AFTER_MUTATIONS"
 
 
 def add_node_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,7 +45,7 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         "--state",
         metavar="FILE",
         default=os.environ.get("MIGAGENT_SIM_STATE"),
-        help="simulator state file: loaded if it exists, saved after the command",
+        help="simulator state file: loaded if it exists, saved after every change and after the command",
     )
 
 
@@ -107,6 +110,18 @@ def _save_fake(fake: FakeNvml, state: Path, *, quiet: bool) -> None:
             raise PermanentError(f"--state {state}: cannot save the simulated node: {exc}") from exc
 
 
+def _crash_fault_from_environment(fake: FakeNvml) -> None:
+    """Crash testing only: MIGAGENT_SIM_SIGKILL_AFTER_MUTATIONS=N kills the process after its Nth
+    mutating call on the simulated node (see sim.persistence)."""
+    raw = os.environ.get(SIGKILL_AFTER_MUTATIONS_ENV)
+    if raw is None:
+        return
+    try:
+        sigkill_after_mutations(fake, int(raw))
+    except ValueError as exc:
+        raise InvalidLayoutError(f"{SIGKILL_AFTER_MUTATIONS_ENV}={raw!r}: expected a count of 1 or more") from exc
+
+
 @contextmanager
 def open_node(args: argparse.Namespace) -> Iterator[GpuDriver]:
     """Yield an initialised GpuDriver for the node selected by --simulate/--state (or real GPUs)."""
@@ -117,6 +132,9 @@ def open_node(args: argparse.Namespace) -> Iterator[GpuDriver]:
             yield driver
         return
     fake = _load_fake(spec, state)
+    if state is not None:
+        persist_after_each_mutation(fake, state)
+    _crash_fault_from_environment(fake)
     failed = True
     try:
         with GpuDriver(fake, reset_runner=SimResetRunner(fake)) as driver:

@@ -31,7 +31,12 @@ from migagent.layout.observed import Observation
 from migagent.planning import Plan, plan
 from migagent.planning.steps import Step, StepKind
 from migagent.reconcile.bootid import BootIdProvider, read_boot_id
-from migagent.reconcile.executor import execute_step, lost_kept_instance, precondition_failure
+from migagent.reconcile.executor import (
+    execute_step,
+    journal_position_mismatch,
+    lost_kept_instance,
+    precondition_failure,
+)
 from migagent.reconcile.journal import JOURNAL_VERSION, Journal, JournalRecord
 from migagent.reconcile.ports import NodeDriver, RebootRequester
 from migagent.reconcile.result import ApplyOutcome, ApplyResult
@@ -147,6 +152,11 @@ class ApplyEngine:
         if lost is not None:
             # The rest of the journaled plan was chosen around GIs that are gone: plan afresh.
             a.log.warning("journal_stale", reason=lost)
+            return False
+        moved = journal_position_mismatch(p.plan, p.step_index, observation)
+        if moved is not None:
+            # The node is behind (or beside) the journal: plan afresh from what is there, in this run.
+            a.log.warning("journal_disagrees_with_node", reason=moved, step_index=p.step_index)
             return False
         a.plan, a.step_index = p.plan, p.step_index
         a.log.info("journal_resumed", step_index=p.step_index, steps=len(p.plan.steps))

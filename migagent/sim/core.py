@@ -26,6 +26,7 @@ _API_MARK = "_fake_nvml_api"
 NO_INSTANCE_ID = 0xFFFFFFFF  # gpuInstanceId/computeInstanceId of a process when MIG is off (nvml.h)
 
 CoreT = TypeVar("CoreT", bound="FakeCore")
+MutationHook = Callable[[str], None]
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -34,7 +35,8 @@ def nvml_api(
     *, mutates: bool = False, needs_init: bool = True
 ) -> Callable[[Callable[Concatenate[CoreT, P], R]], Callable[Concatenate[CoreT, P], R]]:
     """Mark a pynvml-named method: injected faults fire first (before any effect), then the
-    nvmlInit check; successful mutating calls are appended to `sim_mutations`."""
+    nvmlInit check; successful mutating calls are appended to `sim_mutations` and then reported to
+    every hook added with `sim_after_each_mutation`."""
 
     def decorate(fn: Callable[Concatenate[CoreT, P], R]) -> Callable[Concatenate[CoreT, P], R]:
         name = fn.__name__
@@ -46,7 +48,7 @@ def nvml_api(
                 raise nvml_error(pynvml.NVML_ERROR_UNINITIALIZED)
             result = fn(self, *args, **kwargs)
             if mutates:
-                self.sim_mutations.append(name)
+                self._mutated(name)
             return result
 
         setattr(call, _API_MARK, True)
@@ -75,6 +77,20 @@ class FakeCore:
         self._handles = HandleTable()
         self._faults = FaultInjector((*api_function_names(type(self)), "sim_reset_gpu"))
         self._init_count = 0
+        self._mutation_hooks: list[MutationHook] = []
+
+    def sim_after_each_mutation(self, hook: MutationHook) -> None:
+        """Call `hook(name)` after every successful mutating NVML call (and simulated reset or reboot),
+        in the order hooks were added: e.g. persist the node, as real GPUs never forget a change."""
+        self._mutation_hooks.append(hook)
+
+    def _mutated(self, name: str) -> None:
+        self.sim_mutations.append(name)
+        self._notify_mutation_hooks(name)
+
+    def _notify_mutation_hooks(self, name: str) -> None:
+        for hook in self._mutation_hooks:
+            hook(name)
 
     @property
     def sim_nvml_clients(self) -> int:

@@ -95,7 +95,7 @@ class ModeApi(FakeCore):
         gpu.gpu_instances.clear()
         gpu.mig_current = gpu.mig_pending
         self._handles.forget_gpu(index)
-        self.sim_mutations.append("sim_reset_gpu")
+        self._mutated("sim_reset_gpu")
 
     def sim_reboot(self) -> None:
         """Power cycle: instances and processes are gone, Ampere keeps (and applies) its pending
@@ -110,3 +110,4 @@ class ModeApi(FakeCore):
                 gpu.mig_current = gpu.mig_pending = MIG_DISABLE
         self._handles.forget_all()
         self._init_count = 0
+        self._notify_mutation_hooks("sim_reboot")  # not an NVML call, so not in `sim_mutations`

@@ -17,6 +17,7 @@ from migagent.catalog.model import Placement
 from migagent.planning import StepKind
 from migagent.reconcile.assertion import config_mismatches
 from migagent.reconcile.states import Phase
+from migagent.sim.state import SimNodeState
 from tests.integration.apply.support import InterceptingDriver, SimNode, SimulatedCrash, crashing_driver
 
 MakeNode = Callable[[str], SimNode]
@@ -171,4 +172,37 @@ def test_a_gi_destroyed_by_someone_else_during_the_apply_is_recreated_after_one_
         result = node.apply("a100-1g", driver=InterceptingDriver(node.driver, after=meddle))
     assert result.converged, result.error
     assert [e["event"] for e in logs].count("replanning") == 1
+    assert config_mismatches(node.observe(), node.desired("a100-1g")) == ()
+
+
+def test_a_node_that_moved_behind_its_journal_is_re_planned_in_the_same_run_with_only_the_plans_destroys(
+    make_node: MakeNode,
+) -> None:
+    # The GPU goes backwards under the journal (an admin's rollback, a driver reload, a simulator that
+    # forgot): the journal says the CI destroys are done, the node still has those CIs.
+    node = make_node("A100-40GB")
+    with capture_logs():
+        assert node.apply("a100-balanced").converged
+    before = SimNodeState.from_dict(node.fake.state.to_dict())
+    planned = Counter(step.kind for step in node.plan("a100-1g").steps)
+    assert planned[StepKind.DESTROY_CI] >= 2
+    with capture_logs(), pytest.raises(SimulatedCrash):
+        node.apply("a100-1g", driver=crashing_driver(node.driver, crash_at=2, after_call=True))
+    record = node.journal().load()
+    assert record is not None
+    assert record.step_index == 2
+
+    node.fake.state = before  # everything the crashed run did is gone; its journal is not
+    node.fake.sim_mutations = []
+    node.restart_process()
+    with capture_logs() as logs:
+        result = node.apply("a100-1g")
+
+    events = [e["event"] for e in logs]
+    assert result.converged, result.error
+    assert "journal_disagrees_with_node" in events
+    assert "journal_resumed" not in events
+    destroys = _destroys(node.fake.sim_mutations)
+    assert destroys["nvmlComputeInstanceDestroy"] == planned[StepKind.DESTROY_CI]
+    assert destroys["nvmlGpuInstanceDestroy"] == planned[StepKind.DESTROY_GI]
     assert config_mismatches(node.observe(), node.desired("a100-1g")) == ()
