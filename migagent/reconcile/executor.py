@@ -64,30 +64,28 @@ def lost_kept_instance(plan: Plan, observation: Observation) -> str | None:
 def journal_position_mismatch(plan: Plan, step_index: int, observation: Observation) -> str | None:
     """Why the node is not where a journal standing at `step_index` says it is; None when it is.
 
-    Every step before the index must show as done, except a destroy that a later step before the
-    index undid on purpose (a GI destroyed and recreated with other CIs at the same placement).
+    Every step before the index must show as done, except a destroy that a later step of the plan
+    undoes on purpose (a GI destroyed and recreated with other CIs at the same placement).
     A GPU can move backwards under a journal: an admin's reset, a driver reload, a GPU that
     forgot. Resuming then would run step `step_index` on a node that lacks what it builds on.
     """
     present = {gpu.index for gpu in observation.gpus}
-    earlier = plan.steps[:step_index]
-    for position, step in enumerate(earlier):
+    for position, step in enumerate(plan.steps[:step_index]):
         if step.gpu not in present:
             return f"the journal's plan acts on GPU {step.gpu}, which the node no longer has"
-        if not step.is_done(observation) and not _rebuilt_later(step, earlier[position + 1 :]):
+        # The rebuilding step may be at or past the index: the node can be ahead of its journal.
+        if not step.is_done(observation) and not _rebuilt_later(step, plan.steps[position + 1 :]):
             return f"the journal counts '{step.describe()}' as done but the node does not show it"
     return None
 
 
 def _rebuilt_later(step: Step, later: tuple[Step, ...]) -> bool:
-    if step.kind not in (StepKind.DESTROY_CI, StepKind.DESTROY_GI) or step.gi_placement is None:
+    """A destroy whose GI (same profile, same placement) a later step creates again."""
+    if step.kind not in (StepKind.DESTROY_CI, StepKind.DESTROY_GI):
         return False
-    placement = step.gi_placement
     return any(
         s.kind is StepKind.CREATE_GI
-        and s.gpu == step.gpu
-        and s.gi_placement is not None
-        and s.gi_placement.overlaps(placement)
+        and (s.gpu, s.gi_profile_id, s.gi_placement) == (step.gpu, step.gi_profile_id, step.gi_placement)
         for s in later
     )
 
