@@ -29,6 +29,7 @@ from migagent.reconcile.ports import NodeDriver
 from migagent.reconcile.reboot import RecordingRebootRequester
 from migagent.reconcile.retry import RetryPolicy
 from migagent.sim.fake_nvml import FakeNvml
+from migagent.sim.fakelib_backend import nvml_for
 from migagent.sim.reset import SimResetRunner
 
 LAYOUTS = """
@@ -197,7 +198,7 @@ class SimNode:
 
         It is never shut down: a crashed process does not call nvmlShutdown either.
         """
-        return GpuDriver(self.fake, reset_runner=SimResetRunner(self.fake)).__enter__()
+        return GpuDriver(nvml_for(self.fake), reset_runner=SimResetRunner(self.fake)).__enter__()
 
     def reboot(self) -> None:
         self.fake.sim_reboot()
