@@ -43,17 +43,19 @@ def library_env(directory: Path, state: Path, *, spec: str | None = None) -> dic
 def migagent(env: dict[str, str], *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """The real CLI in its own process, without --simulate: the production NVML path."""
     return subprocess.run(
-        [sys.executable, "-m", "migagent", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "migagent", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300, check=False
     )
 
 
 def python(env: dict[str, str], code: str, *, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 def nvidia_smi(directory: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(directory / "nvidia-smi"), *args], env=env, capture_output=True, text=True, timeout=120
+        [str(directory / "nvidia-smi"), *args], env=env, capture_output=True, text=True, timeout=120, check=False
     )
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from migagent.catalog import model_by_key
 from migagent.sim.fake_nvml import FakeNvml
-from tests.integration.fakelib.support import NVML_H_RETURN_CODES
+from tests.integration.fakelib.support import NVML_H_RETURN_CODES, library_env, python
 
 SUCCESS = pynvml.NVML_SUCCESS
 UNINITIALIZED = pynvml.NVML_ERROR_UNINITIALIZED
@@ -27,7 +27,7 @@ CANARY = 0xDEAD
 class GiProfileInfoV3(ctypes.Structure):
     """nvmlGpuInstanceProfileInfo_v3_t from nvml.h: no isP2pSupported, `capabilities` at the end."""
 
-    _fields_ = [  # noqa: RUF012 - ctypes layout
+    _fields_ = [
         ("version", c_uint), ("id", c_uint), ("sliceCount", c_uint), ("instanceCount", c_uint),
         ("multiprocessorCount", c_uint), ("copyEngineCount", c_uint), ("decoderCount", c_uint),
         ("encoderCount", c_uint), ("jpegCount", c_uint), ("ofaCount", c_uint),
@@ -51,7 +51,9 @@ def initialised(nvml: ctypes.CDLL, node: FakeNvml) -> ctypes.CDLL:
     return nvml
 
 
-def test_calls_before_nvml_init_and_after_the_last_shutdown_are_uninitialized(nvml: ctypes.CDLL, node: FakeNvml) -> None:
+def test_calls_before_nvml_init_and_after_the_last_shutdown_are_uninitialized(
+    nvml: ctypes.CDLL, node: FakeNvml
+) -> None:
     count = c_uint(99)
     assert nvml.nvmlDeviceGetCount_v2(byref(count)) == UNINITIALIZED
     assert nvml.nvmlInit_v2() == SUCCESS
@@ -73,7 +75,8 @@ def test_nvml_error_string_names_every_nvml_h_return_code_as_nvml_does(nvml: cty
     elif known is not None:
         assert text == known
     else:
-        assert text and (text != "Unknown Error" or code == pynvml.NVML_ERROR_UNKNOWN)
+        assert text
+        assert text != "Unknown Error" or code == pynvml.NVML_ERROR_UNKNOWN
     assert nvml.nvmlErrorString(12345) == b"Unknown Error"
 
 
@@ -105,7 +108,7 @@ def test_versioned_profile_info_refuses_a_struct_whose_version_field_is_not_set(
     unset = pynvml.c_nvmlGpuInstanceProfileInfo_v2_t()
     unset.version = 0
     assert nvml.nvmlDeviceGetGpuInstanceProfileInfoV(_device(nvml), 0, byref(unset)) == INVALID_ARGUMENT
-    assert unset.id == 0 and unset.sliceCount == 0, "nothing written into a refused struct"
+    assert (unset.id, unset.sliceCount) == (0, 0), "nothing written into a refused struct"
     v2 = pynvml.c_nvmlGpuInstanceProfileInfo_v2_t()  # pynvml sets nvmlGpuInstanceProfileInfo_v2
     assert v2.version == _version(pynvml.c_nvmlGpuInstanceProfileInfo_v2_t, 2)
     assert nvml.nvmlDeviceGetGpuInstanceProfileInfoV(_device(nvml), 0, byref(v2)) == SUCCESS
@@ -194,8 +197,6 @@ def test_string_outputs_refuse_a_buffer_too_short_for_the_text_and_its_nul(initi
 def test_a_placement_passed_by_value_is_not_taken_for_a_pointer(fake_nvml_dir: Path, tmp_path: Path) -> None:
     """pynvml forwards `placement` as given; a struct by value is garbage where nvml.h wants a pointer.
     The call must not create the GI the caller meant (real NVML would fault or refuse)."""
-    from tests.integration.fakelib.support import library_env, python  # noqa: PLC0415
-
     state = tmp_path / "node.json"
     FakeNvml.from_spec("A100-80GB", mig_enabled=True).save(state)
     code = (
