@@ -43,7 +43,13 @@ def library_env(directory: Path, state: Path, *, spec: str | None = None) -> dic
 def migagent(env: dict[str, str], *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """The real CLI in its own process, without --simulate: the production NVML path."""
     return subprocess.run(
-        [sys.executable, "-m", "migagent", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+        [sys.executable, "-m", "migagent", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
 
 
