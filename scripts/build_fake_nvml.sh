@@ -24,7 +24,7 @@ python=$(command -v "$python")
 case $python in /*) ;; *) python=$PWD/$python ;; esac
 mkdir -p "$out"
 "$cc" -std=c11 -O2 -Wall -Wextra -Werror -fPIC -shared -fvisibility=hidden "${defines[@]}" \
-  -Wl,-soname,libnvidia-ml.so.1 -o "$out/libnvidia-ml.so.1" "$root/native/fake_nvml/fake_nvml.c" -ldl -lpthread
+  -Wl,-soname,libnvidia-ml.so.1 -o "$out/libnvidia-ml.so.1" "$root"/native/fake_nvml/*.c -ldl -lpthread
 cat > "$out/nvidia-smi" <<SCRIPT
 #!/bin/sh
 # Simulated nvidia-smi (reset only), built by scripts/build_fake_nvml.sh.
