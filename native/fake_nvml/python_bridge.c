@@ -87,6 +87,7 @@ nvmlReturn_t call(const char *op, unsigned long long a0, unsigned long long a1, 
         PyObject *answer = py.call_function(backend_call, "sKKKKz", op, a0, a1, a2, a3, text);
         code = decode(answer, out);
         if (answer != NULL) py.decref(answer);
+        else py.print_error(); /* prints and clears the exception: it must not leak into the caller */
     }
     if (code == NVML_ERROR_UNKNOWN && backend_call == NULL) py.print_error();
     py.gil_release(gil);
