@@ -102,12 +102,18 @@ def _gi_profile_info(fake: FakeNvml, device: int, profile: int, *_: Any) -> tupl
     return ints, _text(info.name)
 
 
-def _gi_placements(fake: FakeNvml, device: int, profile_id: int, *_: Any) -> tuple[tuple[int, ...], None]:
-    count = ctypes.c_uint(0)
-    fake.nvmlDeviceGetGpuInstancePossiblePlacements(_handle(device), profile_id, None, ctypes.byref(count))
-    buffer = (pynvml.c_nvmlGpuInstancePlacement_t * count.value)()
-    fake.nvmlDeviceGetGpuInstancePossiblePlacements(_handle(device), profile_id, buffer, ctypes.byref(count))
-    return _ints(*(v for p in buffer[: count.value] for v in (p.start, p.size)))
+def _placements(name: str, element: Any) -> Op:
+    """GI or CI possible placements: (start, size) pairs, flattened."""
+
+    def op(fake: FakeNvml, owner: int, profile_id: int, *_: Any) -> tuple[tuple[int, ...], None]:
+        query = getattr(fake, name)
+        count = ctypes.c_uint(0)
+        query(_handle(owner), profile_id, None, ctypes.byref(count))
+        buffer = (element * count.value)()
+        query(_handle(owner), profile_id, buffer, ctypes.byref(count))
+        return _ints(*(v for p in buffer[: count.value] for v in (p.start, p.size)))
+
+    return op
 
 
 def _handle_list(list_call: Callable[..., object], element: Any, owner: int, profile_id: int) -> tuple[int, ...]:
@@ -231,7 +237,9 @@ OPS: dict[str, Op] = {
     "mig_mode": _mig_mode,
     "set_mig_mode": _set_mig_mode,
     "gi_profile_info": _gi_profile_info,
-    "gi_possible_placements": _gi_placements,
+    "gi_possible_placements": _placements(
+        "nvmlDeviceGetGpuInstancePossiblePlacements", pynvml.c_nvmlGpuInstancePlacement_t
+    ),
     "gi_remaining_capacity": _returns_int("nvmlDeviceGetGpuInstanceRemainingCapacity", arguments=2),
     "create_gi": _returns_handle("nvmlDeviceCreateGpuInstance", arguments=2),
     "create_gi_at": _create_gi_at,
@@ -240,6 +248,10 @@ OPS: dict[str, Op] = {
     "gi_info": _gi_info,
     "gi_destroy": _no_result("nvmlGpuInstanceDestroy"),
     "ci_profile_info": _ci_profile_info,
+    "ci_possible_placements": _placements(
+        "nvmlGpuInstanceGetComputeInstancePossiblePlacements", pynvml.c_nvmlComputeInstancePlacement_t
+    ),
+    "ci_remaining_capacity": _returns_int("nvmlGpuInstanceGetComputeInstanceRemainingCapacity", arguments=2),
     "create_ci": _returns_handle("nvmlGpuInstanceCreateComputeInstance", arguments=2),
     "create_ci_at": _create_ci_at,
     "compute_instances": _compute_instances,

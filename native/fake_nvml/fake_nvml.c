@@ -287,18 +287,24 @@ EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device, un
     DONE;
 }
 
-EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t device, unsigned int profileId,
-                                                                  nvmlGpuInstancePlacement_t *placements,
-                                                                  unsigned int *count) {
+/* GI and CI placements share one layout {start, size}. NULL asks for the count; otherwise nvml.h
+ * requires a buffer large enough for every placement of the profile. */
+static nvmlReturn_t placements_out(const char *op, unsigned long long owner, unsigned int profileId,
+                                   nvmlGpuInstancePlacement_t *placements, unsigned int *count) {
     NEED(count);
-    CALL("gi_possible_placements", H(device), profileId, 0, 0, NULL);
+    CALL(op, owner, profileId, 0, 0, NULL);
     unsigned int found = (unsigned int)(r.count / 2);
-    /* NULL asks for the count; otherwise nvml.h requires a buffer large enough for every placement. */
     if (placements != NULL)
         for (unsigned int i = 0; i < found; i++)
             placements[i] = (nvmlGpuInstancePlacement_t){(unsigned)r.values[2 * i], (unsigned)r.values[2 * i + 1]};
     *count = found;
     DONE;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t device, unsigned int profileId,
+                                                                  nvmlGpuInstancePlacement_t *placements,
+                                                                  unsigned int *count) {
+    return placements_out("gi_possible_placements", H(device), profileId, placements, count);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t device, unsigned int profileId,
@@ -380,6 +386,20 @@ EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuInstanc
         (unsigned)v[3], (unsigned)v[4], (unsigned)v[5], (unsigned)v[6], (unsigned)v[7], (unsigned)v[8], {0}};
     set_field(info->name, sizeof info->name, r.text);
     if (version == nvmlComputeInstanceProfileInfo_v3) ((nvmlComputeInstanceProfileInfo_v3_t *)info)->capabilities = 0;
+    DONE;
+}
+EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(nvmlGpuInstance_t gpuInstance,
+                                                                      unsigned int profileId,
+                                                                      nvmlComputeInstancePlacement_t *placements,
+                                                                      unsigned int *count) {
+    return placements_out("ci_possible_placements", H(gpuInstance), profileId,
+                          (nvmlGpuInstancePlacement_t *)(void *)placements, count);
+}
+EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvmlGpuInstance_t gpuInstance,
+                                                                       unsigned int profileId, unsigned int *count) {
+    NEED(count);
+    CALL("ci_remaining_capacity", H(gpuInstance), profileId, 0, 0, NULL);
+    *count = (unsigned int)r.values[0];
     DONE;
 }
 EXPORT nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuInstance, unsigned int profileId,

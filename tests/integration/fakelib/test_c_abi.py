@@ -159,6 +159,16 @@ def test_gi_and_ci_profiles_enumerate_until_invalid_argument_as_nvml_h_says(init
         return nvml.nvmlGpuInstanceGetComputeInstanceProfileInfoV(gi, enum, 0, byref(info)), info.id, info.sliceCount
 
     assert _enumerate(ci_query) == {p.id: p.slices for p in whole.ci_profiles}
+    smallest = min(whole.ci_profiles, key=lambda p: p.slices)
+    count = c_uint(0)
+    query = nvml.nvmlGpuInstanceGetComputeInstancePossiblePlacements
+    assert query(gi, smallest.id, None, byref(count)) == SUCCESS
+    placements = (pynvml.c_nvmlComputeInstancePlacement_t * count.value)()
+    assert query(gi, smallest.id, placements, byref(count)) == SUCCESS
+    assert [(p.start, p.size) for p in placements] == [(p.start, p.size) for p in smallest.placements]
+    remaining = c_uint(0)
+    assert nvml.nvmlGpuInstanceGetComputeInstanceRemainingCapacity(gi, smallest.id, byref(remaining)) == SUCCESS
+    assert remaining.value == smallest.max_instances
 
 
 def test_process_lists_are_caller_sized_and_a_short_buffer_is_never_written_past(
