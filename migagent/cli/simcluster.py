@@ -33,6 +33,7 @@ from migagent.runtime.health import HealthState
 from migagent.runtime.listener import MetricsListener
 from migagent.runtime.ports import AgentSettings, PhaseHook
 from migagent.sim.fake_nvml import FakeNvml
+from migagent.sim.fakelib_backend import nvml_for
 from migagent.sim.kube_apiserver import FakeApiServer
 from migagent.sim.kubelet import FakeKubelet
 from migagent.sim.kubelet_plugin import PluginMode
@@ -206,7 +207,7 @@ class SimCluster:
         return replace(base, settings=replace(base.settings, **settings)) if settings else base
 
     def driver(self) -> GpuDriver:
-        driver = GpuDriver(self.fake, reset_runner=SimResetRunner(self.fake)).__enter__()
+        driver = GpuDriver(nvml_for(self.fake), reset_runner=SimResetRunner(self.fake)).__enter__()
         self._drivers.append(driver)
         return driver
 
@@ -274,7 +275,7 @@ class SimCluster:
 
     def _apply_directly(self, layout_name: str) -> None:
         """Put the GPUs in a layout before the cluster exists (no agent, no journal kept)."""
-        with GpuDriver(self.fake, reset_runner=SimResetRunner(self.fake)) as driver:
+        with GpuDriver(nvml_for(self.fake), reset_runner=SimResetRunner(self.fake)) as driver:
             observation = driver.observe()
             layout = load_layout_file(self.layout_file)
             desired = resolve_config(layout, layout_name, [identity_of(gpu) for gpu in observation.gpus])

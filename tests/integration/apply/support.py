@@ -29,6 +29,7 @@ from migagent.reconcile.ports import NodeDriver
 from migagent.reconcile.reboot import RecordingRebootRequester
 from migagent.reconcile.retry import RetryPolicy
 from migagent.sim.fake_nvml import FakeNvml
+from migagent.sim.fakelib_backend import nvml_for
 from migagent.sim.reset import SimResetRunner
 
 LAYOUTS = """
@@ -193,8 +194,11 @@ class SimNode:
         self.driver = self.new_driver()
 
     def new_driver(self) -> GpuDriver:
-        """A freshly initialised driver on the same simulated hardware, as a restarted agent has."""
-        return GpuDriver(self.fake, reset_runner=SimResetRunner(self.fake)).__enter__()
+        """A freshly initialised driver on the same simulated hardware, as a restarted agent has.
+
+        It is never shut down: a crashed process does not call nvmlShutdown either.
+        """
+        return GpuDriver(nvml_for(self.fake), reset_runner=SimResetRunner(self.fake)).__enter__()
 
     def restart_process(self) -> None:
         """The crashed process is gone and a new one starts. The dead one never called nvmlShutdown,
