@@ -6,9 +6,11 @@ import dataclasses
 import re
 from typing import Any
 
+import pynvml
 import pytest
 
 from migagent.catalog import Engines, GpuModel, Placement, driver_variants, model_by_key
+from migagent.errors import MigAgentError
 from migagent.layout.catalog_diff import diff_profiles
 from migagent.nvml import GpuDriver
 from migagent.nvml.inspect import NodeReport
@@ -177,3 +179,22 @@ def test_an_early_gb200_driver_matches_its_driver_variant_row_exactly(open_drive
                for line in diff_profiles(reported, primary, ci_profiles_read=gpu.ci_profiles_read))
 
 
+
+
+def test_a_ci_profile_the_gi_does_not_offer_is_skipped_and_enumeration_goes_on_to_the_next() -> None:
+    fake = FakeNvml.from_spec("A100-80GB", mig_enabled=True)
+    with GpuDriver(fake, reset_runner=SimResetRunner(fake)) as driver:
+        driver.create_gpu_instance(0, profile_id=9, placement=Placement(0, 4))  # the only GI: a 3g
+    # The first CI query (enum 0, 1c) answers NOT_SUPPORTED: an absent profile, not the end of the enum.
+    fake.sim_inject_fault("nvmlGpuInstanceGetComputeInstanceProfileInfo", pynvml.NVML_ERROR_NOT_SUPPORTED, times=1)
+    gpu = inspect(fake).gpus[0]
+    three_g = next(gi for gi in gpu.gi_profiles if gi.id == 9)
+    assert gpu.ci_profiles_read == {9}
+    assert [(ci.id, ci.is_default) for ci in three_g.ci_profiles] == [(1, False), (2, True)]
+
+
+def test_an_nvml_failure_while_reading_ci_profiles_is_a_clear_error_naming_the_call_and_gpu() -> None:
+    fake = populated("A100-80GB")
+    fake.sim_inject_fault("nvmlGpuInstanceGetComputeInstanceProfileInfo", pynvml.NVML_ERROR_UNKNOWN, times=1)
+    with pytest.raises(MigAgentError, match=r"GPU 0 .*nvmlGpuInstanceGetComputeInstanceProfileInfo\(enum 0\)"):
+        inspect(fake)
