@@ -86,7 +86,9 @@ def _gi_row(gi: GiProfile, table: ProfileTable, *, ci_read: bool) -> dict[str, A
 def gpu_document(gpu: GpuReport) -> dict[str, Any]:
     row, diff = _closest_row(gpu)
     table = reported_table(gpu, row)
-    if gpu.mig_capable and not gpu.gi_profiles:
+    if not gpu.mig_capable:
+        diff = ["not MIG capable: nvmlDeviceGetMigMode answers NOT_SUPPORTED"]
+    elif not gpu.gi_profiles:
         diff = ["NVML reported no GI profiles: some drivers refuse profile queries while MIG is disabled; doctor"
                 " changes nothing, so enable MIG mode and run it again"]
     return {

@@ -5,10 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pynvml
 import pytest
 import yaml
 
 from migagent.cli import main
+from migagent.cli.doctor import node_document
+from migagent.nvml import GpuDriver
+from migagent.sim import FakeNvml
+from migagent.sim.reset import SimResetRunner
 
 LAYOUTS = Path(__file__).resolve().parents[3] / "configs" / "mig-layouts" / "mig-layouts.yaml"
 
@@ -63,3 +68,12 @@ def test_doctor_json_output_and_the_mig_disabled_hint(capsys: pytest.CaptureFixt
     assert gpu["mig"] == {"capable": True, "current": False, "pending": False}
     assert gpu["gi_profiles"] == []
     assert "enable MIG mode and run it again" in gpu["diff_against_catalog"][0]
+
+
+def test_a_gpu_that_is_not_mig_capable_is_said_to_be_so_not_missing_from_the_catalog() -> None:
+    fake = FakeNvml.from_spec("1xA100-40GB")
+    fake.sim_inject_fault("nvmlDeviceGetMigMode", pynvml.NVML_ERROR_NOT_SUPPORTED, times=None)
+    with GpuDriver(fake, reset_runner=SimResetRunner(fake)) as driver:
+        (gpu,) = node_document(driver.inspect())["gpus"]
+    assert gpu["mig"] == {"capable": False, "current": False, "pending": False}
+    assert gpu["diff_against_catalog"] == ["not MIG capable: nvmlDeviceGetMigMode answers NOT_SUPPORTED"]
