@@ -24,11 +24,18 @@ class UnknownGpuModelError(KeyError):
 
 
 def all_models() -> tuple[GpuModel, ...]:
-    return load_catalog()
+    """One row per GPU model: what planning, the simulator and the shipped layouts cover."""
+    return tuple(m for m in load_catalog() if not m.variant_of)
+
+
+def driver_variants() -> tuple[GpuModel, ...]:
+    """Tables some drivers report for a model instead of its row (e.g. GB200's early, larger names)."""
+    return tuple(m for m in load_catalog() if m.variant_of)
 
 
 def model_keys() -> tuple[str, ...]:
-    return tuple(m.key for m in load_catalog())
+    """Every key `model_by_key` accepts: models, then driver variants."""
+    return tuple(m.key for m in (*all_models(), *driver_variants()))
 
 
 def model_by_key(key: str) -> GpuModel:
@@ -40,7 +47,7 @@ def model_by_key(key: str) -> GpuModel:
 
 
 def model_by_pci_device_id(pci_device_id: int) -> GpuModel | None:
-    return next((m for m in load_catalog() if pci_device_id in m.pci_device_ids), None)
+    return next((m for m in all_models() if pci_device_id in m.pci_device_ids), None)
 
 
 __all__ = [
@@ -55,6 +62,7 @@ __all__ = [
     "ProfileTable",
     "UnknownGpuModelError",
     "all_models",
+    "driver_variants",
     "model_by_key",
     "model_by_pci_device_id",
     "model_keys",

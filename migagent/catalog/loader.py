@@ -50,6 +50,8 @@ def _gi(row: dict[str, Any]) -> GiProfile:
         placements=_placements(row["placements"]),
         ci_profiles=tuple(_ci(ci) for ci in row["ci_profiles"]),
         confidence=Confidence(row.get("confidence", "observed")),
+        disputed=tuple(str(field) for field in row.get("disputed", ())),
+        note=str(row.get("note", "")),
     )
 
 
@@ -69,6 +71,9 @@ def _model(row: dict[str, Any]) -> GpuModel:
             gi_profiles=tuple(_gi(gi) for gi in row["gi_profiles"]),
         ),
         note=str(row.get("note", "")),
+        evidence=tuple(str(item) for item in row.get("evidence", ())),
+        placements_confidence=Confidence(row.get("placements_confidence", "observed")),
+        variant_of=str(row.get("variant_of", "")),
     )
 
 

@@ -7,7 +7,7 @@ the simulator) or from NVML on a real GPU, so the planner never cares which.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, order=True)
@@ -105,6 +105,10 @@ class GiProfile:
     placements: tuple[Placement, ...]
     ci_profiles: tuple[CiProfile, ...]
     confidence: Confidence = Confidence.OBSERVED
+    # Catalog fields (`memory_mb`, `sms`, `ce`, `dec`...) whose published sources disagree; `note` says how.
+    # Provenance, not profile data: a table read from NVML equals the catalog's without them.
+    disputed: tuple[str, ...] = field(default=(), compare=False)
+    note: str = field(default="", compare=False)
 
     @property
     def memory_slices(self) -> int:
@@ -159,6 +163,12 @@ class GpuModel:
     max_mig_devices: int
     profiles: ProfileTable
     note: str = ""
+    # Where each fact of the row comes from (captures, NVIDIA docs); estimates are marked on the rows.
+    evidence: tuple[str, ...] = ()
+    placements_confidence: Confidence = Confidence.OBSERVED
+    # Set on a driver variant: the table some drivers report for the model with this key (same PCI ids,
+    # other memory sizes, so other profile names). Never found by PCI id; `validate` checks against it.
+    variant_of: str = ""
 
     @property
     def primary_pci_device_id(self) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from migagent.cli import agent, apply, demo, export, host, validate
+from migagent.cli import agent, apply, demo, doctor, export, host, validate
 
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
@@ -20,4 +20,5 @@ REGISTRARS: list[Registrar] = [
     host.register,
     agent.register,
     demo.register,
+    doctor.register,
 ]

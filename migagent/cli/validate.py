@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from migagent.catalog import GpuModel, UnknownGpuModelError, all_models, model_by_key
+from migagent.catalog import GpuModel, UnknownGpuModelError, all_models, driver_variants, model_by_key
 from migagent.cli.layout_args import add_config_file_argument, add_selected_config_argument, read_layout
 from migagent.errors import InvalidLayoutError, LayoutDoesNotFitError
 from migagent.layout.desired import DesiredNode
@@ -59,7 +59,13 @@ def _offers_every_profile(entry: LayoutEntry, model: GpuModel) -> bool:
 
 
 def _check_entry(
-    entry: LayoutEntry, models: Sequence[GpuModel], *, config: str, strict: bool, verdict: _Verdict
+    entry: LayoutEntry,
+    models: Sequence[GpuModel],
+    *,
+    config: str,
+    strict: bool,
+    verdict: _Verdict,
+    variants: Sequence[GpuModel] = (),
 ) -> None:
     where = f"mig-configs.{path_part(config)}[{entry.index}]"
     targeted = [m for m in models if any(entry.may_match_pci(p) for p in m.pci_device_ids)]
@@ -71,7 +77,9 @@ def _check_entry(
     # Without named models, an unfiltered entry means "wherever these profiles exist" (mig-parted's
     # default file relies on that): models lacking a profile are not applicable, not errors.
     lenient = not strict and not entry.device_filter
-    candidates = [m for m in targeted if not lenient or _offers_every_profile(entry, m)]
+    # A driver variant (the names an early GB200 driver reported) is one more place such an entry may be meant for.
+    pool = [*targeted, *variants] if lenient else targeted
+    candidates = [m for m in pool if not lenient or _offers_every_profile(entry, m)]
     if lenient and not candidates:
         verdict.warnings.append(f"{where}: no catalog model offers all of its profiles; not checked")
         return
@@ -104,7 +112,8 @@ def validate_layout(layout: LayoutFile, *, config: str | None, model_keys: Seque
     for name in names:
         verdict = verdicts.setdefault(name, _Verdict())
         for entry in select_config(layout, name):
-            _check_entry(entry, models, config=name, strict=bool(model_keys), verdict=verdict)
+            _check_entry(entry, models, config=name, strict=bool(model_keys), verdict=verdict,
+                         variants=() if model_keys else driver_variants())
     return verdicts
 
 

@@ -20,6 +20,7 @@ from migagent.errors import MigAgentError, NotSupportedError, PermanentError
 from migagent.layout.observed import Observation, ObservedGi, ObservedGpu, ObservedProcess
 from migagent.nvml.device import Device, acquire, mode_change_needs_reset, read_mig_mode
 from migagent.nvml.errors import classify, nvml_call, nvml_error_name
+from migagent.nvml.inspect import NodeReport, inspect_node
 from migagent.nvml.lib import Handle, NvmlLib
 from migagent.nvml.mode import ModeActivation, activation_of
 from migagent.nvml.observe import read_gpu_instances, read_processes
@@ -62,6 +63,10 @@ class GpuDriver:
         with nvml_call("nvmlDeviceGetCount", _NODE):
             count = self._lib.nvmlDeviceGetCount()
         return Observation(gpus=tuple(self.observe_gpu(index) for index in range(count)))
+
+    def inspect(self) -> NodeReport:
+        """Versions, MIG modes and every profile NVML reports, read with query calls only (`doctor`)."""
+        return inspect_node(self._lib)
 
     def profile_table(self, gpu: int) -> ProfileTable:
         device = acquire(self._lib, gpu)

@@ -72,6 +72,10 @@ class ComputeInstanceProfileInfo(Protocol):
     def id(self) -> int: ...
     @property
     def instanceCount(self) -> int: ...  # noqa: N802
+    @property
+    def sliceCount(self) -> int: ...  # noqa: N802
+    @property
+    def multiprocessorCount(self) -> int: ...  # noqa: N802
 
 
 class GpuInstanceInfo(Protocol):
@@ -98,6 +102,8 @@ class NvmlLib(Protocol):
     def nvmlInit(self) -> object: ...  # noqa: N802
     def nvmlShutdown(self) -> object: ...  # noqa: N802
     def nvmlDeviceGetCount(self) -> int: ...  # noqa: N802
+    def nvmlSystemGetDriverVersion(self) -> str: ...  # noqa: N802
+    def nvmlSystemGetNVMLVersion(self) -> str: ...  # noqa: N802
     def nvmlDeviceGetHandleByIndex(self, index: int, /) -> Handle: ...  # noqa: N802
     def nvmlDeviceGetName(self, device: Handle, /) -> str: ...  # noqa: N802
     def nvmlDeviceGetUUID(self, device: Handle, /) -> str: ...  # noqa: N802
@@ -126,6 +132,9 @@ class NvmlLib(Protocol):
     def nvmlGpuInstanceGetComputeInstanceProfileInfo(  # noqa: N802
         self, gpu_instance: Handle, profile: int, eng_profile: int, /
     ) -> ComputeInstanceProfileInfo: ...
+    def nvmlGpuInstanceGetComputeInstancePossiblePlacements(  # noqa: N802
+        self, gpu_instance: Handle, profile_id: int, placements_ref: Any, count_ref: Any, /
+    ) -> object: ...
     def nvmlGpuInstanceCreateComputeInstance(  # noqa: N802
         self, gpu_instance: Handle, profile_id: int, /
     ) -> Handle: ...

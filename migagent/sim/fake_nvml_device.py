@@ -45,6 +45,19 @@ class DeviceApi(FakeCore):
         known: dict[int, str] = pynvml.NVMLError._errcode_to_string
         return known.get(result, f"NVML Error with code {result}")
 
+    # --- versions ---------------------------------------------------------------------------
+    # A simulated driver; real ones return e.g. "580.65.06" and NVML "13.580.65.06" (the CUDA major first).
+    sim_driver_version = "580.65.06"
+    sim_nvml_version = "13.580.65.06"
+
+    @nvml_api()
+    def nvmlSystemGetDriverVersion(self) -> str:  # noqa: N802
+        return self.sim_driver_version
+
+    @nvml_api()
+    def nvmlSystemGetNVMLVersion(self) -> str:  # noqa: N802
+        return self.sim_nvml_version
+
     # --- enumeration ------------------------------------------------------------------------
     @nvml_api()
     def nvmlDeviceGetCount(self) -> int:  # noqa: N802

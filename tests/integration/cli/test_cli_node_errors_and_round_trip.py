@@ -169,11 +169,16 @@ def test_an_empty_config_file_argument_is_one_clear_line(capsys: pytest.CaptureF
 DEFAULT_NAMES = Path(__file__).resolve().parents[2] / "unit" / "layout" / "data" / "mig-parted-default-names.yaml"
 
 
-def test_validate_accepts_a_file_shaped_like_mig_parteds_default_config(capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_checks_every_config_of_nvidias_default_config_on_a_catalog_model(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main(["validate", "-f", str(DEFAULT_NAMES)]) == 0
     captured = capsys.readouterr()
     assert captured.out.endswith("mig-parted-default-names.yaml: 81 config(s) valid\n")
     assert "all-1g.10gb: ok; fits on A100-40GB, A100-80GB, H100-80GB-PCIe, H100-80GB-SXM\n" in captured.out
-    assert "all-1g.35gb: ok; fits on H200-141GB\n" in captured.out
-    assert "mig-configs.all-balanced[8]: device-filter 0x294110DE matches no catalog model" in captured.err
-    assert "would fail" not in captured.err
+    assert "all-1g.35gb: ok; fits on GB300-288GB, H200-141GB\n" in captured.out
+    # Every GPU NVIDIA's default config names has a catalog row (or driver variant): nothing is left unchecked.
+    assert "not checked" not in captured.out + captured.err
+    assert captured.err == ""
+    assert "all-7g.189gb: ok; fits on GB200-189GB\n" in captured.out
+    assert "all-1g.24gb.gfx: ok; fits on RTX-PRO-6000-96GB\n" in captured.out

@@ -37,11 +37,11 @@ MIG_PARTED_STYLE = textwrap.dedent(
           mig-enabled: true
           mig-devices:
             "1g.10gb": 7
-      all-1g.24gb.gfx:
+      all-1g.16gb.gfx:
         - devices: all
           mig-enabled: true
           mig-devices:
-            "1g.24gb+gfx": 4
+            "1g.16gb+gfx": 2
       all-balanced:
         - device-filter: ["0x20B010DE", "0x20B110DE", "0x20F110DE", "0x20F610DE"]
           devices: all
@@ -50,8 +50,8 @@ MIG_PARTED_STYLE = textwrap.dedent(
             "1g.5gb": 2
             "2g.10gb": 1
             "3g.20gb": 1
-        # GB200: hardware the catalog does not describe
-        - device-filter: "0x294110DE"
+        # RTX PRO 4500 Blackwell-like made-up id: hardware the catalog does not describe
+        - device-filter: "0x2C3110DE"
           devices: all
           mig-enabled: true
           mig-devices:
@@ -104,7 +104,7 @@ def test_validate_accepts_a_file_written_for_mig_parted_with_unfiltered_model_sp
     out = capsys.readouterr().out
     assert "all-1g.5gb: ok; fits on A100-40GB" in out
     assert "not applicable" in out
-    assert "all-1g.24gb.gfx: not checked" in out
+    assert "all-1g.16gb.gfx: not checked" in out
     assert "all-balanced: ok; fits on A100-40GB" in out
 
 
@@ -113,8 +113,8 @@ def test_validate_warns_about_entries_for_hardware_the_catalog_does_not_describe
 ) -> None:
     assert main(["validate", "-f", str(_write(tmp_path, MIG_PARTED_STYLE))]) == 0
     err = capsys.readouterr().err
-    assert "0x294110DE matches no catalog model; not checked" in err
-    assert "all-1g.24gb.gfx[0]: no catalog model offers all of its profiles" in err
+    assert "0x2C3110DE matches no catalog model; not checked" in err
+    assert "all-1g.16gb.gfx[0]: no catalog model offers all of its profiles" in err
 
 
 def test_validate_with_a_named_model_refuses_a_profile_that_model_lacks(

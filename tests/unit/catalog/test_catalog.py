@@ -1,4 +1,5 @@
-"""The GPU catalog: the 10 models of reference/mig-profiles.yaml, their identity, tables and behaviour."""
+"""The GPU catalog: the 10 models of reference/mig-profiles.yaml plus the rest of NVIDIA's default config, their
+identity, tables and behaviour."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from migagent.layout.profile import gi_profile_name
 KEYS = (
     "A100-40GB", "A100-80GB", "A30-24GB", "H100-80GB-SXM", "H100-80GB-PCIe",
     "H100-NVL-94GB", "H200-141GB", "GH200-96GB", "GH200-144GB", "B200-180GB",
+    "GB200-186GB", "B300-288GB", "GB300-288GB", "RTX-PRO-6000-96GB", "H20-96GB", "PG506-96GB",
 )
 
 PCI_IDS = {
@@ -31,9 +33,15 @@ PCI_IDS = {
     "H100-80GB-PCIe": (0x233110DE, 0x232210DE),
     "H100-NVL-94GB": (0x232110DE, 0x233A10DE),
     "H200-141GB": (0x233510DE, 0x233B10DE),
-    "GH200-96GB": (0x234210DE,),
+    "GH200-96GB": (0x234210DE, 0x233D10DE),
     "GH200-144GB": (0x234810DE,),
     "B200-180GB": (0x290110DE,),
+    "GB200-186GB": (0x294110DE,),
+    "B300-288GB": (0x318210DE,),
+    "GB300-288GB": (0x31C210DE,),
+    "RTX-PRO-6000-96GB": (0x2BB510DE,),
+    "H20-96GB": (0x232910DE,),
+    "PG506-96GB": (0x20B610DE,),
 }
 
 # mig-parted's names and maximum counts for every GI profile (reference/mig-parted-contract.md §1.6 table).
@@ -62,12 +70,32 @@ MIG_PARTED_NAMES = {
     "B200-180GB": {
         "1g.23gb": 7, "1g.23gb+me": 1, "1g.45gb": 4, "2g.45gb": 3, "3g.90gb": 2, "4g.90gb": 1, "7g.180gb": 1,
     },
+    # The rest of NVIDIA's default config (gpu-operator @db0bb63; tests/unit/layout/data/mig-parted-default-names.yaml).
+    "GB200-186GB": {
+        "1g.23gb": 7, "1g.23gb+me": 1, "1g.47gb": 4, "2g.47gb": 3, "3g.93gb": 2, "4g.93gb": 1, "7g.186gb": 1,
+    },
+    "B300-288GB": {
+        "1g.34gb": 7, "1g.34gb+me": 1, "1g.67gb": 4, "2g.67gb": 3, "3g.135gb": 2, "4g.135gb": 1, "7g.269gb": 1,
+    },
+    "GB300-288GB": {
+        "1g.35gb": 7, "1g.35gb+me": 1, "1g.70gb": 4, "2g.70gb": 3, "3g.139gb": 2, "4g.139gb": 1, "7g.278gb": 1,
+    },
+    "RTX-PRO-6000-96GB": {
+        "1g.24gb": 4, "1g.24gb+me": 1, "1g.24gb+gfx": 4, "1g.24gb+me.all": 1, "1g.24gb-me": 4,
+        "2g.48gb": 2, "2g.48gb+gfx": 2, "2g.48gb+me.all": 1, "2g.48gb-me": 2, "4g.96gb": 1, "4g.96gb+gfx": 1,
+    },
+    "H20-96GB": {
+        "1g.12gb": 7, "1g.12gb+me": 1, "1g.24gb": 4, "2g.24gb": 3, "3g.48gb": 2, "4g.48gb": 1, "7g.96gb": 1,
+    },
+    "PG506-96GB": {
+        "1g.12gb": 7, "1g.12gb+me": 1, "1g.24gb": 4, "2g.24gb": 3, "3g.48gb": 2, "4g.48gb": 1, "7g.96gb": 1,
+    },
 }
 
 
-def test_the_catalog_holds_the_ten_reference_models_under_their_keys_in_order() -> None:
-    assert model_keys() == KEYS
+def test_the_catalog_holds_the_reference_models_then_the_default_configs_others_under_their_keys_in_order() -> None:
     assert tuple(m.key for m in all_models()) == KEYS
+    assert model_keys() == (*KEYS, "GB200-189GB")  # then the driver variants
 
 
 @pytest.mark.parametrize("spelling", ["h100-80gb-sxm", "H100-80GB-SXM", "H100-80gb-Sxm", " h100-80gb-sxm "])
@@ -78,7 +106,7 @@ def test_model_keys_are_looked_up_case_insensitively(spelling: str) -> None:
 def test_an_unknown_model_key_is_refused_listing_the_valid_ones() -> None:
     with pytest.raises(UnknownGpuModelError) as info:
         model_by_key("T4")
-    assert str(info.value) == f"unknown GPU model 'T4'; valid models: {', '.join(KEYS)}"
+    assert str(info.value) == f"unknown GPU model 'T4'; valid models: {', '.join(KEYS)}, GB200-189GB"
 
 
 @pytest.mark.parametrize("key", KEYS)
@@ -92,7 +120,7 @@ def test_each_model_has_its_pci_ids_and_is_found_by_each(key: str) -> None:
 
 
 def test_a_pci_id_outside_the_catalog_finds_no_model() -> None:
-    assert model_by_pci_device_id(0x294110DE) is None  # GB200: not in the catalog
+    assert model_by_pci_device_id(0x1EB810DE) is None  # T4: no MIG
     assert model_by_pci_device_id(0x20B0) is None  # a device id without its vendor half
 
 
@@ -164,24 +192,27 @@ def test_every_table_is_consistent_with_its_slices(model: GpuModel) -> None:
 
 @pytest.mark.parametrize("model", all_models(), ids=lambda m: m.key)
 def test_mode_changes_need_a_reset_and_persist_across_reboot_on_ampere_only(model: GpuModel) -> None:
-    ampere = model.key in ("A100-40GB", "A100-80GB", "A30-24GB")
+    ampere = model.key in ("A100-40GB", "A100-80GB", "A30-24GB", "PG506-96GB")
     assert (model.architecture is Architecture.AMPERE) == ampere
     assert model.mode_change_needs_reset == ampere
     assert model.mig_mode_persists_across_reboot == ampere
 
 
-def test_the_b200_is_blackwell_and_the_other_non_ampere_models_are_hopper() -> None:
+def test_the_b_and_rtx_pro_models_are_blackwell_and_the_other_non_ampere_models_are_hopper() -> None:
     kinds = {m.key: m.architecture for m in all_models() if m.architecture is not Architecture.AMPERE}
-    assert kinds.pop("B200-180GB") is Architecture.BLACKWELL
+    for key in ("B200-180GB", "GB200-186GB", "B300-288GB", "GB300-288GB", "RTX-PRO-6000-96GB"):
+        assert kinds.pop(key) is Architecture.BLACKWELL
     assert set(kinds.values()) == {Architecture.HOPPER}
 
 
 def test_rows_not_captured_on_hardware_carry_their_confidence_tag() -> None:
+    # Models with no capture at all are estimates in every row (tests/unit/catalog/test_default_config_models.py).
+    uncaptured = ("B300-288GB", "GB300-288GB", "H20-96GB", "PG506-96GB")
     tagged = {
         (m.key, str(gi_profile_name(gi, m.profiles))): gi.confidence
         for m in all_models()
         for gi in m.profiles.gi_profiles
-        if gi.confidence is not Confidence.OBSERVED
+        if gi.confidence is not Confidence.OBSERVED and m.key not in uncaptured
     }
     assert tagged == {
         ("A100-80GB", "1g.20gb"): Confidence.DOCUMENTED,
@@ -191,4 +222,7 @@ def test_rows_not_captured_on_hardware_carry_their_confidence_tag() -> None:
         ("B200-180GB", "3g.90gb"): Confidence.ESTIMATED,
         ("B200-180GB", "4g.90gb"): Confidence.ESTIMATED,
         ("B200-180GB", "7g.180gb"): Confidence.ESTIMATED,
+        ("GB200-186GB", "3g.93gb"): Confidence.ESTIMATED,
+        ("GB200-186GB", "4g.93gb"): Confidence.ESTIMATED,
+        ("GB200-186GB", "7g.186gb"): Confidence.ESTIMATED,
     }

@@ -1,0 +1,199 @@
+"""Read everything NVML says about a node's MIG support, without changing anything (`migagent doctor`).
+
+Only query functions are called: no mode change, no GI/CI create or destroy, no reset. That has a
+price: NVML reports compute-instance profiles only through an existing GPU instance
+(`nvmlGpuInstanceGetComputeInstanceProfileInfo` takes a GI handle), so CI profiles are read for the
+GI profiles that have an instance on the GPU now, and reported as unread for the others. CI
+profiles are enumerated until NVML answers INVALID_ARGUMENT (nvml.h: the end of the enum), not up
+to the constant of the installed nvidia-ml-py, so a newer driver's profiles are not missed.
+"""
+
+from __future__ import annotations
+
+from ctypes import byref, c_uint
+from dataclasses import dataclass
+
+import pynvml
+
+from migagent.catalog import CiProfile, Engines, GiProfile, Placement
+from migagent.nvml.device import Device, acquire, read_mig_mode
+from migagent.nvml.errors import classify, nvml_call, nvml_probe
+from migagent.nvml.lib import GpuInstanceProfileInfo, Handle, NvmlLib
+from migagent.nvml.observe import _gpu_instances_of
+from migagent.nvml.profiles import read_gi_placements, read_gi_profile_infos
+
+_NODE = "node"
+_MIB = 1024 * 1024
+_MEMORY_UNREADABLE = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_NO_PERMISSION})
+# A guard against a library that never says INVALID_ARGUMENT; nvml.h's enum has 9 values today.
+_CI_ENUM_LIMIT = 64
+
+
+@dataclass(frozen=True)
+class GpuReport:
+    """One physical GPU as NVML reports it. `ci_profiles_read`: GI profile ids whose CI rows are NVML's."""
+
+    index: int
+    name: str
+    uuid: str
+    pci_bus_id: str
+    pci_device_id: int
+    pci_subsystem_id: int | None
+    mig_capable: bool
+    mig_current: bool
+    mig_pending: bool
+    total_memory_mb: int | None
+    gi_profiles: tuple[GiProfile, ...]
+    ci_profiles_read: frozenset[int]
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    driver_version: str
+    nvml_version: str
+    gpus: tuple[GpuReport, ...]
+
+
+def inspect_node(lib: NvmlLib) -> NodeReport:
+    """Everything `doctor` prints, read with query calls only. NVML must be initialised."""
+    with nvml_call("nvmlSystemGetDriverVersion", _NODE):
+        driver_version = str(lib.nvmlSystemGetDriverVersion())
+    with nvml_call("nvmlSystemGetNVMLVersion", _NODE):
+        nvml_version = str(lib.nvmlSystemGetNVMLVersion())
+    with nvml_call("nvmlDeviceGetCount", _NODE):
+        count = lib.nvmlDeviceGetCount()
+    return NodeReport(
+        driver_version=driver_version,
+        nvml_version=nvml_version,
+        gpus=tuple(inspect_gpu(lib, index) for index in range(count)),
+    )
+
+
+def inspect_gpu(lib: NvmlLib, index: int) -> GpuReport:
+    device = acquire(lib, index)
+    with nvml_call("nvmlDeviceGetName", device.label):
+        name = str(lib.nvmlDeviceGetName(device.handle))
+    with nvml_call("nvmlDeviceGetUUID", device.label):
+        uuid = str(lib.nvmlDeviceGetUUID(device.handle))
+    mode = read_mig_mode(lib, device)
+    current, pending = mode if mode is not None else (False, False)
+    # Some drivers refuse profile queries while MIG is disabled (reference §5.9): then none are listed.
+    infos = read_gi_profile_infos(lib, device) if mode is not None else []
+    gi_profiles: list[GiProfile] = []
+    read: set[int] = set()
+    for enum, info in infos:
+        ci_profiles = _ci_profiles_of_a_live_gi(lib, device, info) if current else None
+        if ci_profiles is not None:
+            read.add(int(info.id))
+        gi_profiles.append(_gi_profile(lib, device, enum, info, ci_profiles or ()))
+    memory = nvml_probe(
+        lambda: lib.nvmlDeviceGetMemoryInfo(device.handle),
+        absent=_MEMORY_UNREADABLE,
+        what="nvmlDeviceGetMemoryInfo",
+        gpu_label=device.label,
+    )
+    return GpuReport(
+        index=index,
+        name=name,
+        uuid=uuid,
+        pci_bus_id=device.pci_bus_id,
+        pci_device_id=device.pci_device_id,
+        pci_subsystem_id=device.pci_subsystem_id,
+        mig_capable=mode is not None,
+        mig_current=current,
+        mig_pending=pending,
+        total_memory_mb=int(memory.total) // _MIB if memory is not None else None,
+        gi_profiles=tuple(sorted(gi_profiles, key=lambda gi: (gi.memory_mb, gi.slices, gi.enum_value))),
+        ci_profiles_read=frozenset(read),
+    )
+
+
+def _gi_profile(
+    lib: NvmlLib, device: Device, enum: int, info: GpuInstanceProfileInfo, ci_profiles: tuple[CiProfile, ...]
+) -> GiProfile:
+    return GiProfile(
+        id=int(info.id),
+        enum_value=enum,
+        slices=int(info.sliceCount),
+        memory_mb=int(info.memorySizeMB),
+        sms=int(info.multiprocessorCount),
+        engines=Engines(
+            copy=int(info.copyEngineCount),
+            decoders=int(info.decoderCount),
+            encoders=int(info.encoderCount),
+            jpeg=int(info.jpegCount),
+            ofa=int(info.ofaCount),
+        ),
+        max_instances=int(info.instanceCount),
+        placements=read_gi_placements(lib, device, int(info.id)),
+        ci_profiles=ci_profiles,
+    )
+
+
+def _ci_profiles_of_a_live_gi(
+    lib: NvmlLib, device: Device, info: GpuInstanceProfileInfo
+) -> tuple[CiProfile, ...] | None:
+    """The CI profiles NVML offers in a GI of this profile, read through one that exists (None if none does)."""
+    handles = _gpu_instances_of(lib, device, int(info.id), capacity=int(info.instanceCount))
+    if not handles:
+        return None
+    return read_ci_profiles(lib, device, handles[0], gi_slices=int(info.sliceCount))
+
+
+def read_ci_profiles(lib: NvmlLib, device: Device, gi: Handle, *, gi_slices: int) -> tuple[CiProfile, ...]:
+    """Every CI profile of a GI, enumerating the CI enum until NVML says INVALID_ARGUMENT."""
+    found: dict[int, CiProfile] = {}
+    for enum in range(_CI_ENUM_LIMIT):
+        what = f"nvmlGpuInstanceGetComputeInstanceProfileInfo(enum {enum})"
+        try:
+            info = lib.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+                gi, enum, pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
+            )
+        except pynvml.NVMLError as exc:
+            if int(exc.value) == pynvml.NVML_ERROR_INVALID_ARGUMENT:
+                break  # past the last profile this driver knows
+            if int(exc.value) == pynvml.NVML_ERROR_NOT_SUPPORTED:
+                continue  # a profile this GI does not offer
+            raise classify(exc, what=what, gpu_label=device.label) from exc
+        profile_id = int(info.id)
+        if profile_id not in found:
+            found[profile_id] = CiProfile(
+                id=profile_id,
+                slices=int(info.sliceCount),
+                sms=int(info.multiprocessorCount),
+                max_instances=int(info.instanceCount),
+                placements=_ci_placements(lib, device, gi, profile_id),
+                is_default=False,
+            )
+    return _with_default(tuple(found.values()), gi_slices=gi_slices)
+
+
+def _ci_placements(lib: NvmlLib, device: Device, gi: Handle, profile_id: int) -> tuple[Placement, ...]:
+    what = f"nvmlGpuInstanceGetComputeInstancePossiblePlacements(profile {profile_id})"
+    count = c_uint(0)
+    with nvml_call(what, device.label):
+        lib.nvmlGpuInstanceGetComputeInstancePossiblePlacements(gi, profile_id, None, byref(count))
+    if count.value == 0:
+        return ()
+    buffer = (pynvml.c_nvmlComputeInstancePlacement_t * count.value)()
+    with nvml_call(what, device.label):
+        lib.nvmlGpuInstanceGetComputeInstancePossiblePlacements(gi, profile_id, buffer, byref(count))
+    return tuple(sorted(Placement(int(buffer[i].start), int(buffer[i].size)) for i in range(count.value)))
+
+
+def _with_default(profiles: tuple[CiProfile, ...], *, gi_slices: int) -> tuple[CiProfile, ...]:
+    """NVML does not flag the default CI; it is the one filling the GI, with the most SMs (a 1g REV1 CI)."""
+    full = [ci for ci in profiles if ci.slices == gi_slices]
+    default = max(full, key=lambda ci: (ci.sms, ci.id), default=None)
+    marked = (
+        CiProfile(
+            id=ci.id,
+            slices=ci.slices,
+            sms=ci.sms,
+            max_instances=ci.max_instances,
+            placements=ci.placements,
+            is_default=ci is default,
+        )
+        for ci in profiles
+    )
+    return tuple(sorted(marked, key=lambda ci: ci.id))
