@@ -28,12 +28,12 @@ _UINT64_MAX = 2**64 - 1
 
 # go-yaml v2 resolve.go: the words it looks up before anything else (note `y` and `n`).
 _WORDS: dict[str, tuple[str, object]] = {
-    **{w: (BOOL, True) for w in ("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON")},
-    **{w: (BOOL, False) for w in ("n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF")},
-    **{w: (NULL, None) for w in ("", "~", "null", "Null", "NULL")},
-    **{w: (FLOAT, math.nan) for w in (".nan", ".NaN", ".NAN")},
-    **{w: (FLOAT, math.inf) for w in (".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF")},
-    **{w: (FLOAT, -math.inf) for w in ("-.inf", "-.Inf", "-.INF")},
+    **dict.fromkeys(("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), (BOOL, True)),
+    **dict.fromkeys(("n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"), (BOOL, False)),
+    **dict.fromkeys(("", "~", "null", "Null", "NULL"), (NULL, None)),
+    **dict.fromkeys((".nan", ".NaN", ".NAN"), (FLOAT, math.nan)),
+    **dict.fromkeys((".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"), (FLOAT, math.inf)),
+    **dict.fromkeys(("-.inf", "-.Inf", "-.INF"), (FLOAT, -math.inf)),
 }
 # go-yaml v2's float pattern, applied after underscores are removed.
 _GO_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")

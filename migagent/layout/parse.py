@@ -159,7 +159,7 @@ def _read_configs(value: object, problems: _Problems) -> dict[str, tuple[LayoutE
         problems.add(path, f"at least one config is required; {expected}")
     configs: dict[str, tuple[LayoutEntry, ...]] = {}
     for name, entries in value.items():
-        refusal = _config_name_problem(name) if isinstance(name, JsonKey) else None
+        refusal = _config_name_problem(name) if isinstance(name, JsonKey) else f"config name {name!r} is not text"
         if refusal is not None:
             problems.add(path, refusal)
             continue
@@ -215,7 +215,7 @@ def _read_devices(
 
 def _read_filter(value: object, *, path: str, problems: _Problems) -> tuple[PciFilter, ...]:
     # mig-parted treats "", [] and null (`device-filter:` with nothing after it) as no filter.
-    if value is _MISSING or value is None or value == "" or value == []:
+    if value is _MISSING or value is None or value in ("", []):
         return ()
     if not isinstance(value, list):
         parsed = _read_filter_item(value, path=path, problems=problems)
@@ -277,8 +277,8 @@ def _read_counts(
     counts: list[tuple[MigProfile, int]] = []
     first_spelling: dict[MigProfile, str] = {}
     for key, raw_count in value.items():
-        if isinstance(key, JsonKey) and key.kind != "str":
-            problems.add(path, f"profile name {key.spelling} must be a string such as \"1g.10gb\"")
+        if not isinstance(key, JsonKey) or key.kind != "str":
+            problems.add(path, f"profile name {getattr(key, 'spelling', key)} must be a string such as \"1g.10gb\"")
             continue
         try:
             profile = MigProfile.parse(key)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import yaml
@@ -76,7 +77,10 @@ class GoYamlV2Loader(yaml.SafeLoader):
     """PyYAML's scanner, parser and composer, adjusted to accept what libyaml/go-yaml v2 accept."""
 
     # go-yaml v2 knows YAML 1.1's escapes only; `\/` (JSON's) is an error there.
-    ESCAPE_REPLACEMENTS = {k: v for k, v in yaml.SafeLoader.ESCAPE_REPLACEMENTS.items() if k != "/"}
+    # The stub marks it Final, but the scanner reads it through `self`, which is what lets us narrow it.
+    ESCAPE_REPLACEMENTS = MappingProxyType(  # type: ignore[misc,assignment]
+        {k: v for k, v in yaml.SafeLoader.ESCAPE_REPLACEMENTS.items() if k != "/"}
+    )
 
     def scan_to_next_token(self) -> None:
         # libyaml skips tabs in flow context and where no simple key may start (after a token on the
@@ -89,14 +93,14 @@ class GoYamlV2Loader(yaml.SafeLoader):
             if self.peek() == "#":
                 while self.peek() not in "\0\r\n\x85\u2028\u2029":
                     self.forward()
-            if not self.scan_line_break():
+            if not self.scan_line_break():  # type: ignore[no-untyped-call]
                 return
             if not self.flow_level:
                 self.allow_simple_key = True
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         # go-yaml v2 lets an anchor be defined again (the later one wins); PyYAML refuses.
-        event = self.peek_event()
+        event = self.peek_event()  # type: ignore[no-untyped-call]
         if not isinstance(event, yaml.AliasEvent) and event.anchor is not None:
             self.anchors.pop(event.anchor, None)
         return super().compose_node(parent, index)
@@ -104,7 +108,8 @@ class GoYamlV2Loader(yaml.SafeLoader):
     def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> str:
         if kind is yaml.ScalarNode and implicit[0]:
             return MERGE if value == "<<" else go_resolve(value)[0]
-        return super().resolve(kind, value, implicit)
+        tag: str = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+        return tag
 
 
 def load_strict(text: str) -> tuple[object, tuple[LoadProblem, ...]]:
@@ -127,10 +132,10 @@ def load_strict(text: str) -> tuple[object, tuple[LoadProblem, ...]]:
 
 
 def _single_document(loader: GoYamlV2Loader) -> yaml.Node | None:
-    loader.get_event()  # stream start
+    loader.get_event()  # type: ignore[no-untyped-call]  # stream start
     root = None if loader.check_event(yaml.StreamEndEvent) else loader.compose_document()
     if not loader.check_event(yaml.StreamEndEvent):
-        line = loader.peek_event().start_mark.line + 1
+        line = loader.peek_event().start_mark.line + 1  # type: ignore[no-untyped-call]
         raise YamlSyntaxError(
             f"line {line}: a second YAML document starts here; mig-parted reads only the first document "
             "of a file and ignores the rest, so keep one document (one 'version: v1' and one 'mig-configs')"
@@ -144,6 +149,9 @@ def _describe(exc: yaml.MarkedYAMLError) -> str:
     problem = exc.problem or exc.context or "malformed document"
     context = f" ({exc.context})" if exc.context and exc.problem else ""
     return f"{where}invalid YAML: {problem}{context}"
+
+
+_Written = dict[str, list[tuple[int, str]]]  # key -> (line, spelling) of each explicit occurrence
 
 
 class _Converter:
@@ -168,11 +176,17 @@ class _Converter:
             self.problem(path, node, f"tag {tag} has no meaning in a layout file; remove it")
             return None
         if isinstance(node, yaml.ScalarNode):
-            try:
-                return construct_scalar(node.tag, node.value)
-            except ScalarTagError as exc:
-                self.problem(path, node, str(exc))
-                return None
+            return self._scalar(node, path=path)
+        return self._collection(node, path=path)
+
+    def _scalar(self, node: yaml.ScalarNode, *, path: str) -> object:
+        try:
+            return construct_scalar(node.tag, node.value)
+        except ScalarTagError as exc:
+            self.problem(path, node, str(exc))
+            return None
+
+    def _collection(self, node: yaml.Node, *, path: str) -> object:
         if id(node) in self._open:
             self.problem(path, node, "an alias refers to a node that contains it; mig-parted refuses the cycle")
             return None
@@ -186,30 +200,31 @@ class _Converter:
 
     def _mapping(self, node: yaml.Node, *, path: str) -> dict[JsonKey, object]:
         out: dict[JsonKey, object] = {}
-        written: dict[str, list[tuple[int, str]]] = {}  # key -> (line, spelling) of each explicit occurrence
+        written: _Written = {}
         for key_node, value_node in node.value:
             if key_node.tag == MERGE:
-                self._merge(value_node, into=out, written=written, path=path)
+                self._merge(key_node, value_node, into=out, written=written, path=path)
                 continue
             key = self._key(key_node, path=path)
             if key is None:
                 continue
             written.setdefault(key, []).append((key_node.start_mark.line + 1, key.spelling))
             out[key] = self.value(value_node, path=f"{path}.{path_part(key)}" if path else path_part(key))
-        for key, places in written.items():
+        for text, places in written.items():
             if len(places) > 1:
-                self._duplicate(path, node, key, places)
+                self._duplicate(path, text, places)
         return out
 
-    def _duplicate(self, path: str, node: yaml.Node, key: str, places: list[tuple[int, str]]) -> None:
+    def _duplicate(self, path: str, key: str, places: list[tuple[int, str]]) -> None:
         lines = " and ".join(str(line) for line, _ in places)
-        spellings = {spelling for _, spelling in places}
-        same = f"; {' and '.join(sorted(spellings))} are all the key {key!r} in mig-parted" if len(spellings) > 1 else ""
+        spellings = sorted({spelling for _, spelling in places})
+        same = f"; {' and '.join(spellings)} are all the key {key!r} in mig-parted" if len(spellings) > 1 else ""
         message = f"key {path_part(key)!r} appears more than once (lines {lines}){same}; write each key once"
         self.problems.append(LoadProblem(path, message))
 
-    def _merge(self, node: yaml.Node, *, into: dict[JsonKey, object], written: dict[str, list[tuple[int, str]]],
-               path: str) -> None:
+    def _merge(
+        self, key_node: yaml.Node, node: yaml.Node, *, into: dict[JsonKey, object], written: _Written, path: str
+    ) -> None:
         sources = list(reversed(node.value)) if isinstance(node, yaml.SequenceNode) else [node]
         merged: dict[JsonKey, object] = {}
         for source in sources:  # later sources first, so that earlier ones take precedence
@@ -222,7 +237,7 @@ class _Converter:
         for key, value in merged.items():
             if key in written:
                 line = written[key][0][0]
-                self.problem(path, node, (
+                self.problem(path, key_node, (
                     f"key {path_part(key)!r} (line {line}) is written before a '<<' merge that also sets it; "
                     "mig-parted keeps the merged value, YAML's merge rule the written one: "
                     "write the key after the merge"
@@ -237,15 +252,23 @@ class _Converter:
         value = self.value(node, path=path)
         if len(self.problems) > before:
             return None
-        spelling = node.value
-        if isinstance(value, str):
-            return JsonKey(value, kind="str", spelling=spelling)
-        if isinstance(value, bool):
-            return JsonKey("true" if value else "false", kind="bool", spelling=spelling)
-        if isinstance(value, int) and -(2**63) <= value < 2**63:
-            return JsonKey(str(value), kind="int", spelling=spelling)
-        if isinstance(value, float):
-            return JsonKey(go_float32_key(value), kind="float", spelling=spelling)
-        what = "a timestamp" if isinstance(value, YamlTimestamp) else "null" if value is None else "too large"
-        self.problem(path, node, f"key {spelling!r} reads as {what}, which mig-parted cannot use as a key; quote it")
-        return None
+        text = _json_key_text(value)
+        if text is None:
+            what = "a timestamp" if isinstance(value, YamlTimestamp) else "null" if value is None else "too large"
+            message = f"key {node.value!r} reads as {what}, which mig-parted cannot use as a key; quote it"
+            self.problem(path, node, message)
+            return None
+        return JsonKey(text, kind=type(value).__name__, spelling=node.value)
+
+
+def _json_key_text(value: object) -> str | None:
+    """sigs.k8s.io/yaml's key conversion: strings stay, bools and numbers become their text."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value) if -(2**63) <= value < 2**63 else None
+    if isinstance(value, float):
+        return go_float32_key(value)
+    return None

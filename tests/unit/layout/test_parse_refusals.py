@@ -166,12 +166,14 @@ def test_a_yaml_syntax_error_is_refused_with_line_and_column() -> None:
 
 def test_a_python_tag_is_refused_not_executed() -> None:
     message = refusal("version: !!python/object/apply:os.getcwd []\n")
-    assert message == "layouts.yaml: version: line 1: tag !!python/object/apply:os.getcwd has no meaning in a layout file; remove it"
+    assert message == (
+        "layouts.yaml: version: line 1: tag !!python/object/apply:os.getcwd has no meaning in a layout file; remove it"
+    )
 
 
 def test_several_documents_in_one_file_are_refused_naming_the_second() -> None:
     message = refusal("version: v1\n---\nversion: v1\n")
-    assert message.startswith("layouts.yaml: line 2: a second YAML document starts here; mig-parted reads only the first")
+    assert message.startswith("layouts.yaml: line 2: a second YAML document starts here; mig-parted reads only")
 
 
 def test_every_error_in_a_file_is_reported_together_one_per_line() -> None:
