@@ -47,7 +47,7 @@ def _run(argv: list[str]) -> int:
 )
 @pytest.mark.parametrize("command", ["apply", "assert"])
 def test_a_config_selecting_no_gpu_exits_1_naming_the_config_and_the_nodes_gpus(
-    command: str, config: str, asks: str, layouts: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    command: str, config: str, asks: str, *, layouts: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     node = ["--simulate", "2xA100-40GB", "--state", str(tmp_path / "node.json")]
     assert _run(["apply", "-f", str(layouts), "-c", "all-disabled", *node]) == 0
