@@ -55,7 +55,7 @@ def test_validate_checks_an_entry_whose_filter_names_a_subsystem_on_that_model(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["validate", "-f", str(_write(tmp_path, _subsystem_entry('{"1g.10gb": 4}')))]) == 0
-    assert "one-board: ok; fits on A100-40GB" in capsys.readouterr().out
+    assert "one-board: valid on A100-40GB\n" in capsys.readouterr().out
     assert main(["validate", "-f", str(_write(tmp_path, _subsystem_entry('{"1g.10gb": 7}')))]) == 1
     err = capsys.readouterr().err
     assert "mig-configs.one-board[0] on A100-40GB" in err
@@ -152,7 +152,8 @@ def test_an_unfiltered_entry_that_fits_some_models_is_valid_with_a_warning_for_t
     path = _write(tmp_path, UNFILTERED_80GB_ONLY)
     assert main(["validate", "-f", str(path), "-c", "all-1g.10gb"]) == 0
     captured = capsys.readouterr()
-    assert "all-1g.10gb: ok; fits on A100-80GB, H100-80GB-PCIe, H100-80GB-SXM" in captured.out
+    assert "all-1g.10gb: valid on A100-80GB, H100-80GB-SXM, H100-80GB-PCIe\n" in captured.out
+    assert "  skipped A100-40GB: [0] does not fit (see warning)\n" in captured.out
     assert "mig-configs.all-1g.10gb[0] would fail on A100-40GB" in captured.err
     assert main(["validate", "-f", str(path), "-c", "all-1g.10gb", "--gpu-model", "A100-40GB"]) == 1
     assert main(["validate", "-f", str(path), "-c", "fits-nowhere"]) == 1
@@ -172,8 +173,15 @@ DEFAULT_NAMES = Path(__file__).resolve().parents[2] / "unit" / "layout" / "data"
 def test_validate_accepts_a_file_shaped_like_mig_parteds_default_config(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "-f", str(DEFAULT_NAMES)]) == 0
     captured = capsys.readouterr()
-    assert captured.out.endswith("mig-parted-default-names.yaml: 81 config(s) valid\n")
-    assert "all-1g.10gb: ok; fits on A100-40GB, A100-80GB, H100-80GB-PCIe, H100-80GB-SXM\n" in captured.out
-    assert "all-1g.35gb: ok; fits on H200-141GB\n" in captured.out
-    assert "mig-configs.all-balanced[8]: device-filter 0x294110DE matches no catalog model" in captured.err
+    headlines = [line.split(": ", 1)[1] for line in captured.out.splitlines()[:-1] if not line.startswith(" ")]
+    valid = sum(1 for h in headlines if h.startswith("valid on"))
+    partly = sum(1 for h in headlines if h.startswith("partly checked"))
+    unchecked = headlines.count("not checked")
+    assert valid + partly + unchecked == len(headlines) == 81
+    assert captured.out.endswith(
+        f"mig-parted-default-names.yaml: {valid} config(s) valid, {partly} partly checked, {unchecked} not checked\n"
+    )
+    assert "all-1g.10gb: valid on A100-40GB, A100-80GB, H100-80GB-SXM, H100-80GB-PCIe\n" in captured.out
+    assert "all-1g.35gb: partly checked; valid on H200-141GB\n" in captured.out
+    assert "  not checked: [8] device-filter 0x294110DE matches no catalog model\n" in captured.out
     assert "would fail" not in captured.err
