@@ -43,6 +43,12 @@ class InvalidLayoutError(PermanentError):
     """A layout file or selection that cannot be used; the message names file, config, entry and field."""
 
 
+class LayoutSelectsNoGpuError(InvalidLayoutError):
+    """A config none of whose entries selects a GPU of this node: applying it would change nothing
+    and report success, hiding a typo'd node label, filter or index. The message names the config
+    and the node's GPUs."""
+
+
 class LayoutDoesNotFitError(PermanentError):
     """A well-formed layout that cannot be realised on a GPU; the message names the GPU and what fails."""
 

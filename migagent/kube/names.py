@@ -88,6 +88,7 @@ class ConditionReason(enum.StrEnum):
     DRAIN_BLOCKED = "DrainBlocked"
     APPLY_FAILED = "ApplyFailed"
     INVALID_LAYOUT = "InvalidLayout"
+    LAYOUT_SELECTS_NO_GPU = "LayoutSelectsNoGpu"
     LAYOUT_DOES_NOT_FIT = "LayoutDoesNotFit"
     REBOOT_REQUIRED = "RebootRequired"
     UNKNOWN = "Unknown"

@@ -1,22 +1,25 @@
 """Read mig-parted v1 layout files strictly (reference/mig-parted-contract.md §1.1-1.5).
 
-Every problem in a file is collected and reported at once, one per line, each naming the file and
-the path to the field (`layouts.yaml: mig-configs.all-balanced[1].devices: ...`) and saying what
-would be valid. Two deliberate differences from mig-parted: an unparseable `device-filter` is an
-error (mig-parted silently drops the entry), and keys written twice are an error.
+Values arrive as mig-parted's own `UnmarshalJSON` sees them (`strict_yaml`: YAML 1.1 by go-yaml v2's
+rules, then JSON), so `mig-enabled: y`, `devices: [1.0]` and a config named `1:` read as they do
+there. Every problem in a file is collected and reported at once, one per line, each naming the
+file and the path to the field (`layouts.yaml: mig-configs.all-balanced[1].devices: ...`) and saying
+what would be valid. Where mig-parted would silently do something other than what the file seems to
+say we refuse instead; README.md's "Differences from mig-parted" table lists each case and why.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import math
 from pathlib import Path
-from typing import Literal, TypeGuard
+from typing import Literal
 
 from migagent.errors import InvalidLayoutError
 from migagent.layout.profile import MigProfile, ProfileNameError
 from migagent.layout.spec import ALL_DEVICES, LayoutEntry, LayoutFile, PciFilter, PciFilterError, parse_pci_filter
-from migagent.layout.strict_yaml import YamlSyntaxError, load_strict, path_part
+from migagent.layout.strict_yaml import JsonKey, YamlSyntaxError, load_strict, path_part
 
 SUPPORTED_VERSION = "v1"
 TOP_LEVEL_FIELDS = ("version", "mig-configs")
@@ -44,12 +47,13 @@ def parse_layout(text: str, *, source: str) -> LayoutFile:
     """Parse the text of a layout file; `source` names it in messages. Raises `InvalidLayoutError`."""
     problems = _Problems(source)
     try:
-        data, duplicates = load_strict(text)
+        data, yaml_problems = load_strict(text)
     except YamlSyntaxError as exc:
         raise InvalidLayoutError(f"{source}: {exc}") from exc
-    for dup in duplicates:
-        lines = " and ".join(str(line) for line in dup.lines)
-        problems.add(dup.path, f"key '{dup.key}' appears more than once (lines {lines}); write each key once")
+    for problem in yaml_problems:
+        problems.add(problem.path, problem.message)
+    # What the YAML means is in doubt: checking the schema on top would only add echoes.
+    problems.raise_if_any()
     configs = _read_document(data, problems)
     problems.raise_if_any()
     return LayoutFile(path=source, configs=configs)
@@ -89,8 +93,30 @@ def _show(value: object) -> str:
 
 def _bool_hint(value: object) -> str:
     if isinstance(value, bool):
-        return " (YAML reads unquoted yes/no/on/off/true/false as booleans)"
+        return " (YAML 1.1 reads unquoted y/n/yes/no/on/off/true/false as booleans)"
     return ""
+
+
+def _config_name_problem(name: JsonKey) -> str | None:
+    """Why a config name must be quoted: YAML read it as a boolean or number mig-parted renames."""
+    if name.kind == "bool":
+        return (f"config name {name.spelling} is a YAML 1.1 boolean, which mig-parted renames to "
+                f"{json.dumps(str(name))}; quote it: {json.dumps(name.spelling)}")
+    if name.kind != "str" and name != name.spelling:
+        return (f"config name {name.spelling} is a YAML number that mig-parted reads as config "
+                f"{json.dumps(str(name))}; quote it to keep the name as written: {json.dumps(name.spelling)}")
+    return None
+
+
+def _as_count(value: object) -> int | None:
+    """An integer as Go's JSON decoder takes it: YAML's 7.0 or 1e3 is written to JSON as 7 or 1000."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and abs(value) < 1e21:
+        return int(value)
+    return None
 
 
 def _unknown_fields(
@@ -133,8 +159,9 @@ def _read_configs(value: object, problems: _Problems) -> dict[str, tuple[LayoutE
         problems.add(path, f"at least one config is required; {expected}")
     configs: dict[str, tuple[LayoutEntry, ...]] = {}
     for name, entries in value.items():
-        if not isinstance(name, str):
-            problems.add(path, f"config name {_show(name)} must be a string; quote it{_bool_hint(name)}")
+        refusal = _config_name_problem(name) if isinstance(name, JsonKey) else f"config name {name!r} is not text"
+        if refusal is not None:
+            problems.add(path, refusal)
             continue
         configs[name] = _read_entries(entries, path=f"{path}.{path_part(name)}", problems=problems)
     return configs
@@ -167,11 +194,6 @@ def _read_entry(raw: object, *, index: int, path: str, problems: _Problems) -> L
     )
 
 
-def _is_int(value: object) -> TypeGuard[int]:
-    # YAML `true` is a Python bool, which is also an int; a count or index must be a real integer.
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _read_devices(
     value: object, *, path: str, problems: _Problems
 ) -> Literal["all"] | tuple[int, ...] | None:
@@ -184,27 +206,26 @@ def _read_devices(
     if not isinstance(value, list) or not value:
         problems.add(path, f"{expected}, got {_show(value)}")
         return None
-    bad = [(i, item) for i, item in enumerate(value) if not _is_int(item) or item < 0]
+    indices = [_as_count(item) for item in value]
+    bad = [(i, item) for i, (item, index) in enumerate(zip(value, indices, strict=True)) if index is None or index < 0]
     for i, item in bad:
         problems.add(f"{path}[{i}]", f"expected a GPU index (an integer >= 0), got {_show(item)}")
-    return None if bad else tuple(value)
+    return None if bad else tuple(index for index in indices if index is not None)
 
 
 def _read_filter(value: object, *, path: str, problems: _Problems) -> tuple[PciFilter, ...]:
-    if value is _MISSING:
+    # mig-parted treats "", [] and null (`device-filter:` with nothing after it) as no filter.
+    if value is _MISSING or value is None or value in ("", []):
         return ()
     if not isinstance(value, list):
         parsed = _read_filter_item(value, path=path, problems=problems)
         return () if parsed is None else (parsed,)
-    if not value:
-        problems.add(path, f"expected a PCI id string or a non-empty list of them; {_FILTER_HINT}; got []")
-        return ()
     items = [_read_filter_item(item, path=f"{path}[{i}]", problems=problems) for i, item in enumerate(value)]
     return tuple(item for item in items if item is not None)
 
 
 def _read_filter_item(value: object, *, path: str, problems: _Problems) -> PciFilter | None:
-    if _is_int(value):
+    if _as_count(value) is not None:
         problems.add(path, f"YAML read an unquoted number ({value}); quote the PCI id: {_FILTER_HINT}")
         return None
     if not isinstance(value, str):
@@ -220,6 +241,9 @@ def _read_filter_item(value: object, *, path: str, problems: _Problems) -> PciFi
 def _read_enabled(value: object, *, path: str, problems: _Problems) -> bool | None:
     if value is _MISSING:
         problems.add(path, "missing; expected true or false")
+        return None
+    if value is None:
+        problems.add(path, "expected true or false, got null (mig-parted would read an empty value as false; write it)")
         return None
     if not isinstance(value, bool):
         problems.add(path, f"expected true or false, got {_show(value)}")
@@ -252,17 +276,18 @@ def _read_counts(
 ) -> tuple[tuple[MigProfile, int], ...]:
     counts: list[tuple[MigProfile, int]] = []
     first_spelling: dict[MigProfile, str] = {}
-    for key, count in value.items():
-        if not isinstance(key, str):
-            problems.add(path, f"profile name {_show(key)} must be a string such as \"1g.10gb\"")
+    for key, raw_count in value.items():
+        if not isinstance(key, JsonKey) or key.kind != "str":
+            problems.add(path, f"profile name {getattr(key, 'spelling', key)} must be a string such as \"1g.10gb\"")
             continue
         try:
             profile = MigProfile.parse(key)
         except ProfileNameError as exc:
             problems.add(path, str(exc))
             continue
-        if not _is_int(count) or count < 0:
-            problems.add(path, f"profile {key!r}: count must be an integer >= 0, got {_show(count)}")
+        count = _as_count(raw_count)
+        if count is None or count < 0:
+            problems.add(path, f"profile {key!r}: count must be an integer >= 0, got {_show(raw_count)}")
             continue
         if profile in first_spelling:
             problems.add(path, f"profile {key!r} is the same profile as {first_spelling[profile]!r}; list it once")

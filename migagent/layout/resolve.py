@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from migagent.catalog import GpuModel, ProfileTable, all_models, model_by_key
-from migagent.errors import LayoutDoesNotFitError
+from migagent.errors import LayoutDoesNotFitError, LayoutSelectsNoGpuError
 from migagent.layout.desired import DesiredGi, DesiredGpu, DesiredNode
 from migagent.layout.observed import ObservedGpu
 from migagent.layout.packing import (
@@ -23,7 +23,7 @@ from migagent.layout.packing import (
     resolve_profile,
 )
 from migagent.layout.parse import select_config
-from migagent.layout.spec import LayoutEntry, LayoutFile
+from migagent.layout.spec import ALL_DEVICES, LayoutEntry, LayoutFile, format_pci_id
 from migagent.layout.strict_yaml import path_part
 
 _NO_PROFILES = ProfileTable(total_memory_mb=0, memory_slices=0, compute_slices=0, gi_profiles=())
@@ -55,10 +55,36 @@ def identity_of(gpu: ObservedGpu) -> GpuIdentity:
 
 
 def resolve_config(layout: LayoutFile, name: str | None, gpus: Sequence[GpuIdentity]) -> DesiredNode:
-    """Select config `name` (see `select_config`) and resolve it for these GPUs."""
+    """Select config `name` (see `select_config`) and resolve it for this node's GPUs.
+
+    A config that selects none of them is an error (`LayoutSelectsNoGpuError`), raised before
+    anything is touched: mig-parted would report success for it.
+    """
     entries = select_config(layout, name)
     config_name = name if name is not None else layout.names[0]
-    return resolve_entries(entries, gpus, config_name=config_name)
+    desired = resolve_entries(entries, gpus, config_name=config_name)
+    if not desired.gpus:
+        raise LayoutSelectsNoGpuError(selects_no_gpu_message(layout.path, config_name, entries, gpus))
+    return desired
+
+
+def selects_no_gpu_message(
+    path: str, config_name: str, entries: Sequence[LayoutEntry], gpus: Sequence[GpuIdentity]
+) -> str:
+    """Names the config, what its entries ask for, and the GPUs the node has."""
+    asked = "; ".join(f"[{entry.index}] {_selection(entry)}" for entry in entries)
+    node = ", ".join(f"{gpu.label} {format_pci_id(gpu.pci_device_id)}" for gpu in gpus) or "no GPUs"
+    return (
+        f"{path}: config {config_name!r} selects none of this node's GPUs; its entries select {asked}; "
+        f"the node has {node}. Check the config's devices and device-filter, or the name it was selected by"
+    )
+
+
+def _selection(entry: LayoutEntry) -> str:
+    devices = "devices: all" if entry.devices == ALL_DEVICES else f"devices: {list(entry.devices)}"
+    if not entry.device_filter:
+        return devices
+    return f"{devices} with device-filter {', '.join(str(f) for f in entry.device_filter)}"
 
 
 def resolve_entries(

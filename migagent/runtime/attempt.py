@@ -22,6 +22,7 @@ from migagent.errors import (
     DrainBlockedError,
     InvalidLayoutError,
     LayoutDoesNotFitError,
+    LayoutSelectsNoGpuError,
     MigAgentError,
     ResetRequiredError,
 )
@@ -165,6 +166,7 @@ class AttemptMarker:
 _REASONS: tuple[tuple[type[BaseException], ConditionReason], ...] = (
     (DrainBlockedError, ConditionReason.DRAIN_BLOCKED),
     (LayoutDoesNotFitError, ConditionReason.LAYOUT_DOES_NOT_FIT),
+    (LayoutSelectsNoGpuError, ConditionReason.LAYOUT_SELECTS_NO_GPU),  # before its base, InvalidLayoutError
     (InvalidLayoutError, ConditionReason.INVALID_LAYOUT),
     (ResetRequiredError, ConditionReason.REBOOT_REQUIRED),
     (AdvertisementTimeoutError, ConditionReason.WAITING_FOR_DEVICE_PLUGIN),

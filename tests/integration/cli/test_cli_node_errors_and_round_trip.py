@@ -55,7 +55,7 @@ def test_validate_checks_an_entry_whose_filter_names_a_subsystem_on_that_model(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["validate", "-f", str(_write(tmp_path, _subsystem_entry('{"1g.10gb": 4}')))]) == 0
-    assert "one-board: ok; fits on A100-40GB" in capsys.readouterr().out
+    assert "one-board: valid on A100-40GB\n" in capsys.readouterr().out
     assert main(["validate", "-f", str(_write(tmp_path, _subsystem_entry('{"1g.10gb": 7}')))]) == 1
     err = capsys.readouterr().err
     assert "mig-configs.one-board[0] on A100-40GB" in err
@@ -152,7 +152,8 @@ def test_an_unfiltered_entry_that_fits_some_models_is_valid_with_a_warning_for_t
     path = _write(tmp_path, UNFILTERED_80GB_ONLY)
     assert main(["validate", "-f", str(path), "-c", "all-1g.10gb"]) == 0
     captured = capsys.readouterr()
-    assert "all-1g.10gb: ok; fits on A100-80GB, H100-80GB-PCIe, H100-80GB-SXM" in captured.out
+    assert "all-1g.10gb: valid on A100-80GB, H100-80GB-SXM, H100-80GB-PCIe\n" in captured.out
+    assert "  skipped A100-40GB: [0] does not fit (see warning)\n" in captured.out
     assert "mig-configs.all-1g.10gb[0] would fail on A100-40GB" in captured.err
     assert main(["validate", "-f", str(path), "-c", "all-1g.10gb", "--gpu-model", "A100-40GB"]) == 1
     assert main(["validate", "-f", str(path), "-c", "fits-nowhere"]) == 1
@@ -175,10 +176,11 @@ def test_validate_checks_every_config_of_nvidias_default_config_on_a_catalog_mod
     assert main(["validate", "-f", str(DEFAULT_NAMES)]) == 0
     captured = capsys.readouterr()
     assert captured.out.endswith("mig-parted-default-names.yaml: 81 config(s) valid\n")
-    assert "all-1g.10gb: ok; fits on A100-40GB, A100-80GB, H100-80GB-PCIe, H100-80GB-SXM\n" in captured.out
-    assert "all-1g.35gb: ok; fits on GB300-288GB, H200-141GB\n" in captured.out
+    assert "all-1g.10gb: valid on A100-40GB, A100-80GB, H100-80GB-SXM, H100-80GB-PCIe\n" in captured.out
+    assert "all-1g.35gb: valid on H200-141GB, GB300-288GB\n" in captured.out
     # Every GPU NVIDIA's default config names has a catalog row (or driver variant): nothing is left unchecked.
     assert "not checked" not in captured.out + captured.err
+    assert "partly checked" not in captured.out
     assert captured.err == ""
-    assert "all-7g.189gb: ok; fits on GB200-189GB\n" in captured.out
-    assert "all-1g.24gb.gfx: ok; fits on RTX-PRO-6000-96GB\n" in captured.out
+    assert "all-7g.189gb: valid on GB200-189GB\n" in captured.out
+    assert "all-1g.24gb.gfx: valid on RTX-PRO-6000-96GB\n" in captured.out

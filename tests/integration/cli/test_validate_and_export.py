@@ -93,7 +93,9 @@ def test_validate_accepts_every_shipped_layout(capsys: pytest.CaptureFixture[str
     assert main(["validate", "-f", str(SHIPPED)]) == 0
     out = capsys.readouterr().out
     assert "INVALID" not in out
-    assert "all-balanced: ok" in out
+    assert "all-balanced: valid on A100-40GB, A100-80GB, A30-24GB" in out
+    summary = out.splitlines()[-1]
+    assert summary.endswith(" config(s) valid"), f"every shipped config is checked somewhere: {summary}"
 
 
 def test_validate_accepts_a_file_written_for_mig_parted_with_unfiltered_model_specific_entries(
@@ -102,19 +104,21 @@ def test_validate_accepts_a_file_written_for_mig_parted_with_unfiltered_model_sp
     path = _write(tmp_path, MIG_PARTED_STYLE)
     assert main(["validate", "-f", str(path), "-v"]) == 0
     out = capsys.readouterr().out
-    assert "all-1g.5gb: ok; fits on A100-40GB" in out
-    assert "not applicable" in out
-    assert "all-1g.16gb.gfx: not checked" in out
-    assert "all-balanced: ok; fits on A100-40GB" in out
+    assert "all-1g.5gb: valid on A100-40GB\n  skipped A100-80GB, A30-24GB, H100-80GB-SXM" in out
+    assert "B200-180GB, GB200-186GB, B300-288GB, GB300-288GB, RTX-PRO-6000-96GB, H20-96GB, PG506-96GB: lacks 1g.5gb\n" in out
+    assert "all-1g.16gb.gfx: not checked\n" in out
+    assert "all-balanced: partly checked; valid on A100-40GB\n" in out
+    assert "  checked on A100-40GB: entries [0]\n" in out
 
 
 def test_validate_warns_about_entries_for_hardware_the_catalog_does_not_describe(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["validate", "-f", str(_write(tmp_path, MIG_PARTED_STYLE))]) == 0
-    err = capsys.readouterr().err
-    assert "0x2C3110DE matches no catalog model; not checked" in err
-    assert "all-1g.16gb.gfx[0]: no catalog model offers all of its profiles" in err
+    out = capsys.readouterr().out
+    assert "all-balanced: partly checked; valid on A100-40GB\n" in out
+    assert "  not checked: [1] device-filter 0x2C3110DE matches no catalog model\n" in out
+    assert "  not checked: [0] no catalog model offers all of 1g.16gb+gfx\n" in out
 
 
 def test_validate_with_a_named_model_refuses_a_profile_that_model_lacks(

@@ -59,8 +59,13 @@ def second_entry(*lines: str) -> str:
         (("devices: all", "mig-enabled: true", "mig-devices: {7: 1}"), "mig-devices", "must be a string"),
         (("devices: all", "mig-enabled: false", "mig-device: {}"), "",
          "unexpected field \"mig-device\"; did you mean 'mig-devices'?"),
-        (("devices: all", "mig-enabled: false", "device-filter: []"), "device-filter", "non-empty list"),
-        (("devices: all", "mig-enabled: false", 'device-filter: ""'), "device-filter", "invalid PCI id filter"),
+        (("devices: all", "mig-enabled: false", 'device-filter: [""]'), "device-filter[0]", "invalid PCI id filter"),
+        (("devices: all", "mig-enabled: false", "device-filter: [~]"), "device-filter[0]", "got null"),
+        (("devices: all", "mig-enabled: ~"), "mig-enabled", "got null (mig-parted would read an empty value as false"),
+        (("devices: all", "mig-enabled: 1"), "mig-enabled", "expected true or false, got 1"),
+        (("devices: all", "mig-enabled: true", 'mig-devices: {"1g.10gb": ~}'), "mig-devices", "got null"),
+        (("devices: all", "mig-enabled: true", 'mig-devices: {"1g.10gb": 1e21}'), "mig-devices", "got 1e+21"),
+        (("devices: [1.5]", "mig-enabled: false"), "devices[0]", "got 1.5"),
         (("devices: all", "mig-enabled: false", 'device-filter: "0xZZ"'), "device-filter", "'0xZZ' is not a number"),
         (("devices: all", "mig-enabled: false", 'device-filter: "0x20B010DE:0x1:0x2"'), "device-filter",
          "more than one ':'"),
@@ -124,7 +129,7 @@ def test_a_malformed_profile_name_is_refused_with_the_grammar(profile: str, says
         ("version: v1\nmig-configs:\n  cfg:\n", "layouts.yaml: mig-configs.cfg: expected a non-empty list"),
         ("version: v1\nmig-configs:\n  cfg:\n    - all\n", "layouts.yaml: mig-configs.cfg[0]: expected a mapping"),
         ("version: v1\nmig-configs:\n  off:\n" + GOOD_ENTRY,
-         "config name false must be a string; quote it (YAML reads"),
+         'config name off is a YAML 1.1 boolean, which mig-parted renames to "false"; quote it: "off"'),
         ("version: v1\nflavour: x\nmig-configs:\n  cfg:\n" + GOOD_ENTRY,
          'layouts.yaml: unexpected field "flavour"; valid fields here: version, mig-configs'),
     ],
@@ -159,12 +164,16 @@ def test_a_yaml_syntax_error_is_refused_with_line_and_column() -> None:
     assert "invalid YAML" in message
 
 
-def test_a_python_tag_is_refused_as_invalid_yaml_not_executed() -> None:
-    assert "invalid YAML" in refusal("version: !!python/object/apply:os.getcwd []\n")
+def test_a_python_tag_is_refused_not_executed() -> None:
+    message = refusal("version: !!python/object/apply:os.getcwd []\n")
+    assert message == (
+        "layouts.yaml: version: line 1: tag !!python/object/apply:os.getcwd has no meaning in a layout file; remove it"
+    )
 
 
-def test_several_documents_in_one_file_are_refused() -> None:
-    assert "invalid YAML" in refusal("version: v1\n---\nversion: v1\n")
+def test_several_documents_in_one_file_are_refused_naming_the_second() -> None:
+    message = refusal("version: v1\n---\nversion: v1\n")
+    assert message.startswith("layouts.yaml: line 2: a second YAML document starts here; mig-parted reads only")
 
 
 def test_every_error_in_a_file_is_reported_together_one_per_line() -> None:

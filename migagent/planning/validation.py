@@ -1,0 +1,169 @@
+"""Offline validation of a layout file's configs on catalog GPU models, with what was and was not checked.
+
+Entries with a device filter must resolve and fit on every model (of those considered) the filter
+matches. An entry with no filter is mig-parted's way of saying "wherever these profiles exist" (its
+default file has `all-1g.5gb` unfiltered): models lacking one of its profiles are skipped, and it
+must fit on at least one model that offers them all (a model where it does not fit is a warning),
+unless models were named, where each named model must fit. Entries for hardware the catalog does
+not describe, or only for models that were not named, cannot be checked. A config is only called
+valid when every entry was checked somewhere; skipped is never counted as valid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from migagent.catalog import GpuModel, all_models, driver_variants
+from migagent.errors import LayoutDoesNotFitError
+from migagent.layout.desired import DesiredNode
+from migagent.layout.packing import ProfileNotOfferedError, resolve_profile
+from migagent.layout.parse import select_config
+from migagent.layout.resolve import GpuIdentity, resolve_entry
+from migagent.layout.spec import LayoutEntry, LayoutFile
+from migagent.layout.strict_yaml import path_part
+from migagent.planning.offline import empty_observation
+from migagent.planning.planner import plan
+
+NO_FILTER_MATCH = "not matched by any entry's device-filter"
+
+
+class ConfigStatus(StrEnum):
+    VALID = "valid"
+    PARTLY_CHECKED = "partly checked"
+    NOT_CHECKED = "not checked"
+    INVALID = "INVALID"
+
+
+@dataclass
+class ConfigReport:
+    """What validating one config found, per model and per entry."""
+
+    name: str
+    checked: dict[str, list[int]] = field(default_factory=dict)  # model -> entries that fit on it
+    skip_reasons: dict[str, list[str]] = field(default_factory=dict)  # model -> why an entry passed it by
+    unchecked_entries: list[str] = field(default_factory=list)  # "[i] why it was checked nowhere"
+    warnings: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> ConfigStatus:
+        if self.problems:
+            return ConfigStatus.INVALID
+        if not self.checked:
+            return ConfigStatus.NOT_CHECKED
+        return ConfigStatus.PARTLY_CHECKED if self.unchecked_entries else ConfigStatus.VALID
+
+    def skipped(self) -> dict[str, str]:
+        """Models no entry was checked on, with the reason, in catalog order."""
+        return {model: _skip_reason(reasons) for model, reasons in self.skip_reasons.items()
+                if model not in self.checked}
+
+
+def _skip_reason(reasons: list[str]) -> str:
+    specific = [r for r in dict.fromkeys(reasons) if r != NO_FILTER_MATCH]
+    return "; ".join(specific) if specific else NO_FILTER_MATCH
+
+
+def _identity(model: GpuModel, entry: LayoutEntry) -> GpuIdentity:
+    pci = next((p for p in model.pci_device_ids if entry.may_match_pci(p)), model.primary_pci_device_id)
+    return GpuIdentity(index=0, pci_device_id=pci, subsystem_id=None, profiles=model.profiles,
+                       label=f"GPU 0 ({model.key})")
+
+
+def _check_on_model(entry: LayoutEntry, model: GpuModel, *, config: str) -> None:
+    """Resolve the entry on an empty GPU of `model` and run the exact placement solver on it."""
+    desired = resolve_entry(entry, _identity(model, entry), config_name=config)
+    plan(empty_observation([model], mig_enabled=entry.mig_enabled), DesiredNode(gpus=(desired,)))
+
+
+def _missing_profiles(entry: LayoutEntry, model: GpuModel) -> list[str]:
+    missing = []
+    for profile, _count in entry.requested:
+        try:
+            resolve_profile(profile, model.profiles)
+        except ProfileNotOfferedError:
+            missing.append(str(profile))
+    return missing
+
+
+def _targets(entry: LayoutEntry, model: GpuModel) -> bool:
+    return any(entry.may_match_pci(p) for p in model.pci_device_ids)
+
+
+def _filter_text(entry: LayoutEntry) -> str:
+    return ", ".join(str(f) for f in entry.device_filter)
+
+
+def _untargeted_reason(entry: LayoutEntry, models: Sequence[GpuModel]) -> str:
+    elsewhere = [m.key for m in all_models() if _targets(entry, m) and m not in models]
+    if not elsewhere:
+        return f"[{entry.index}] device-filter {_filter_text(entry)} matches no catalog model"
+    named = ", ".join(m.key for m in models)
+    return (f"[{entry.index}] device-filter {_filter_text(entry)} matches {', '.join(elsewhere)}, "
+            f"not among the models checked ({named})")
+
+
+def _check_entry(
+    entry: LayoutEntry,
+    models: Sequence[GpuModel],
+    *,
+    strict: bool,
+    report: ConfigReport,
+    variants: Sequence[GpuModel] = (),
+) -> None:
+    where = f"mig-configs.{path_part(report.name)}[{entry.index}]"
+    targeted = [m for m in models if _targets(entry, m)]
+    for model in models:
+        if model not in targeted:
+            report.skip_reasons.setdefault(model.key, []).append(NO_FILTER_MATCH)
+    if not targeted:
+        report.unchecked_entries.append(_untargeted_reason(entry, models))
+        return
+    lenient = not strict and not entry.device_filter
+    # A driver variant (the names an early GB200 driver reported) is one more place such an entry may be meant for.
+    pool = [*targeted, *variants] if lenient else targeted
+    missing = {m.key: _missing_profiles(entry, m) for m in pool} if lenient else {}
+    candidates = [m for m in pool if not missing.get(m.key)]
+    for model in targeted:
+        if missing.get(model.key):
+            report.skip_reasons.setdefault(model.key, []).append(f"lacks {', '.join(missing[model.key])}")
+    if not candidates:
+        wanted = ", ".join(str(p) for p, _ in entry.requested)
+        report.unchecked_entries.append(f"[{entry.index}] no catalog model offers all of {wanted}")
+        return
+    misfits: list[tuple[str, LayoutDoesNotFitError]] = []
+    for model in candidates:
+        try:
+            _check_on_model(entry, model, config=report.name)
+        except LayoutDoesNotFitError as exc:
+            misfits.append((model.key, exc))
+        else:
+            report.checked.setdefault(model.key, []).append(entry.index)
+    # An unfiltered entry that fits somewhere is meant for those models (older mig-parted files have
+    # an unfiltered `1g.10gb: 7` for 80 GB parts): elsewhere it would fail at apply time, so say so.
+    if lenient and len(misfits) < len(candidates):
+        for key, error in misfits:
+            report.skip_reasons.setdefault(key, []).append(f"[{entry.index}] does not fit (see warning)")
+            report.warnings.append(f"{where} would fail on {key} (no device-filter keeps it off that model): {error}")
+    else:
+        report.problems.extend(f"{where} on {key}: {exc}" for key, exc in misfits)
+
+
+def validate_layout(
+    layout: LayoutFile, *, config: str | None, models: Sequence[GpuModel] | None
+) -> list[ConfigReport]:
+    """One report per selected config (all of them when `config` is None), on `models` or every catalog model."""
+    names = [config] if config is not None else list(layout.names)
+    considered = list(models) if models else list(all_models())
+    reports = []
+    for name in names:
+        report = ConfigReport(name)
+        for entry in select_config(layout, name):
+            _check_entry(entry, considered, strict=bool(models), report=report,
+                         variants=() if models else driver_variants())
+        shown = [*considered, *([] if models else driver_variants())]
+        report.checked = {m.key: report.checked[m.key] for m in shown if m.key in report.checked}
+        reports.append(report)
+    return reports
