@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from migagent.cli.commands import summary
 from migagent.cli.node import (
     DEFAULT_JOURNAL_DIR,
     add_node_arguments,
@@ -213,9 +214,7 @@ def _run_agent(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "agent", help="Kubernetes node agent: apply the layout the node label nvidia.com/mig.config names"
-    )
+    parser = subparsers.add_parser("agent", help=summary("agent"))
     env = os.environ.get
     parser.add_argument("-n", "--node-name", default=env("NODE_NAME"), help="this node's name (env NODE_NAME)")
     parser.add_argument(

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from migagent.cli.agent import add_metrics_arguments, observability_from_args
+from migagent.cli.commands import summary
 from migagent.cli.simcluster import SimCluster
 from migagent.clock import SystemClock
 from migagent.kube.names import (
@@ -226,9 +227,7 @@ def _run_demo(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "demo", help="run the agent against a simulated 8-GPU node and a fake API server, printing each step"
-    )
+    parser = subparsers.add_parser("demo", help=summary("demo"))
     parser.add_argument("--timeout", type=float, default=45.0, metavar="SECONDS", help="give up after this long")
     add_metrics_arguments(parser)
     parser.add_argument(

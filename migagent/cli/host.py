@@ -14,6 +14,7 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from migagent.cli.commands import summary
 from migagent.cli.node import (
     DEFAULT_JOURNAL_DIR,
     add_node_arguments,
@@ -116,9 +117,7 @@ def _run_host(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "host", help="keep applying the selected layout as the layout files change (systemd host mode)"
-    )
+    parser = subparsers.add_parser("host", help=summary("host"))
     env = os.environ.get
     parser.add_argument(
         "-f",
