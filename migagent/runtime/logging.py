@@ -13,6 +13,8 @@ import sys
 
 import structlog
 
+from migagent.runtime.progress_log import keep_progress_events, with_progress_lines
+
 # Added to every event, whether from structlog or from a standard-library logger.
 _SHARED_PROCESSORS: tuple[structlog.typing.Processor, ...] = (
     structlog.contextvars.merge_contextvars,
@@ -41,11 +43,15 @@ def configure_logging(*, json_logs: bool | None = None, level: int = logging.WAR
     (mig-parted prints its details only with --debug); daemons pass INFO."""
     use_json = (not sys.stderr.isatty()) if json_logs is None else json_logs
     renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer(colors=False)
+        structlog.processors.JSONRenderer() if use_json
+        else with_progress_lines(structlog.dev.ConsoleRenderer(colors=False))
     )
     structlog.configure(
-        processors=[*_SHARED_PROCESSORS, structlog.processors.format_exc_info, renderer],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
+        processors=[
+            keep_progress_events(level), *_SHARED_PROCESSORS, structlog.processors.format_exc_info, renderer
+        ],
+        # INFO at least, so that progress events reach `keep_progress_events`, which drops the rest below `level`.
+        wrapper_class=structlog.make_filtering_bound_logger(min(level, logging.INFO)),
         # Resolved at each log call, not at configure time: sys.stderr may be swapped (tests, daemons).
         logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
