@@ -60,7 +60,9 @@ def _main(words: list[str]) -> int:
     debug = bool(args.debug) or os.environ.get("MIG_PARTED_DEBUG", "").lower() in ("1", "true")
     # Sub-commands that run as daemons set `log_level` (INFO) with set_defaults; one-shot ones log warnings.
     level = logging.DEBUG if debug else getattr(args, "log_level", logging.WARNING)
-    configure_logging(json_logs=getattr(args, "json_logs", None), level=level)
+    configure_logging(
+        json_logs=getattr(args, "json_logs", None), level=level, progress=getattr(args, "progress", False)
+    )
     try:
         code: int = args.handler(args)
     except MigAgentError as exc:

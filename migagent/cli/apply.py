@@ -256,7 +256,7 @@ def register_apply(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     )
     add_reboot_arguments(parser)
     add_node_arguments(parser)
-    parser.set_defaults(handler=_run_apply)
+    parser.set_defaults(handler=_run_apply, progress=True)  # each step as it starts and ends, see progress_log
 
 
 def register_assert(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

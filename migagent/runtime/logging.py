@@ -38,9 +38,10 @@ class _StderrHandler(logging.Handler):
             self.handleError(record)
 
 
-def configure_logging(*, json_logs: bool | None = None, level: int = logging.WARNING) -> None:
+def configure_logging(*, json_logs: bool | None = None, level: int = logging.WARNING, progress: bool = False) -> None:
     """json_logs None means: JSON unless stderr is a terminal. One-shot commands log warnings only
-    (mig-parted prints its details only with --debug); daemons pass INFO."""
+    (mig-parted prints its details only with --debug); daemons pass INFO. `progress`: the engine's
+    step events pass even below `level` (`apply`, see progress_log)."""
     use_json = (not sys.stderr.isatty()) if json_logs is None else json_logs
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer() if use_json
@@ -48,7 +49,10 @@ def configure_logging(*, json_logs: bool | None = None, level: int = logging.WAR
     )
     structlog.configure(
         processors=[
-            keep_progress_events(level), *_SHARED_PROCESSORS, structlog.processors.format_exc_info, renderer
+            keep_progress_events(level, progress=progress),
+            *_SHARED_PROCESSORS,
+            structlog.processors.format_exc_info,
+            renderer,
         ],
         # INFO at least, so that progress events reach `keep_progress_events`, which drops the rest below `level`.
         wrapper_class=structlog.make_filtering_bound_logger(min(level, logging.INFO)),

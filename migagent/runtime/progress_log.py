@@ -10,7 +10,7 @@ rendered as short lines a person can follow, GPU and step first:
 
 (`apply` first sets MIG modes in an engine run of its own, summarised as "set MIG modes for config ...".)
 
-One-shot commands log warnings only, yet still show these: `keep_progress_events` lets them through.
+One-shot commands log warnings only; `apply` still shows these: `keep_progress_events` lets them through.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ import structlog
 PROGRESS_EVENTS = frozenset({"step_started", "step_succeeded", "step_failed", "apply_converged"})
 
 
-def keep_progress_events(level: int) -> structlog.typing.Processor:
-    """Drop events below `level`, except progress events (the logger itself filters at INFO)."""
+def keep_progress_events(level: int, *, progress: bool) -> structlog.typing.Processor:
+    """Drop events below `level`, except progress events when `progress` (the logger filters at INFO)."""
 
     def processor(_logger: Any, method: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
         below = logging.getLevelNamesMapping().get(method.upper(), logging.INFO) < level
-        if below and event_dict.get("event") not in PROGRESS_EVENTS:
+        if below and not (progress and event_dict.get("event") in PROGRESS_EVENTS):
             raise structlog.DropEvent
         return event_dict
 
