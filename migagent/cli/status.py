@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import logging
 import os
 import sys
 from collections.abc import Iterable
@@ -137,9 +138,11 @@ def _watch(reader: FleetReader, rows: dict[str, FleetRow], version: str, *, args
 
 
 def _run_status(args: argparse.Namespace) -> int:
+    if not args.debug:  # urllib3 logs each connection retry; the one error line below says it all
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     clock = SystemClock()
     api_client = make_api_client(kubeconfig=_default_kubeconfig(args.kubeconfig), api_server=args.api_server)
-    reader = FleetReader(api_client, clock=clock)
+    reader = FleetReader(api_client)
     nodes, version = reader.list_nodes(args.selector)
     rows = _mig_rows(nodes)
     table = TablePrinter()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -114,3 +115,14 @@ def test_status_watch_prints_a_line_when_a_node_changes_using_only_list_and_watc
     assert lines[1].split()[:3] == ["gpu-node-3", "all-balanced", "-"]
     assert lines[2].split()[:3] == ["gpu-node-3", "all-balanced", "pending"]
     assert {(r.verb, r.resource) for r in cluster.api.requests} == {("list", "nodes"), ("watch", "nodes")}
+
+
+def test_an_unreachable_api_server_is_one_line_after_one_attempt(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert main(["status", "--api-server", f"http://127.0.0.1:{port}"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert len(err.splitlines()) == 1
+    assert err.startswith("migagent status: list nodes: cannot reach the API server")
