@@ -26,7 +26,7 @@ from migagent.cli.node import (
     open_node,
     reboot_requester_for,
 )
-from migagent.cli.signals import signals_handled
+from migagent.cli.signals import CtrlC, signals_handled
 from migagent.clock import Clock, SystemClock
 from migagent.errors import InvalidLayoutError
 from migagent.kube.adapter import KubeApi
@@ -196,6 +196,7 @@ def _run_agent(args: argparse.Namespace) -> int:
     )
     listener, stop_observability, _url = observability_from_args(args, health)
     stop = threading.Event()
+    ctrl_c = CtrlC(stop.set)
     try:
         with open_node(args) as driver:
             agent, source = build_agent(
@@ -204,13 +205,13 @@ def _run_agent(args: argparse.Namespace) -> int:
             )
             source.start()
             try:
-                with signals_handled({signal.SIGTERM: stop.set, signal.SIGINT: stop.set}):
+                with signals_handled({signal.SIGTERM: stop.set, signal.SIGINT: ctrl_c}):
                     agent.run(stop)
             finally:
                 source.stop()
     finally:
         stop_observability()
-    return 0
+    return ctrl_c.exit_code()
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
