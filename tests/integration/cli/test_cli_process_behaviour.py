@@ -94,6 +94,28 @@ def test_ctrl_c_while_a_command_waits_on_its_input_exits_130_with_one_line(tmp_p
     assert err.splitlines() == ["migagent validate: interrupted"]
 
 
+def test_ctrl_c_stops_host_mode_cleanly_then_exits_130_with_one_line(tmp_path: Path) -> None:
+    selected = tmp_path / "migagent.env"
+    selected.write_text("MIGAGENT_LAYOUT=all-1g.10gb\n")
+    argv = ["host", "--simulate", "1xH100-80GB-SXM", "--state", str(tmp_path / "n.json"), "-f", SHIPPED,
+            "--selected-layout-file", str(selected)]
+    with subprocess.Popen(
+        [sys.executable, "-m", "migagent", *argv],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    ) as child:
+        assert child.stderr is not None
+        for line in child.stderr:  # JSON logs (stderr is a pipe): wait until the layout is applied
+            if '"host_layout_applied"' in line:
+                break
+        else:
+            raise AssertionError(f"host mode ended before applying: rc={child.wait()}")
+        child.send_signal(signal.SIGINT)
+        rest = child.stderr.read().splitlines()
+        assert child.wait(timeout=60) == 130
+    assert '"host_mode_stopped"' in rest[-2]  # the same clean stop as SIGTERM's
+    assert rest[-1] == "migagent host: interrupted"
+
+
 def test_a_closed_stdout_exits_quietly_with_the_shells_sigpipe_status() -> None:
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the first byte, as `| head -c0` would leave it
