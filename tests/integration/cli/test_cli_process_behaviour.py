@@ -49,6 +49,21 @@ def test_offline_plan_and_version_import_no_kubernetes_module() -> None:
     assert "structlog" not in version
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("apply", "--simulate", "1xA30-24GB", "-f", SHIPPED, "-c", "all-disabled"),
+        ("assert", "--simulate", "1xA30-24GB", "-f", SHIPPED, "-c", "all-disabled"),
+        ("export", "--simulate", "1xA30-24GB"),
+        ("host", "--help"),
+    ],
+)
+def test_node_commands_without_kubernetes_import_no_kubernetes_module(argv: tuple[str, ...]) -> None:
+    imported = _imported_top_level_packages(*argv)
+    assert "pynvml" in imported  # they did reach the node's code
+    assert "kubernetes" not in imported
+
+
 def test_help_lists_every_command_without_importing_them(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--help"])
