@@ -10,43 +10,66 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import select
 import sys
 from collections.abc import Sequence
 
 from migagent import __version__
 from migagent.cli import commands
 from migagent.errors import MigAgentError
-from migagent.runtime.logging import configure_logging
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports `yes | head`'s writer
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for `argv`: only the command it names is imported (see `commands`); all without it."""
     parser = argparse.ArgumentParser(prog="migagent", description="Node-level MIG partition manager.")
     parser.add_argument("--version", action="version", version=f"migagent {__version__}")
     parser.add_argument("-d", "--debug", action="store_true", help="verbose logs (env MIG_PARTED_DEBUG)")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for register in commands.REGISTRARS:
-        register(subparsers)
+    commands.register_commands(subparsers, argv=argv)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    try:
+        try:
+            return _main(words)
+        finally:  # also after argparse's --help: flushed here, not at exit, so a closed stdout is caught below
+            sys.stdout.flush()
+    except KeyboardInterrupt:  # Ctrl-C anywhere, even while a command's modules are still importing
+        print(f"{_prefix(words)}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        if not _stdout_is_closed():
+            raise
+        return EXIT_BROKEN_PIPE
+
+
+def _main(words: list[str]) -> int:
+    parser = build_parser(words)
+    args = parser.parse_args(words)
+    # structlog is imported here, not at the top: `--version` and `--help` need none of it.
+    from migagent.runtime.logging import configure_logging  # noqa: PLC0415
+
     debug = bool(args.debug) or os.environ.get("MIG_PARTED_DEBUG", "").lower() in ("1", "true")
     # Sub-commands that run as daemons set `log_level` (INFO) with set_defaults; one-shot ones log warnings.
     level = logging.DEBUG if debug else getattr(args, "log_level", logging.WARNING)
-    configure_logging(json_logs=getattr(args, "json_logs", None), level=level)
+    configure_logging(
+        json_logs=getattr(args, "json_logs", None), level=level, progress=getattr(args, "progress", False)
+    )
     try:
         code: int = args.handler(args)
     except MigAgentError as exc:
         print(f"migagent {args.command}: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        return 130
+    except (KeyboardInterrupt, BrokenPipeError):
+        raise
     except Exception as exc:  # a bug, not bad input: say so in one line; --debug shows the traceback
         if debug:
             raise
@@ -54,6 +77,30 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return EXIT_INTERNAL
     return code
+
+
+def _prefix(words: Sequence[str]) -> str:
+    command = commands.requested_command(words)
+    known = any(candidate.name == command for candidate in commands.COMMANDS)
+    return f"migagent {command}" if known else "migagent"
+
+
+def _stdout_is_closed() -> bool:
+    """Whether the reader of stdout went away (`migagent plan ... | head -c1`): poll reports an error
+    on the write end of a pipe whose read end is closed. If so, point stdout at /dev/null so that the
+    interpreter's own flush at exit does not raise again. A broken pipe that came from elsewhere (a
+    socket) is not this and stays an error."""
+    try:
+        descriptor = sys.stdout.fileno()
+    except (OSError, ValueError):  # not a real file (a test's capture)
+        return False
+    poller = select.poll()
+    poller.register(descriptor, select.POLLOUT)
+    if not any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0)):
+        return False
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, descriptor)
+    return True
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from migagent.cli.commands import summary
 from migagent.cli.node import (
     DEFAULT_JOURNAL_DIR,
     add_node_arguments,
@@ -25,7 +26,7 @@ from migagent.cli.node import (
     open_node,
     reboot_requester_for,
 )
-from migagent.cli.signals import signals_handled
+from migagent.cli.signals import CtrlC, signals_handled
 from migagent.clock import Clock, SystemClock
 from migagent.errors import InvalidLayoutError
 from migagent.kube.adapter import KubeApi
@@ -195,6 +196,7 @@ def _run_agent(args: argparse.Namespace) -> int:
     )
     listener, stop_observability, _url = observability_from_args(args, health)
     stop = threading.Event()
+    ctrl_c = CtrlC(stop.set)
     try:
         with open_node(args) as driver:
             agent, source = build_agent(
@@ -203,19 +205,17 @@ def _run_agent(args: argparse.Namespace) -> int:
             )
             source.start()
             try:
-                with signals_handled({signal.SIGTERM: stop.set, signal.SIGINT: stop.set}):
+                with signals_handled({signal.SIGTERM: stop.set, signal.SIGINT: ctrl_c}):
                     agent.run(stop)
             finally:
                 source.stop()
     finally:
         stop_observability()
-    return 0
+    return ctrl_c.exit_code()
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "agent", help="Kubernetes node agent: apply the layout the node label nvidia.com/mig.config names"
-    )
+    parser = subparsers.add_parser("agent", help=summary("agent"))
     env = os.environ.get
     parser.add_argument("-n", "--node-name", default=env("NODE_NAME"), help="this node's name (env NODE_NAME)")
     parser.add_argument(

@@ -13,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+from migagent.cli.commands import summary
 from migagent.cli.layout_args import add_config_file_argument, add_selected_config_argument, read_layout
 from migagent.cli.node import (
     DEFAULT_JOURNAL_DIR,
@@ -218,7 +219,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def register_plan(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("plan", help="show the steps an apply would run, without running them")
+    parser = subparsers.add_parser("plan", help=summary("plan"))
     _layout_arguments(parser)
     parser.add_argument(
         "--gpu-model",
@@ -232,7 +233,7 @@ def register_plan(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
 
 
 def register_apply(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("apply", help="make the node's MIG layout match the selected config")
+    parser = subparsers.add_parser("apply", help=summary("apply"))
     _layout_arguments(parser)
     parser.add_argument(
         "-k",
@@ -255,11 +256,11 @@ def register_apply(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     )
     add_reboot_arguments(parser)
     add_node_arguments(parser)
-    parser.set_defaults(handler=_run_apply)
+    parser.set_defaults(handler=_run_apply, progress=True)  # each step as it starts and ends, see progress_log
 
 
 def register_assert(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("assert", help="exit 0 when the selected config is applied on the GPUs it covers")
+    parser = subparsers.add_parser("assert", help=summary("assert"))
     _layout_arguments(parser)
     _mode_only_argument(parser)
     parser.add_argument(

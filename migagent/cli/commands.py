@@ -1,24 +1,82 @@
-"""The list of sub-commands, in the order `migagent --help` shows them.
+"""The list of sub-commands, in the order `migagent --help` shows them, and their lazy registration.
 
-Each module exposes `register(subparsers)`; listing them here (rather than registering on import)
-keeps imports free of side effects.
+Each command's module exposes a registrar `register...(subparsers)`. Listing them here by module
+name (rather than importing them) lets `main` import only the module of the command it runs: the
+Kubernetes client alone takes over a second to import, and `validate` or `plan` never talk to
+Kubernetes. The other commands get a placeholder parser carrying just their one-line help, so
+`migagent --help` still lists every command.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-
-from migagent.cli import agent, apply, demo, doctor, export, host, validate
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
-REGISTRARS: list[Registrar] = [
-    validate.register,
-    export.register,
-    apply.register,
-    host.register,
-    agent.register,
-    demo.register,
-    doctor.register,
-]
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    module: str  # under migagent.cli
+    registrar: str  # the function in that module that adds this command's parser
+    summary: str  # the line `migagent --help` shows
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("validate", "validate", "register", "check a layout file's format, resolution and fit, offline"),
+    Command("export", "export", "register", "print the node's current MIG layout as a mig-parted v1 file"),
+    Command("plan", "apply", "register_plan", "show the steps an apply would run, without running them"),
+    Command("apply", "apply", "register_apply", "make the node's MIG layout match the selected config"),
+    Command(
+        "assert", "apply", "register_assert", "exit 0 when the selected config is applied on the GPUs it covers"
+    ),
+    Command(
+        "host", "host", "register", "keep applying the selected layout as the layout files change (systemd host mode)"
+    ),
+    Command(
+        "agent", "agent", "register",
+        "Kubernetes node agent: apply the layout the node label nvidia.com/mig.config names",
+    ),
+    Command(
+        "doctor", "doctor", "register",
+        "report, read-only, what NVML says about each GPU's MIG support and how it differs from the catalog",
+    ),
+    Command("status", "status", "register", "one table for the fleet: each MIG node's layout, state and devices"),
+    Command(
+        "demo", "demo", "register",
+        "run the agent against a simulated 8-GPU node and a fake API server, printing each step",
+    ),
+)
+
+
+def summary(name: str) -> str:
+    """The one-line help of command `name`, for its own registrar to pass to `add_parser`."""
+    return next(command.summary for command in COMMANDS if command.name == name)
+
+
+def registrar_of(command: Command) -> Registrar:
+    module = importlib.import_module(f"migagent.cli.{command.module}")
+    registrar: Registrar = getattr(module, command.registrar)
+    return registrar
+
+
+def requested_command(argv: Sequence[str]) -> str | None:
+    """The sub-command `argv` names: its first word that is not an option (the top-level options take
+    no values), or None (e.g. `migagent --help`)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def register_commands(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], *, argv: Sequence[str] | None
+) -> None:
+    """Add every command. Given the command line `argv`, only the command it names is imported and
+    registered fully, the rest as placeholders; without it (tests parsing many command lines), all."""
+    wanted = None if argv is None else requested_command(argv)
+    for command in COMMANDS:
+        if argv is None or command.name == wanted:
+            registrar_of(command)(subparsers)
+        else:
+            subparsers.add_parser(command.name, help=command.summary, add_help=False)

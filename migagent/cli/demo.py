@@ -3,14 +3,16 @@
 Everything runs in this process on loopback: a fake kube-apiserver, a fake kubelet (PodResources
 on a unix socket, a device plugin that re-advertises), FakeNvml with 8x H100-80GB-SXM in layout
 all-1g.10gb, and the real agent. Workload pods run on several GPUs; one is guarded by a
-PodDisruptionBudget that allows no disruption at first. The node is labelled `half-balanced`
-(GPUs 0-3 change, 4-7 stay), and the demo prints what the agent does as it happens, then the
-advertised resources before and after. Exit 0 on success within --timeout, 1 otherwise.
+PodDisruptionBudget that allows no disruption at first. The node is labelled `all-balanced`, and
+the demo prints what the agent does as it happens, then each GPU's layout before and after (which
+GPUs changed), the advertised resources before and after, and the commands that reproduce both
+layouts with the shipped layout file. Exit 0 on success within --timeout, 1 otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import queue
 import sys
@@ -23,13 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from migagent.cli.agent import add_metrics_arguments, observability_from_args
+from migagent.cli.commands import summary
 from migagent.cli.simcluster import SimCluster
 from migagent.clock import SystemClock
+from migagent.kube.fleet_rows import gpu_holdings
 from migagent.kube.names import (
     CONDITION_TYPE,
     DESIRED_ANNOTATION,
     MIG_CONFIG_LABEL,
     MIG_CONFIG_STATE_LABEL,
+    OBSERVED_ANNOTATION,
     deploy_label,
 )
 from migagent.runtime.health import HealthState
@@ -38,8 +43,11 @@ from migagent.runtime.health import HealthState
 _CLOCK = SystemClock()
 
 JsonDict = dict[str, Any]
+# Both are configs of the shipped configs/mig-layouts/mig-layouts.yaml (the demo's own file holds the same
+# entries for H100, tests/integration/agent/test_cli.py checks it), so `plan` reproduces the change.
 START_LAYOUT = "all-1g.10gb"
-TARGET_LAYOUT = "half-balanced"
+TARGET_LAYOUT = "all-balanced"
+SHIPPED_LAYOUTS = "configs/mig-layouts/mig-layouts.yaml"
 PDB_RELEASE_AFTER_S = 1.5
 _POLL_S = 0.05
 # (namespace, name, GPU, slot of its 1g.10gb GI, labels)
@@ -166,6 +174,37 @@ def _print_table(before: dict[str, int], after: dict[str, int]) -> None:
         print(f"  {name:<{width}}  {before.get(name, 0):>6}  {after.get(name, 0):>5}")
 
 
+def _observed(cluster: SimCluster) -> str:
+    return str(cluster.node()["metadata"].get("annotations", {}).get(OBSERVED_ANNOTATION, "[]"))
+
+
+def _print_gpus(before: str, after: str) -> None:
+    """Each GPU's MIG devices before and after, from the agent's migagent.io/observed annotation; a
+    GPU changed when any of its GPU instances (profile, placement, compute instances) did."""
+    raw_before = {gpu["index"]: gpu for gpu in json.loads(before)}
+    raw_after = {gpu["index"]: gpu for gpu in json.loads(after)}
+    held_before = {gpu.index: gpu.describe() for gpu in gpu_holdings(before) or ()}
+    held_after = {gpu.index: gpu.describe() for gpu in gpu_holdings(after) or ()}
+    width = max((len(text) for text in held_before.values()), default=6)
+    print(f"\n  {'GPU':<3}  {'before':<{width}}  after")
+    changed = []
+    for index in sorted(held_after):
+        old, new = raw_before.get(index, {}), raw_after.get(index, {})
+        differs = old != new
+        changed += [index] if differs else []
+        kept = sum(1 for gi in new.get("gpu_instances", []) if gi in old.get("gpu_instances", []))
+        mark = f"  (kept {kept} GPU instance(s) in place)" if differs else "  (unchanged)"
+        print(f"  {index:<3}  {held_before.get(index, '-'):<{width}}  {held_after[index]}{mark}")
+    print(f"  GPUs changed: {', '.join(map(str, changed)) or 'none'}")
+
+
+def _print_reproduction(cluster: SimCluster) -> None:
+    spec, shipped = cluster.config.spec, SHIPPED_LAYOUTS
+    print(f"\n  the same layouts from the shipped file, on a simulated node of your own:"
+          f"\n    .venv/bin/migagent apply --simulate {spec} --state node.json -f {shipped} -c {START_LAYOUT}"
+          f"\n    .venv/bin/migagent plan  --state node.json -f {shipped} -c {TARGET_LAYOUT}")
+
+
 def _print_pods(cluster: SimCluster, where: dict[str, str]) -> None:
     running = {f"{w.namespace}/{w.name}" for w in cluster.kubelet.workloads()}
     print("\n  workload pods:")
@@ -205,15 +244,18 @@ def _run_demo(args: argparse.Namespace) -> int:
             print("the agent did not report the starting layout in time", file=sys.stderr)
             return 1
         before = cluster.kubelet.advertised()
+        observed_before = _observed(cluster)
         since = len(cluster.api.requests)
         node_name = cluster.config.node_name
         watcher.say(f"admin: kubectl label node {node_name} {MIG_CONFIG_LABEL}={TARGET_LAYOUT} --overwrite")
         cluster.label(TARGET_LAYOUT)
         ok = _wait_for_state(cluster, watcher, TARGET_LAYOUT, deadline)
         watcher.poll()
+        _print_gpus(observed_before, _observed(cluster))
         _print_table(before, cluster.kubelet.advertised())
         _print_pods(cluster, where)
         _print_requests(cluster, since)
+        _print_reproduction(cluster)
         if not ok:
             print(f"\nthe node did not reach {TARGET_LAYOUT} within {args.timeout:g}s", file=sys.stderr)
             return 1
@@ -226,9 +268,7 @@ def _run_demo(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "demo", help="run the agent against a simulated 8-GPU node and a fake API server, printing each step"
-    )
+    parser = subparsers.add_parser("demo", help=summary("demo"))
     parser.add_argument("--timeout", type=float, default=45.0, metavar="SECONDS", help="give up after this long")
     add_metrics_arguments(parser)
     parser.add_argument(

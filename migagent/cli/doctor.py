@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from migagent.catalog import CiProfile, GiProfile, GpuModel, ProfileTable, driver_variants, model_by_pci_device_id
+from migagent.cli.commands import summary
 from migagent.cli.node import add_node_arguments, open_node
 from migagent.layout.catalog_diff import diff_profiles, gi_values
 from migagent.layout.profile import gi_profile_name
@@ -126,10 +127,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "doctor",
-        help="report, read-only, what NVML says about each GPU's MIG support and how it differs from the catalog",
-    )
+    parser = subparsers.add_parser("doctor", help=summary("doctor"))
     parser.add_argument(
         "-o", "--output", choices=("yaml", "json"), default="yaml", help="output format (default: yaml)"
     )

@@ -8,6 +8,7 @@ import os
 
 import yaml
 
+from migagent.cli.commands import summary
 from migagent.cli.node import add_node_arguments, open_node
 from migagent.errors import MigAgentError
 from migagent.layout.export import ExportError, export_layout
@@ -28,7 +29,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("export", help="print the node's current MIG layout as a mig-parted v1 file")
+    parser = subparsers.add_parser("export", help=summary("export"))
     parser.add_argument(
         "-o", "--output-format", choices=("yaml", "json"),
         default=os.environ.get("MIG_PARTED_OUTPUT_FORMAT", "yaml"),

@@ -14,6 +14,7 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from migagent.cli.commands import summary
 from migagent.cli.node import (
     DEFAULT_JOURNAL_DIR,
     add_node_arguments,
@@ -22,7 +23,7 @@ from migagent.cli.node import (
     open_node,
     reboot_requester_for,
 )
-from migagent.cli.signals import signals_handled
+from migagent.cli.signals import CtrlC, signals_handled
 from migagent.clock import SystemClock
 from migagent.errors import InvalidLayoutError
 from migagent.layout.parse import load_layout_file
@@ -99,7 +100,7 @@ def _run_host(args: argparse.Namespace) -> int:
         return Selection(layout=load_layout_file(layout_file), config_name=read_selected_layout(selected_file))
 
     with open_node(args) as driver:
-        agent = HostAgent(
+        host = HostAgent(
             observe=driver.observe,
             read_selection=read_selection,
             sessions=_session_factory(args, driver),
@@ -108,17 +109,16 @@ def _run_host(args: argparse.Namespace) -> int:
             clock=SystemClock(),
             settings=settings,
         )
-        with FileWatch([layout_file, selected_file], on_change=agent.request_reconcile), signals_handled(
-            {signal.SIGTERM: agent.stop, signal.SIGINT: agent.stop, signal.SIGHUP: agent.request_reconcile}
+        ctrl_c = CtrlC(host.stop)
+        with FileWatch([layout_file, selected_file], on_change=host.request_reconcile), signals_handled(
+            {signal.SIGTERM: host.stop, signal.SIGINT: ctrl_c, signal.SIGHUP: host.request_reconcile}
         ):
-            agent.run()
-    return 0
+            host.run()
+    return ctrl_c.exit_code()
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "host", help="keep applying the selected layout as the layout files change (systemd host mode)"
-    )
+    parser = subparsers.add_parser("host", help=summary("host"))
     env = os.environ.get
     parser.add_argument(
         "-f",

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from migagent.catalog import UnknownGpuModelError
+from migagent.catalog import GpuModel, UnknownGpuModelError
 from migagent.errors import InvalidLayoutError, PermanentError
 from migagent.nvml.driver import GpuDriver
 from migagent.nvml.reset import NvidiaSmiResetRunner
@@ -26,8 +26,9 @@ from migagent.reconcile.reboot import CommandRebootRequester, RecordingRebootReq
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.persistence import persist_after_each_mutation, sigkill_after_mutations
 from migagent.sim.reset import SimResetRunner
-from migagent.sim.spec import NodeSpecError
+from migagent.sim.spec import NodeSpecError, parse_node_spec
 from migagent.sim.state import StateFormatError
+from migagent.sim.state_check import check_profiles, check_spec_matches
 
 DEFAULT_JOURNAL_DIR = "/var/lib/migagent"
 SIGKILL_AFTER_MUTATIONS_ENV = "MIGAGENT_SIM_SIGKILL_AFTER_MUTATIONS"
@@ -90,13 +91,24 @@ def _load_fake(spec: str | None, state: Path | None) -> FakeNvml:
     """The simulated node; a bad spec or state file is the user's input, so it is a clear error."""
     if state is not None and state.exists():
         try:
-            return FakeNvml.load(state)
+            fake = FakeNvml.load(state)
+            check_profiles(fake.state)
         except (OSError, UnicodeDecodeError, StateFormatError, UnknownGpuModelError) as exc:
             raise PermanentError(f"--state {state}: cannot load the simulated node: {exc}") from exc
+        if spec is not None:  # both given: they must describe the same GPUs, or --simulate would be ignored
+            try:
+                check_spec_matches(fake.state, _parse_spec(spec), spec=spec, state_file=str(state))
+            except StateFormatError as exc:
+                raise PermanentError(str(exc)) from exc
+        return fake
     if spec is None:
         raise InvalidLayoutError("--state FILE does not exist yet; give --simulate SPEC to create the node")
+    return FakeNvml.from_models(_parse_spec(spec))
+
+
+def _parse_spec(spec: str) -> tuple[GpuModel, ...]:
     try:
-        return FakeNvml.from_spec(spec)
+        return parse_node_spec(spec)
     except NodeSpecError as exc:
         raise PermanentError(f"--simulate: {exc}") from exc
 

@@ -6,6 +6,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from types import FrameType
 
 
@@ -29,3 +30,22 @@ def signals_handled(actions: Mapping[signal.Signals, Callable[[], None]]) -> Ite
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+@dataclass
+class CtrlC:
+    """The SIGINT action of a daemon: a clean stop like SIGTERM's, remembered so that afterwards the
+    command ends as any command Ctrl-C stops (`interrupted`, exit 130) rather than as a finished run."""
+
+    stop: Callable[[], None]
+    seen: threading.Event = field(default_factory=threading.Event)
+
+    def __call__(self) -> None:
+        self.seen.set()
+        self.stop()
+
+    def exit_code(self) -> int:
+        """0 after a SIGTERM stop; after Ctrl-C, KeyboardInterrupt for `main` to report (once cleaned up)."""
+        if self.seen.is_set():
+            raise KeyboardInterrupt
+        return 0

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from migagent.catalog import UnknownGpuModelError, model_by_key
+from migagent.cli.commands import summary
 from migagent.cli.layout_args import add_config_file_argument, add_selected_config_argument, read_layout
 from migagent.errors import InvalidLayoutError
 from migagent.planning.validation import ConfigReport, ConfigStatus, validate_layout
@@ -64,7 +65,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("validate", help="check a layout file's format, resolution and fit, offline")
+    parser = subparsers.add_parser("validate", help=summary("validate"))
     add_config_file_argument(parser)
     add_selected_config_argument(parser)
     parser.add_argument(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlparse
 
+import yaml
 from kubernetes import config
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.config.config_exception import ConfigException
@@ -27,11 +28,19 @@ def make_api_client(*, kubeconfig: str | None, api_server: str | None) -> ApiCli
             )
         elif api_server is None:
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    except (ConfigException, OSError) as error:
+    # A kubeconfig that is not YAML, or YAML of the wrong shape (a list, `clusters: 5`), fails inside the
+    # client's loader with a parser error or a TypeError/AttributeError of its own: all mean "fix this file".
+    except (ConfigException, OSError, yaml.YAMLError, TypeError, AttributeError, KeyError, ValueError) as error:
         source = f"kubeconfig {kubeconfig}" if kubeconfig is not None else "in-cluster service account"
+        reason = " ".join(str(error).split()) or type(error).__name__  # YAML errors span lines; one line here
+        if not isinstance(error, ConfigException | OSError | yaml.YAMLError):
+            reason = f"not a kubeconfig (a YAML mapping with clusters, users and contexts): {reason}"
+        fix = (
+            "fix that file or pass another with --kubeconfig (env KUBECONFIG)" if kubeconfig is not None
+            else "pass --kubeconfig <file> or --api-server <url>, or run inside a pod"
+        )
         raise PermanentError(
-            f"cannot load Kubernetes client configuration from the {source}: {error};"
-            " pass --kubeconfig <file> or --api-server <url>, or run inside a pod"
+            f"cannot load Kubernetes client configuration from the {source}: {reason}; {fix}"
         ) from error
     if api_server is not None:
         if urlparse(api_server).scheme not in ("http", "https"):

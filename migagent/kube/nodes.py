@@ -44,26 +44,10 @@ class NodeOps:
 
         Raises WatchExpired when the server no longer has that version (list again, then watch).
         """
-        call = f"watch node {self._node_name}"
-        stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
-            self._core.list_node,
+        return watch_nodes(
+            self._core, f"watch node {self._node_name}", resource_version, timeout_s,
             field_selector=f"metadata.name={self._node_name}",
-            resource_version=resource_version,
-            timeout_seconds=max(1, int(timeout_s)),
-            allow_watch_bookmarks=True,
-            _request_timeout=(_CONNECT_TIMEOUT_S, timeout_s + _WATCH_READ_SLACK_S),
         )
-        try:
-            for event in stream:
-                if event is None:
-                    continue
-                yield _node_event(event, resource_version)
-        except ApiException as error:
-            if error.status == _HTTP_GONE:
-                raise WatchExpired(f"{call}: resource version {resource_version} expired: {error.reason}") from error
-            raise classify(error, call) from error
-        except urllib3.exceptions.HTTPError as error:
-            raise TransientError(f"{call}: stream broken: {error}") from error
 
     def patch(self, body: dict[str, Any], *, call: str) -> NodeView:
         def send() -> NodeView:
@@ -120,6 +104,34 @@ class NodeOps:
             return node_view(model)
 
         return call_with_retries(f"set condition {condition_type}", apply, clock=self._clock)
+
+
+def watch_nodes(
+    core: CoreV1Api, call: str, resource_version: str, timeout_s: float, **selectors: str | None
+) -> Iterator[NodeEvent]:
+    """Node events matching `selectors` (field_selector, label_selector) after `resource_version`.
+
+    Raises WatchExpired when the server no longer has that version (list again, then watch).
+    """
+    stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
+        core.list_node,
+        **{name: value for name, value in selectors.items() if value},
+        resource_version=resource_version,
+        timeout_seconds=max(1, int(timeout_s)),
+        allow_watch_bookmarks=True,
+        _request_timeout=(_CONNECT_TIMEOUT_S, timeout_s + _WATCH_READ_SLACK_S),
+    )
+    try:
+        for event in stream:
+            if event is None:
+                continue
+            yield _node_event(event, resource_version)
+    except ApiException as error:
+        if error.status == _HTTP_GONE:
+            raise WatchExpired(f"{call}: resource version {resource_version} expired: {error.reason}") from error
+        raise classify(error, call) from error
+    except urllib3.exceptions.HTTPError as error:
+        raise TransientError(f"{call}: stream broken: {error}") from error
 
 
 def _node_event(event: Mapping[str, Any], fallback_rv: str) -> NodeEvent:

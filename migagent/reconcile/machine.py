@@ -77,6 +77,7 @@ class _Attempt:
     steps_run: list[Step] = field(default_factory=list)
     steps_skipped: list[Step] = field(default_factory=list)
     log: Any = None
+    started_s: float = 0.0  # the clock's monotonic time when `apply` began, for the summary's seconds
 
     def result(self, outcome: ApplyOutcome, error: str | None = None) -> ApplyResult:
         return ApplyResult(outcome, tuple(self.steps_run), tuple(self.steps_skipped), error, self.plan)
@@ -111,6 +112,7 @@ class ApplyEngine:
     def apply(self, desired: DesiredNode, *, layout_hash: str, config_name: str) -> ApplyResult:
         attempt = _Attempt(layout_hash=layout_hash, config_name=config_name)
         attempt.log = log.bind(config=config_name, layout_hash=layout_hash[:12])
+        attempt.started_s = self._clock.monotonic()
         try:
             return self._run(attempt, desired)
         except MigAgentError as exc:
@@ -223,7 +225,17 @@ class ApplyEngine:
             raise Replan(reason)
         if step.kind is StepKind.RESET_GPU and self._skip_reset:
             raise ResetSkipped(step)
-        step_log.info("step_started")
+        step_log.info("step_started")  # step_started/succeeded/failed are the CLI's progress lines too
+        started = self._clock.monotonic()
+        try:
+            self._execute_step(step, observation)
+        except (MigAgentError, Replan, RebootNeeded) as exc:  # every started step gets an end line
+            step_log.warning("step_failed", seconds=round(self._clock.monotonic() - started, 3), error=str(exc))
+            raise
+        step_log.info("step_succeeded", seconds=round(self._clock.monotonic() - started, 3))
+        return True
+
+    def _execute_step(self, step: Step, observation: Observation) -> None:
         try:
             execute_step(self._driver, step, observation)
         except InsufficientResourcesError as exc:
@@ -234,8 +246,6 @@ class ApplyEngine:
             raise
         if not step.is_done(self._observe_step_gpu(step)):
             raise PermanentError(f"{step.describe()}: the driver reported success but the node does not show it")
-        step_log.info("step_succeeded")
-        return True
 
     def _observe_step_gpu(self, step: Step) -> Observation:
         # A step acts on one GPU and is judged on it alone: no need to re-read the whole node twice a step.
@@ -245,7 +255,11 @@ class ApplyEngine:
         self._move(a, Phase.CONVERGED)
         a.attempts, a.reboot_requested = 0, False
         self._save(a, Phase.CONVERGED)
-        a.log.info("apply_converged", steps_run=len(a.steps_run), steps_skipped=len(a.steps_skipped))
+        a.log.info(
+            "apply_converged", steps_run=len(a.steps_run), steps_skipped=len(a.steps_skipped),
+            gpus_changed=sorted({step.gpu for step in a.steps_run}),
+            seconds=round(self._clock.monotonic() - a.started_s, 3),
+        )
         return a.result(ApplyOutcome.CONVERGED)
 
     # -- reboots and resets ---------------------------------------------------------------------

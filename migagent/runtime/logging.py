@@ -13,6 +13,8 @@ import sys
 
 import structlog
 
+from migagent.runtime.progress_log import keep_progress_events, with_progress_lines
+
 # Added to every event, whether from structlog or from a standard-library logger.
 _SHARED_PROCESSORS: tuple[structlog.typing.Processor, ...] = (
     structlog.contextvars.merge_contextvars,
@@ -36,16 +38,24 @@ class _StderrHandler(logging.Handler):
             self.handleError(record)
 
 
-def configure_logging(*, json_logs: bool | None = None, level: int = logging.WARNING) -> None:
+def configure_logging(*, json_logs: bool | None = None, level: int = logging.WARNING, progress: bool = False) -> None:
     """json_logs None means: JSON unless stderr is a terminal. One-shot commands log warnings only
-    (mig-parted prints its details only with --debug); daemons pass INFO."""
+    (mig-parted prints its details only with --debug); daemons pass INFO. `progress`: the engine's
+    step events pass even below `level` (`apply`, see progress_log)."""
     use_json = (not sys.stderr.isatty()) if json_logs is None else json_logs
     renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer(colors=False)
+        structlog.processors.JSONRenderer() if use_json
+        else with_progress_lines(structlog.dev.ConsoleRenderer(colors=False))
     )
     structlog.configure(
-        processors=[*_SHARED_PROCESSORS, structlog.processors.format_exc_info, renderer],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
+        processors=[
+            keep_progress_events(level, progress=progress),
+            *_SHARED_PROCESSORS,
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        # INFO at least, so that progress events reach `keep_progress_events`, which drops the rest below `level`.
+        wrapper_class=structlog.make_filtering_bound_logger(min(level, logging.INFO)),
         # Resolved at each log call, not at configure time: sys.stderr may be swapped (tests, daemons).
         logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,

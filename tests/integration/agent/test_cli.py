@@ -10,9 +10,16 @@ from pathlib import Path
 import pytest
 import structlog
 
-from migagent.cli import main
-from migagent.cli.simcluster import SimCluster
+from migagent.cli import demo, main
+from migagent.cli.simcluster import DEMO_LAYOUTS, SimCluster, SimClusterConfig
+from migagent.layout.parse import load_layout_file, parse_layout
+from migagent.layout.resolve import identity_of, resolve_config
+from migagent.nvml.driver import GpuDriver
+from migagent.sim.fake_nvml import FakeNvml
+from migagent.sim.reset import SimResetRunner
 from tests.integration.agent.support import condition_reason, eventually
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(autouse=True)
@@ -66,10 +73,27 @@ def test_the_agent_command_reports_the_layout_and_stops_cleanly_on_sigterm(clust
     assert cluster.node()["metadata"]["labels"]["nvidia.com/mig.config.state"] == "success"
 
 
-def test_the_demo_reconfigures_half_the_node_and_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_demo_reconfigures_the_node_and_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
     assert "nvidia.com/mig-3g.40gb" in out
     assert "ml/inference-0" in out
     assert "evicted" in out
     assert "ml/batch-0       still running" in out
+    # Each GPU before and after, and which changed.
+    assert "  0    1g.10gbx7  1g.10gbx2+2g.20gb+3g.40gb  (kept 2 GPU instance(s) in place)" in out
+    assert "GPUs changed: 0, 1, 2, 3, 4, 5, 6, 7" in out
+    assert f"-f configs/mig-layouts/mig-layouts.yaml -c {demo.TARGET_LAYOUT}" in out
+
+
+def test_the_demos_layouts_are_the_shipped_files_on_its_node() -> None:
+    """What the demo applies is what `migagent plan -f configs/mig-layouts/mig-layouts.yaml` resolves."""
+    demo_file = parse_layout(DEMO_LAYOUTS, source="demo")
+    shipped = load_layout_file(ROOT / demo.SHIPPED_LAYOUTS)
+    fake = FakeNvml.from_spec(SimClusterConfig().spec)
+    with GpuDriver(fake, reset_runner=SimResetRunner(fake)) as driver:
+        gpus = [identity_of(gpu) for gpu in driver.observe().gpus]
+    for name in (demo.START_LAYOUT, demo.TARGET_LAYOUT):
+        ours = resolve_config(demo_file, name, gpus)
+        theirs = resolve_config(shipped, name, gpus)
+        assert ours == theirs, name

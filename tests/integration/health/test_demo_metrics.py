@@ -36,10 +36,10 @@ def _scrape_until_the_target_layout_is_reported(url: str, demo: subprocess.Popen
             samples = scrape(url)
         except (urllib.error.URLError, ConnectionError):
             samples = {}  # not serving yet: the simulated cluster starts first
-        if sample(samples, "migagent_layout_info", layout="half-balanced") == 1:
+        if sample(samples, "migagent_layout_info", layout="all-balanced") == 1:
             return samples
         time.sleep(0.1)
-    raise AssertionError("gave up waiting for migagent_layout_info{layout=half-balanced}")
+    raise AssertionError("gave up waiting for migagent_layout_info{layout=all-balanced}")
 
 
 def test_the_demo_serves_every_listed_series_and_both_probes_while_it_runs(tmp_path: Path) -> None:

@@ -1,0 +1,83 @@
+"""Progress of `migagent apply`: a line per step as it starts and ends, and a summary; on a terminal as
+short lines, in JSON logs as the engine's events."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from migagent.cli import main
+
+ROOT = Path(__file__).resolve().parents[3]
+SHIPPED = str(ROOT / "configs/mig-layouts/mig-layouts.yaml")
+
+
+def _apply_argv(state: Path, config: str) -> list[str]:
+    return ["apply", "--simulate", "2xA100-40GB", "--state", str(state), "-f", SHIPPED, "-c", config]
+
+
+def test_apply_logs_each_step_start_and_end_with_gpu_step_and_seconds_then_a_summary_as_json_events(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_apply_argv(tmp_path / "node.json", "all-balanced")) == 0
+    events = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    started = [e for e in events if e["event"] == "step_started"]
+    ended = [e for e in events if e["event"] == "step_succeeded"]
+    assert started
+    assert [(e["gpu"], e["step"]) for e in started] == [(e["gpu"], e["step"]) for e in ended]
+    assert all(isinstance(e["seconds"], float | int) and e["seconds"] >= 0 for e in ended)
+    assert all(e["step"].startswith(f"GPU {e['gpu']}:") for e in started)
+    # A100s: a run that sets MIG modes (and resets), then the run that creates the instances.
+    mode, config = [e for e in events if e["event"] == "apply_converged"]
+    assert mode["layout_hash"].startswith("mode:")
+    assert mode["steps_run"] + config["steps_run"] == len(ended)
+    assert config["gpus_changed"] == [0, 1]
+    assert config["config"] == "all-balanced"
+    # Only progress passes at a one-shot command's WARNING level: no plan or phase chatter.
+    assert {e["event"] for e in events} == {"step_started", "step_succeeded", "apply_converged"}
+
+
+def test_an_apply_with_nothing_to_do_prints_no_progress_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "node.json"
+    assert main(_apply_argv(state, "all-disabled")) == 0
+    capsys.readouterr()
+    assert main(_apply_argv(state, "all-disabled")) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert "nothing to change" in out
+
+
+def test_apply_on_a_terminal_prints_short_progress_lines_and_the_summary(tmp_path: Path) -> None:
+    controller, terminal = pty.openpty()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "migagent", *_apply_argv(tmp_path / "node.json", "all-balanced")],
+        stdout=subprocess.DEVNULL, stderr=terminal, cwd=ROOT,
+    )
+    os.close(terminal)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(controller, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(controller)
+    assert child.wait(timeout=60) == 0
+    lines = b"".join(chunks).decode().splitlines()
+    assert lines[0] == "GPU 0: set-mode MIG on ..."
+    assert lines[1].startswith("GPU 0: set-mode MIG on done in ")
+    assert lines[1].endswith("s")
+    assert any(line.startswith("set MIG modes for config all-balanced: ") for line in lines)
+    assert lines[-1].startswith("applied config all-balanced: ")
+    assert " step(s) on GPU 0, 1 in " in lines[-1]
+    assert not any(line.startswith("{") for line in lines)  # no JSON on a terminal
