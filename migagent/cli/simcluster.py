@@ -227,7 +227,7 @@ class SimCluster:
         options = options or self.options()
         clock = clock or SystemClock()
         client = make_api_client(kubeconfig=None, api_server=self.api.url)
-        api = KubeApi(client, node_name=options.node_name, clock=clock)
+        api = KubeApi(client, node_name=options.node_name, clock=clock, timeout=options.request_timeout)
         return build_agent(
             options,
             api=api,

@@ -16,17 +16,21 @@ from migagent.kube.events import EventOps
 from migagent.kube.nodes import NodeOps
 from migagent.kube.pods import PodOps
 from migagent.kube.port import EvictionOutcome, NodeEvent, NodeView, PodRef, PodView
+from migagent.kube.timeouts import RequestTimeout
 
 
 class KubeApi:
     """Node-scoped access to the API server: our Node, the pods on it, events about it."""
 
-    def __init__(self, api_client: ApiClient, *, node_name: str, clock: Clock) -> None:
+    def __init__(
+        self, api_client: ApiClient, *, node_name: str, clock: Clock, timeout: RequestTimeout | None = None
+    ) -> None:
         core = CoreV1Api(api_client)
+        bound = timeout or RequestTimeout()
         self._node_name = node_name
-        self._nodes = NodeOps(core, node_name=node_name, clock=clock)
-        self._pods = PodOps(core, node_name=node_name, clock=clock)
-        self._events = EventOps(core, node_name=node_name, clock=clock)
+        self._nodes = NodeOps(core, node_name=node_name, clock=clock, timeout=bound)
+        self._pods = PodOps(core, node_name=node_name, clock=clock, timeout=bound)
+        self._events = EventOps(core, node_name=node_name, clock=clock, timeout=bound)
         self._node_uid: str | None = None
 
     @property

@@ -20,22 +20,22 @@ from migagent.errors import TransientError
 from migagent.kube.classify import call_with_retries, classified, classify
 from migagent.kube.convert import node_view, rfc3339
 from migagent.kube.port import NodeEvent, NodeView, WatchExpired
+from migagent.kube.timeouts import RequestTimeout
 
 _HTTP_GONE = 410
-_CONNECT_TIMEOUT_S = 5.0
-_WATCH_READ_SLACK_S = 30.0
 
 
 class NodeOps:
-    def __init__(self, core: CoreV1Api, *, node_name: str, clock: Clock) -> None:
+    def __init__(self, core: CoreV1Api, *, node_name: str, clock: Clock, timeout: RequestTimeout) -> None:
         self._core = core
         self._node_name = node_name
         self._clock = clock
+        self._timeout = timeout
 
     def get_node(self) -> NodeView:
         def read() -> NodeView:
             with classified(f"get node {self._node_name}"):
-                return node_view(self._core.read_node(self._node_name))
+                return node_view(self._core.read_node(self._node_name, _request_timeout=self._timeout.request))
 
         return call_with_retries(f"get node {self._node_name}", read, clock=self._clock)
 
@@ -51,7 +51,7 @@ class NodeOps:
             resource_version=resource_version,
             timeout_seconds=max(1, int(timeout_s)),
             allow_watch_bookmarks=True,
-            _request_timeout=(_CONNECT_TIMEOUT_S, timeout_s + _WATCH_READ_SLACK_S),
+            _request_timeout=self._timeout.watch(timeout_s),
         )
         try:
             for event in stream:
@@ -68,7 +68,7 @@ class NodeOps:
     def patch(self, body: dict[str, Any], *, call: str) -> NodeView:
         def send() -> NodeView:
             with classified(f"{call} on node {self._node_name}"):
-                return node_view(self._core.patch_node(self._node_name, body))
+                return node_view(self._core.patch_node(self._node_name, body, _request_timeout=self._timeout.request))
 
         return call_with_retries(call, send, clock=self._clock)
 
@@ -116,7 +116,9 @@ class NodeOps:
                 "lastTransitionTime": kept or now,
             }
             with classified(f"set condition {condition_type} on node {self._node_name}"):
-                model = self._core.patch_node_status(self._node_name, {"status": {"conditions": [condition]}})
+                model = self._core.patch_node_status(
+                    self._node_name, {"status": {"conditions": [condition]}}, _request_timeout=self._timeout.request
+                )
             return node_view(model)
 
         return call_with_retries(f"set condition {condition_type}", apply, clock=self._clock)
