@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from kubernetes.client import ApiClient, CoreV1Api
+from kubernetes.client import ApiClient, CoreV1Api, PolicyV1Api
 
 from migagent.clock import Clock
 from migagent.kube.events import EventOps
 from migagent.kube.nodes import NodeOps
+from migagent.kube.pdbs import PdbOps, PdbView
 from migagent.kube.pods import PodOps
 from migagent.kube.port import EvictionOutcome, NodeEvent, NodeView, PodRef, PodView
 from migagent.kube.timeouts import RequestTimeout
@@ -31,6 +32,7 @@ class KubeApi:
         self._nodes = NodeOps(core, node_name=node_name, clock=clock, timeout=bound)
         self._pods = PodOps(core, node_name=node_name, clock=clock, timeout=bound)
         self._events = EventOps(core, node_name=node_name, clock=clock, timeout=bound)
+        self._pdbs = PdbOps(PolicyV1Api(api_client), clock=clock, timeout=bound)
         self._node_uid: str | None = None
 
     @property
@@ -86,6 +88,10 @@ class KubeApi:
 
     def delete_pod(self, ref: PodRef, *, grace_period_s: int | None = None) -> None:
         self._pods.delete_pod(ref, grace_period_s=grace_period_s)
+
+    def list_pdbs(self, namespace: str) -> list[PdbView]:
+        """The PodDisruptionBudgets in `namespace` (the safety gate checks the ones guarding pods to evict)."""
+        return self._pdbs.list_pdbs(namespace)
 
     def _remember(self, node: NodeView) -> NodeView:
         self._node_uid = node.uid or self._node_uid

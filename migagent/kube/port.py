@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from migagent.errors import TransientError
+from migagent.kube.pdbs import PdbView
 
 
 @dataclass(frozen=True)
@@ -145,3 +146,5 @@ class KubePort(Protocol):
     def evict(self, ref: PodRef) -> EvictionOutcome: ...
 
     def delete_pod(self, ref: PodRef, *, grace_period_s: int | None = None) -> None: ...
+
+    def list_pdbs(self, namespace: str) -> list[PdbView]: ...

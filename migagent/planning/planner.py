@@ -7,10 +7,10 @@ Per GPU the layout selects (GPUs it does not select are left alone):
   change through a reset (Ampere) and the current mode is not yet the target. When the current
   mode changes, every existing GI goes first.
 * GPU instances: the solver evicts the fewest workloads (pods per GI, `workloads`), then keeps
-  every other existing GI that can stay; resets depend only on the mode, not on the packing. A GI counts as kept only with
-  the same profile, the same placement and the same CI profile multiset; a GI whose CIs differ is
-  destroyed and recreated rather than edited in place, which keeps the plan simple and every
-  step's done-test exact.
+  every other existing GI that can stay; resets depend only on the mode, not on the packing.
+  A GI counts as kept only with the same profile, the same placement and the same CI profile
+  multiset; a GI whose CIs differ is destroyed and recreated rather than edited in place, which
+  keeps the plan simple and every step's done-test exact.
 
 Steps run node-wide in the order destroy-CI, destroy-GI, set-mode, reset, create-GI (largest
 first), create-CI, each by GPU index. A layout that cannot fit raises LayoutDoesNotFitError before

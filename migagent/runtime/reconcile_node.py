@@ -1,7 +1,9 @@
 """One reconcile of the node: from the desired label to a reported state, undoing everything on failure.
 
     read node -> OBSERVE (layout file, NVML) -> PLAN -> nothing to do? report success, done.
-    else: pending -> CORDON -> PAUSE (device plugin) -> DRAIN (only pods on disturbed devices)
+    else: PLAN again with the pods per GI (fewest evicted) -> safety gate (runtime.gate): a change
+          that needs pods gone that cannot be evicted is refused here, before any write to the Node
+          -> pending -> CORDON -> PAUSE (device plugin) -> DRAIN (only pods on disturbed devices)
           -> APPLY (journaled engine) -> RESTART_PLUGIN -> READVERTISE -> UNCORDON -> success
 
 Each phase that changes the node pushes its inverse on the attempt's undo stack; `_fail` is the one
@@ -14,11 +16,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import structlog
 
 from migagent.kube.deviceplugin import PausedComponents, advertised_within, wait_for_advertisement
-from migagent.kube.drain import DrainPlanner
+from migagent.kube.drain_scope import gi_workloads
 from migagent.kube.expected import advertisement_matches, expected_resources
 from migagent.kube.names import (
     ATTEMPT_ANNOTATION,
@@ -28,7 +31,7 @@ from migagent.kube.names import (
     EventReason,
     MigConfigState,
 )
-from migagent.kube.port import NodeView
+from migagent.kube.port import NodeView, PodView
 from migagent.kube.status import (
     StatusReporter,
     desired_annotation,
@@ -42,6 +45,7 @@ from migagent.layout.parse import load_layout_file
 from migagent.layout.resolve import identity_of, resolve_config
 from migagent.planning import Plan, plan
 from migagent.reconcile.journal import desired_node_hash
+from migagent.reconcile.machine import Planner
 from migagent.reconcile.result import ApplyOutcome
 from migagent.runtime.attempt import (
     DEVICE_PLUGIN,
@@ -53,11 +57,22 @@ from migagent.runtime.attempt import (
     UndoStack,
     failure_reason,
 )
+from migagent.runtime.gate import decide_drain
 from migagent.runtime.listener import AgentPhase, Outcome
 from migagent.runtime.notes import check_advertisable, eviction_reasons, gpu_pods_left_alone, plan_summary
 from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook, ReconcileReport
 
 log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class _Decided:
+    """What the gate let through: the plan, the planner that made it (the engine re-plans with the
+    same workloads per GI), and the pods to evict."""
+
+    steps: Plan
+    planner: Planner
+    evict: tuple[PodView, ...]
 
 
 class NodeReconcile:
@@ -118,7 +133,25 @@ class NodeReconcile:
             advertising = self._advertising(node, observation)
             if advertising is not None:
                 return self._already_applied(advertising, name, desired, observation)
-        return self._reconfigure(name, desired, observation, steps)
+            return self._reconfigure(name, desired, observation, _Decided(steps, plan, ()))
+        with self._in_phase(AgentPhase.PLAN):
+            decided = self._decide(desired, observation)
+        return self._reconfigure(name, desired, observation, decided)
+
+    def _decide(self, desired: DesiredNode, observation: Observation) -> _Decided:
+        """Plan for the fewest evicted pods and run the safety gate, before anything on the Node changes."""
+        pods = self._p.api.list_pods_on_node()
+        holdings = self._p.pod_resources.list()
+        workloads = gi_workloads(observation, holdings)
+
+        def planner(seen: Observation, wanted: DesiredNode) -> Plan:
+            return plan(seen, wanted, workloads=workloads)
+
+        steps = planner(observation, desired)
+        decision = decide_drain(
+            self._p.api, steps, observation, holdings, pods, force_delete=self._settings.force_delete
+        )
+        return _Decided(steps, planner, decision.evict)
 
     def _advertising(self, node: NodeView, observation: Observation) -> NodeView | None:
         """The node once it advertises what the GPUs hold; None: the plugin needs a restart.
@@ -154,7 +187,8 @@ class NodeReconcile:
         self._log.info("layout_already_applied", reported=reported)
         return Outcome.UNCHANGED
 
-    def _reconfigure(self, name: str, desired: DesiredNode, observation: Observation, steps: Plan) -> Outcome:
+    def _reconfigure(self, name: str, desired: DesiredNode, observation: Observation, decided: _Decided) -> Outcome:
+        steps = decided.steps
         layout_hash = desired_node_hash(desired)
         marker = AttemptMarker(self._attempt, name, self._p.clock.wall())
         self._status.pending(
@@ -171,7 +205,7 @@ class NodeReconcile:
         with self._in_phase(AgentPhase.DRAIN):
             self._drain(steps, observation)
         with self._in_phase(AgentPhase.APPLY):
-            rebooting = self._apply(name, desired, layout_hash, steps)
+            rebooting = self._apply(name, desired, layout_hash, decided)
         if rebooting:  # the node keeps its cordon and paused labels until the agent resumes after the reboot
             return Outcome.REBOOTING
         with self._in_phase(AgentPhase.RESTART_PLUGIN):
@@ -205,9 +239,14 @@ class NodeReconcile:
         return paused
 
     def _drain(self, steps: Plan, observation: Observation) -> None:
+        # Scoped again now the node is cordoned: a pod scheduled since the gate ran is seen (and gated).
         pods = self._p.api.list_pods_on_node()
         holdings = self._p.pod_resources.list()
-        chosen = DrainPlanner().pods_to_evict(steps, observation, holdings, pods)
+        chosen = list(
+            decide_drain(
+                self._p.api, steps, observation, holdings, pods, force_delete=self._settings.force_delete
+            ).evict
+        )
         left = gpu_pods_left_alone(pods, chosen)
         self._log.info("drain_scoped", evict=[str(p.ref) for p in chosen], left_alone=[str(r) for r in left])
         if not chosen:
@@ -226,12 +265,13 @@ class NodeReconcile:
         for ref in result.removed:
             self._status.event(EventReason.POD_EVICTED, f"pod {ref} evicted: {reasons.get(ref, 'holds a device')}")
 
-    def _apply(self, name: str, desired: DesiredNode, layout_hash: str, steps: Plan) -> bool:
+    def _apply(self, name: str, desired: DesiredNode, layout_hash: str, decided: _Decided) -> bool:
         """Run the engine; True when it asked for a reboot to activate a MIG mode change."""
+        steps = decided.steps
         # From here on the GPUs may change: any failure must let the device plugin re-enumerate.
         if DEVICE_PLUGIN not in self._undo:
             self._undo.push(DEVICE_PLUGIN, lambda: self._p.restarter.resume(PausedComponents()))
-        result = self._p.engine.apply(desired, layout_hash=layout_hash, config_name=name)
+        result = self._p.engine.apply(desired, layout_hash=layout_hash, config_name=name, planner=decided.planner)
         self._p.listener.instances_changed(
             sum(len(g.keep) for g in steps.gpus),
             sum(len(g.destroy) for g in steps.gpus),
