@@ -134,7 +134,14 @@ def build_agent(
     if health is not None:
         health.add_liveness_check(source.stuck)
         health.add_readiness_check(source.failing)
-    agent = Agent(ports, options.settings, source=source, health=health, phase_hook=phase_hook)
+    agent = Agent(
+        ports,
+        options.settings,
+        source=source,
+        health=health,
+        phase_hook=phase_hook,
+        current_label=lambda: source.desired,
+    )
     return agent, source
 
 

@@ -52,9 +52,14 @@ class KubeApi:
         *,
         labels: Mapping[str, str | None] | None = None,
         annotations: Mapping[str, str | None] | None = None,
+        resource_version: str | None = None,
     ) -> NodeView:
-        """Set labels/annotations in one strategic-merge patch; a None value deletes the key."""
-        return self._remember(self._nodes.patch_metadata(labels=labels, annotations=annotations))
+        """Set labels/annotations in one strategic-merge patch; a None value deletes the key.
+
+        With `resource_version` the patch carries it as a precondition: NodeChangedError on a 409."""
+        return self._remember(
+            self._nodes.patch_metadata(labels=labels, annotations=annotations, resource_version=resource_version)
+        )
 
     def patch_labels(self, labels: Mapping[str, str | None]) -> NodeView:
         return self.patch_metadata(labels=labels)

@@ -19,10 +19,11 @@ from migagent.clock import Clock
 from migagent.errors import TransientError
 from migagent.kube.classify import call_with_retries, classified, classify
 from migagent.kube.convert import node_view, rfc3339
-from migagent.kube.port import NodeEvent, NodeView, WatchExpired
+from migagent.kube.port import NodeChangedError, NodeEvent, NodeView, WatchExpired
 from migagent.kube.timeouts import RequestTimeout
 
 _HTTP_GONE = 410
+_HTTP_CONFLICT = 409
 
 
 class NodeOps:
@@ -77,6 +78,7 @@ class NodeOps:
         *,
         labels: Mapping[str, str | None] | None = None,
         annotations: Mapping[str, str | None] | None = None,
+        resource_version: str | None = None,
     ) -> NodeView:
         metadata: dict[str, Any] = {}
         if labels:
@@ -85,7 +87,22 @@ class NodeOps:
             metadata["annotations"] = dict(annotations)
         if not metadata:
             return self.get_node()
+        if resource_version is not None:
+            return self._patch_if_unchanged(metadata, resource_version)
         return self.patch({"metadata": metadata}, call="patch labels/annotations")
+
+    def _patch_if_unchanged(self, metadata: dict[str, Any], resource_version: str) -> NodeView:
+        """One patch with a resourceVersion precondition (the API server answers 409 when the Node moved
+        on); never retried as is: the caller must read the Node again and decide afresh."""
+        call = f"conditional patch of node {self._node_name} at resourceVersion {resource_version}"
+        body = {"metadata": {**metadata, "resourceVersion": resource_version}}
+        with classified(call):  # a NodeChangedError raised inside passes through unchanged
+            try:
+                return node_view(self._core.patch_node(self._node_name, body, _request_timeout=self._timeout.request))
+            except ApiException as error:
+                if error.status == _HTTP_CONFLICT:
+                    raise NodeChangedError(f"{call}: the node changed since it was read") from error
+                raise
 
     def set_unschedulable(
         self, unschedulable: bool, *, annotations: Mapping[str, str | None] | None = None

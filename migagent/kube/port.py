@@ -108,6 +108,13 @@ class WatchExpired(TransientError):  # noqa: N818 - the contract names it so
         super().__init__(message, delay=0.0)
 
 
+class NodeChangedError(TransientError):
+    """A conditional write (resourceVersion precondition) found the Node changed since it was read (409)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, delay=0.0)
+
+
 class KubePort(Protocol):
     """What migagent needs from the API server, about its own Node and the pods on it."""
 
@@ -123,6 +130,7 @@ class KubePort(Protocol):
         *,
         labels: Mapping[str, str | None] | None = None,
         annotations: Mapping[str, str | None] | None = None,
+        resource_version: str | None = None,
     ) -> NodeView: ...
 
     def patch_labels(self, labels: Mapping[str, str | None]) -> NodeView: ...

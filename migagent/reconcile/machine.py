@@ -76,6 +76,7 @@ class _Attempt:
     steps_skipped: list[Step] = field(default_factory=list)
     log: Any = None
     planner: Planner = _DEFAULT_PLANNER  # `plan` the function; the field `plan` above shadows it here
+    checkpoint: Callable[[], None] | None = None
 
     def result(self, outcome: ApplyOutcome, error: str | None = None) -> ApplyResult:
         return ApplyResult(outcome, tuple(self.steps_run), tuple(self.steps_skipped), error, self.plan)
@@ -108,11 +109,22 @@ class ApplyEngine:
         self._planner = planner
 
     def apply(
-        self, desired: DesiredNode, *, layout_hash: str, config_name: str, planner: Planner | None = None
+        self,
+        desired: DesiredNode,
+        *,
+        layout_hash: str,
+        config_name: str,
+        planner: Planner | None = None,
+        checkpoint: Callable[[], None] | None = None,
     ) -> ApplyResult:
         """`planner` replaces the engine's for this call: the agent passes the one it drained for (the
-        same workloads per GI), so the engine destroys exactly the GIs the drain emptied."""
-        attempt = _Attempt(layout_hash=layout_hash, config_name=config_name, planner=planner or self._planner)
+        same workloads per GI), so the engine destroys exactly the GIs the drain emptied.
+
+        `checkpoint` runs between two steps (never inside one, and after the journal says where the
+        apply stands); whatever it raises, other than a MigAgentError, ends the apply there, resumable."""
+        attempt = _Attempt(
+            layout_hash=layout_hash, config_name=config_name, planner=planner or self._planner, checkpoint=checkpoint
+        )
         attempt.log = log.bind(config=config_name, layout_hash=layout_hash[:12])
         try:
             return self._run(attempt, desired)
@@ -193,6 +205,8 @@ class ApplyEngine:
         assert a.plan is not None
         for index in range(a.step_index, len(a.plan.steps)):
             a.step_index = index
+            if a.checkpoint is not None:
+                a.checkpoint()  # a safe point: the previous step is done and journaled, this one not begun
             self._save(a, Phase.APPLYING)  # write-ahead: "about to run step `index`"
             self._run_step_retrying(a, a.plan.steps[index])
             a.step_index = index + 1
