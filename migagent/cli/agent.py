@@ -34,13 +34,14 @@ from migagent.kube.client import make_api_client
 from migagent.kube.deviceplugin import DeletePod, DevicePluginRestarter, GpuOperatorPause, NoRestart
 from migagent.kube.drain import Drainer
 from migagent.kube.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_SELECTOR
+from migagent.kube.timeouts import DEFAULT_REQUEST_TIMEOUT_S, RequestTimeout
 from migagent.podresources.client import DEFAULT_SOCKET_PATH, PodResourcesClient
 from migagent.reconcile.journal import Journal
 from migagent.reconcile.machine import ApplyEngine
 from migagent.reconcile.ports import NodeDriver, RebootRequester
 from migagent.runtime.agent import Agent
 from migagent.runtime.attempt import RetryBackoff
-from migagent.runtime.health import HealthState
+from migagent.runtime.health import DEFAULT_STALE_AFTER_S, HealthState
 from migagent.runtime.listener import MetricsListener, NullListener
 from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook
 from migagent.runtime.serve import start_observability
@@ -66,6 +67,12 @@ class AgentOptions:
     poll_interval_s: float = 1.0
     """How often pod departures, plugin pods and Node allocatable are re-read while waiting."""
     watch: WatchSettings = field(default_factory=WatchSettings)
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+    """Every API request's bound (the KubeApi the caller builds should use `request_timeout`)."""
+
+    @property
+    def request_timeout(self) -> RequestTimeout:
+        return RequestTimeout(self.request_timeout_s)
 
 
 def _restarter(options: AgentOptions, api: KubeApi, clock: Clock) -> DevicePluginRestarter:
@@ -125,7 +132,17 @@ def build_agent(
         listener=listener or NullListener(),
     )
     source = NodeLabelSource(api, clock=clock, settings=options.watch)
-    agent = Agent(ports, options.settings, source=source, health=health, phase_hook=phase_hook)
+    if health is not None:
+        health.add_liveness_check(source.stuck)
+        health.add_readiness_check(source.failing)
+    agent = Agent(
+        ports,
+        options.settings,
+        source=source,
+        health=health,
+        phase_hook=phase_hook,
+        current_label=lambda: source.desired,
+    )
     return agent, source
 
 
@@ -143,7 +160,10 @@ def _options(args: argparse.Namespace) -> AgentOptions:
         raise InvalidLayoutError("the node name is required: set NODE_NAME (downward API) or pass --node-name")
     if not args.config_file:
         raise InvalidLayoutError("the layout file is required: pass --config-file (env CONFIG_FILE)")
-    _positive(args, "drain_timeout", "readvertise_timeout", "resync_period", "retry_initial")
+    _positive(
+        args, "drain_timeout", "readvertise_timeout", "resync_period", "retry_initial", "retry_max",
+        "request_timeout", "liveness_timeout",
+    )
     if args.device_plugin_settle < 0:
         raise InvalidLayoutError("--device-plugin-settle must be zero or a positive number of seconds")
     settings = AgentSettings(
@@ -153,7 +173,7 @@ def _options(args: argparse.Namespace) -> AgentOptions:
         plugin_settle_s=args.device_plugin_settle,
         force_delete=args.force_delete,
         resync_period_s=args.resync_period,
-        retry=RetryBackoff(initial_s=args.retry_initial, max_s=max(args.retry_initial, 1800.0)),
+        retry=RetryBackoff(initial_s=args.retry_initial, max_s=max(args.retry_initial, args.retry_max)),
     )
     return AgentOptions(
         node_name=args.node_name,
@@ -162,7 +182,8 @@ def _options(args: argparse.Namespace) -> AgentOptions:
         restart=args.device_plugin_restart,
         operator_namespace=args.operator_namespace,
         plugin_selector=args.device_plugin_selector,
-        watch=WatchSettings(resync_period_s=args.resync_period),
+        watch=WatchSettings(resync_period_s=args.resync_period, request_timeout_s=args.request_timeout),
+        request_timeout_s=args.request_timeout,
     )
 
 
@@ -188,11 +209,12 @@ def _run_agent(args: argparse.Namespace) -> int:
     for name in _NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
     clock = SystemClock()
-    health = HealthState(clock)
+    health = HealthState(clock, stale_after_s=args.liveness_timeout)
     api = KubeApi(
         make_api_client(kubeconfig=args.kubeconfig, api_server=args.api_server),
         node_name=options.node_name,
         clock=clock,
+        timeout=options.request_timeout,
     )
     listener, stop_observability, _url = observability_from_args(args, health)
     stop = threading.Event()
@@ -267,7 +289,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--retry-initial", type=float, default=30.0, metavar="SECONDS",
-        help="first retry delay of a failed node, doubled per failure up to 30 min",
+        help="first retry delay of a failed node, doubled per failure up to --retry-max",
+    )
+    parser.add_argument(
+        "--retry-max", type=float, default=1800.0, metavar="SECONDS",
+        help="longest retry delay of a failed or refused node (default 30 min); a refusal is re-checked"
+        " without touching the node",
+    )
+    parser.add_argument(
+        "--request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT_S, metavar="SECONDS",
+        help="bound on every API server request, a watch read included (default 30)",
+    )
+    parser.add_argument(
+        "--liveness-timeout", type=float, default=DEFAULT_STALE_AFTER_S, metavar="SECONDS",
+        help="/healthz fails when the agent has reached no safe point for this long (a stuck reconcile)",
     )
     add_reboot_arguments(parser)
     add_metrics_arguments(parser)

@@ -26,7 +26,7 @@ from typing import Any
 
 from migagent.cli.agent import add_metrics_arguments, observability_from_args
 from migagent.cli.commands import summary
-from migagent.cli.simcluster import SimCluster
+from migagent.cli.simcluster import PDB_BLOCKING_FOR_NOW, SimCluster
 from migagent.clock import SystemClock
 from migagent.kube.fleet_rows import gpu_holdings
 from migagent.kube.names import (
@@ -145,6 +145,7 @@ def _setup(cluster: SimCluster) -> dict[str, str]:
         cluster.kubelet.run_workload(namespace, name, mig_uuid=uuid, labels=labels)
         where[f"{namespace}/{name}"] = f"GPU {gpu}, 1g.10gb at slot {slot} ({uuid})"
     cluster.api.add_pdb("ml", "inference-pdb", match_labels={"app": "inference"}, disruptions_allowed=0)
+    cluster.api.set_pdb_status("ml", "inference-pdb", PDB_BLOCKING_FOR_NOW)
     return where
 
 

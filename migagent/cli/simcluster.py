@@ -100,6 +100,18 @@ class SimClusterConfig:
     watch_timeout_s: float = 30.0
 
 
+PDB_BLOCKING_FOR_NOW: dict[str, int] = {
+    "observedGeneration": 1,
+    "disruptionsAllowed": 0,
+    "currentHealthy": 1,
+    "desiredHealthy": 1,
+    "expectedPods": 3,
+}
+"""A PodDisruptionBudget status (minAvailable 1) that blocks for now, not for good: 3 pods expected, 1
+healthy (the other replicas not Ready yet). With 1 pod expected it would never allow an eviction,
+and the agent's safety gate would refuse the change before touching the node."""
+
+
 def fast_options(node_name: str, layout_file: Path, socket_path: str) -> AgentOptions:
     """Agent options with every wait and poll cut down to simulator speed."""
     return AgentOptions(
@@ -228,7 +240,7 @@ class SimCluster:
         options = options or self.options()
         clock = clock or SystemClock()
         client = make_api_client(kubeconfig=None, api_server=self.api.url)
-        api = KubeApi(client, node_name=options.node_name, clock=clock)
+        api = KubeApi(client, node_name=options.node_name, clock=clock, timeout=options.request_timeout)
         return build_agent(
             options,
             api=api,

@@ -9,24 +9,30 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from kubernetes.client import ApiClient, CoreV1Api
+from kubernetes.client import ApiClient, CoreV1Api, PolicyV1Api
 
 from migagent.clock import Clock
 from migagent.kube.events import EventOps
 from migagent.kube.nodes import NodeOps
+from migagent.kube.pdbs import PdbOps, PdbView
 from migagent.kube.pods import PodOps
 from migagent.kube.port import EvictionOutcome, NodeEvent, NodeView, PodRef, PodView
+from migagent.kube.timeouts import RequestTimeout
 
 
 class KubeApi:
     """Node-scoped access to the API server: our Node, the pods on it, events about it."""
 
-    def __init__(self, api_client: ApiClient, *, node_name: str, clock: Clock) -> None:
+    def __init__(
+        self, api_client: ApiClient, *, node_name: str, clock: Clock, timeout: RequestTimeout | None = None
+    ) -> None:
         core = CoreV1Api(api_client)
+        bound = timeout or RequestTimeout()
         self._node_name = node_name
-        self._nodes = NodeOps(core, node_name=node_name, clock=clock)
-        self._pods = PodOps(core, node_name=node_name, clock=clock)
-        self._events = EventOps(core, node_name=node_name, clock=clock)
+        self._nodes = NodeOps(core, node_name=node_name, clock=clock, timeout=bound)
+        self._pods = PodOps(core, node_name=node_name, clock=clock, timeout=bound)
+        self._events = EventOps(core, node_name=node_name, clock=clock, timeout=bound)
+        self._pdbs = PdbOps(PolicyV1Api(api_client), clock=clock, timeout=bound)
         self._node_uid: str | None = None
 
     @property
@@ -46,9 +52,14 @@ class KubeApi:
         *,
         labels: Mapping[str, str | None] | None = None,
         annotations: Mapping[str, str | None] | None = None,
+        resource_version: str | None = None,
     ) -> NodeView:
-        """Set labels/annotations in one strategic-merge patch; a None value deletes the key."""
-        return self._remember(self._nodes.patch_metadata(labels=labels, annotations=annotations))
+        """Set labels/annotations in one strategic-merge patch; a None value deletes the key.
+
+        With `resource_version` the patch carries it as a precondition: NodeChangedError on a 409."""
+        return self._remember(
+            self._nodes.patch_metadata(labels=labels, annotations=annotations, resource_version=resource_version)
+        )
 
     def patch_labels(self, labels: Mapping[str, str | None]) -> NodeView:
         return self.patch_metadata(labels=labels)
@@ -82,6 +93,10 @@ class KubeApi:
 
     def delete_pod(self, ref: PodRef, *, grace_period_s: int | None = None) -> None:
         self._pods.delete_pod(ref, grace_period_s=grace_period_s)
+
+    def list_pdbs(self, namespace: str) -> list[PdbView]:
+        """The PodDisruptionBudgets in `namespace` (the safety gate checks the ones guarding pods to evict)."""
+        return self._pdbs.list_pdbs(namespace)
 
     def _remember(self, node: NodeView) -> NodeView:
         self._node_uid = node.uid or self._node_uid

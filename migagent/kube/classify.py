@@ -78,7 +78,15 @@ def classified(call: str) -> Iterator[None]:
     except ApiException as error:
         raise classify(error, call) from error
     except urllib3.exceptions.HTTPError as error:
-        raise TransientError(f"{call}: cannot reach the API server: {error}") from error
+        raise TransientError(f"{call}: {_unreachable(error)}: {error}") from error
+
+
+def _unreachable(error: urllib3.exceptions.HTTPError) -> str:
+    # urllib3 derives NewConnectionError (refused, no route) from ConnectTimeoutError: not a timeout.
+    timed_out = isinstance(error, urllib3.exceptions.TimeoutError) and not isinstance(
+        error, urllib3.exceptions.NewConnectionError
+    )
+    return "the API server did not answer in time (request timed out)" if timed_out else "cannot reach the API server"
 
 
 def call_with_retries(

@@ -48,4 +48,10 @@ def make_api_client(*, kubeconfig: str | None, api_server: str | None) -> ApiCli
         configuration.host = api_server.rstrip("/")
     if urlparse(configuration.host).hostname in _LOOPBACK_HOSTS:
         configuration.proxy = None
+    # TCP keepalive with client-go's timings: a watch through a NAT or proxy that silently dropped the
+    # connection is noticed by the kernel instead of waiting out the read timeout.
+    configuration.keep_alive = True
+    # No hidden urllib3 retries: they would repeat a timed-out read up to 3 more times per call.
+    # classify.call_with_retries is the one retry layer (logged, on the clock, bounded attempts).
+    configuration.retries = False
     return ApiClient(configuration)

@@ -12,7 +12,7 @@ refused its last eviction, as the server's 429 named it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -99,10 +99,12 @@ class Drainer:
         timeout_s: float,
         force_delete: bool = False,
         stop: threading.Event | None = None,
+        checkpoint: Callable[[], None] | None = None,
     ) -> DrainResult:
         """Evict (or, with force_delete, delete) every pod and wait until each is gone.
 
-        Setting `stop` (the agent is shutting down) ends the wait with DrainInterruptedError."""
+        Setting `stop` (the agent is shutting down) ends the wait with DrainInterruptedError;
+        `checkpoint` runs at every turn of the wait (what it raises ends the drain)."""
         start = self._clock.monotonic()
         deadline = start + timeout_s
         progress = [
@@ -112,6 +114,8 @@ class Drainer:
         ]
         removed: list[PodRef] = []
         while True:
+            if checkpoint is not None:
+                checkpoint()
             for item in (p for p in progress if not p.done):
                 self._advance(item, force_delete=force_delete)
                 if item.done:

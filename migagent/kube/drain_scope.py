@@ -111,6 +111,17 @@ class DrainPlanner:
         pod_devices: Iterable[PodDeviceHolding],
         pods: Iterable[PodView],
     ) -> list[PodView]:
+        return [pod for pod in self.disturbed_pods(plan, observation, pod_devices, pods) if _evictable(pod)]
+
+    def disturbed_pods(
+        self,
+        plan: PlanChanges,
+        observation: Observation,
+        pod_devices: Iterable[PodDeviceHolding],
+        pods: Iterable[PodView],
+    ) -> list[PodView]:
+        """Every unfinished pod holding (or maybe holding) a device the plan disturbs, DaemonSet and
+        mirror pods included: the safety gate refuses a change that would pull a device from those."""
         disturbance = Disturbance.of(plan)
         if disturbance.is_empty:
             return []
@@ -119,9 +130,24 @@ class DrainPlanner:
         chosen = [
             pod
             for pod in pods
-            if _evictable(pod) and _disturbed(pod, held.get((pod.ref.namespace, pod.ref.name)), locations, disturbance)
+            if not pod.is_finished
+            and _disturbed(pod, held.get((pod.ref.namespace, pod.ref.name)), locations, disturbance)
         ]
         return sorted(chosen, key=lambda pod: pod.ref)
+
+
+def gi_workloads(
+    observation: Observation, pod_devices: Iterable[PodDeviceHolding]
+) -> dict[tuple[int, Placement], int]:
+    """How many pods hold each GI, by (GPU index, placement): what destroying that GI would evict."""
+    locations = device_locations(observation)
+    holders: dict[tuple[int, Placement], set[tuple[str, str]]] = {}
+    for pod, device_ids in _devices_by_pod(pod_devices).items():
+        for device_id in device_ids:
+            gpu, placement = locations.get(device_id, (-1, None))
+            if placement is not None:
+                holders.setdefault((gpu, placement), set()).add(pod)
+    return {gi: len(pods) for gi, pods in holders.items()}
 
 
 def _devices_by_pod(pod_devices: Iterable[PodDeviceHolding]) -> dict[tuple[str, str], list[str]]:

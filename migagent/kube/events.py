@@ -11,13 +11,15 @@ from kubernetes.client import CoreV1Api, CoreV1Event, V1EventSource, V1ObjectMet
 from migagent.clock import Clock
 from migagent.kube.classify import call_with_retries, classified
 from migagent.kube.names import EVENT_COMPONENT, EVENT_NAMESPACE
+from migagent.kube.timeouts import RequestTimeout
 
 _MAX_MESSAGE = 1024  # the API server's limit on an event note
 
 
 class EventOps:
-    def __init__(self, core: CoreV1Api, *, node_name: str, clock: Clock) -> None:
+    def __init__(self, core: CoreV1Api, *, node_name: str, clock: Clock, timeout: RequestTimeout) -> None:
         self._core = core
+        self._timeout = timeout
         self._node_name = node_name
         self._clock = clock
         self._serial = itertools.count(1)
@@ -47,6 +49,6 @@ class EventOps:
 
         def send() -> None:
             with classified(call):
-                self._core.create_namespaced_event(EVENT_NAMESPACE, event)
+                self._core.create_namespaced_event(EVENT_NAMESPACE, event, _request_timeout=self._timeout.request)
 
         call_with_retries(call, send, clock=self._clock)

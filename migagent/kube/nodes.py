@@ -19,23 +19,24 @@ from migagent.clock import Clock
 from migagent.errors import TransientError
 from migagent.kube.classify import call_with_retries, classified, classify
 from migagent.kube.convert import node_view, rfc3339
-from migagent.kube.port import NodeEvent, NodeView, WatchExpired
+from migagent.kube.port import NodeChangedError, NodeEvent, NodeView, WatchExpired
+from migagent.kube.timeouts import RequestTimeout
 
 _HTTP_GONE = 410
-_CONNECT_TIMEOUT_S = 5.0
-_WATCH_READ_SLACK_S = 30.0
+_HTTP_CONFLICT = 409
 
 
 class NodeOps:
-    def __init__(self, core: CoreV1Api, *, node_name: str, clock: Clock) -> None:
+    def __init__(self, core: CoreV1Api, *, node_name: str, clock: Clock, timeout: RequestTimeout) -> None:
         self._core = core
         self._node_name = node_name
         self._clock = clock
+        self._timeout = timeout
 
     def get_node(self) -> NodeView:
         def read() -> NodeView:
             with classified(f"get node {self._node_name}"):
-                return node_view(self._core.read_node(self._node_name))
+                return node_view(self._core.read_node(self._node_name, _request_timeout=self._timeout.request))
 
         return call_with_retries(f"get node {self._node_name}", read, clock=self._clock)
 
@@ -47,12 +48,13 @@ class NodeOps:
         return watch_nodes(
             self._core, f"watch node {self._node_name}", resource_version, timeout_s,
             field_selector=f"metadata.name={self._node_name}",
+            request_timeout=self._timeout.watch(timeout_s),
         )
 
     def patch(self, body: dict[str, Any], *, call: str) -> NodeView:
         def send() -> NodeView:
             with classified(f"{call} on node {self._node_name}"):
-                return node_view(self._core.patch_node(self._node_name, body))
+                return node_view(self._core.patch_node(self._node_name, body, _request_timeout=self._timeout.request))
 
         return call_with_retries(call, send, clock=self._clock)
 
@@ -61,6 +63,7 @@ class NodeOps:
         *,
         labels: Mapping[str, str | None] | None = None,
         annotations: Mapping[str, str | None] | None = None,
+        resource_version: str | None = None,
     ) -> NodeView:
         metadata: dict[str, Any] = {}
         if labels:
@@ -69,7 +72,22 @@ class NodeOps:
             metadata["annotations"] = dict(annotations)
         if not metadata:
             return self.get_node()
+        if resource_version is not None:
+            return self._patch_if_unchanged(metadata, resource_version)
         return self.patch({"metadata": metadata}, call="patch labels/annotations")
+
+    def _patch_if_unchanged(self, metadata: dict[str, Any], resource_version: str) -> NodeView:
+        """One patch with a resourceVersion precondition (the API server answers 409 when the Node moved
+        on); never retried as is: the caller must read the Node again and decide afresh."""
+        call = f"conditional patch of node {self._node_name} at resourceVersion {resource_version}"
+        body = {"metadata": {**metadata, "resourceVersion": resource_version}}
+        with classified(call):  # a NodeChangedError raised inside passes through unchanged
+            try:
+                return node_view(self._core.patch_node(self._node_name, body, _request_timeout=self._timeout.request))
+            except ApiException as error:
+                if error.status == _HTTP_CONFLICT:
+                    raise NodeChangedError(f"{call}: the node changed since it was read") from error
+                raise
 
     def set_unschedulable(
         self, unschedulable: bool, *, annotations: Mapping[str, str | None] | None = None
@@ -100,16 +118,27 @@ class NodeOps:
                 "lastTransitionTime": kept or now,
             }
             with classified(f"set condition {condition_type} on node {self._node_name}"):
-                model = self._core.patch_node_status(self._node_name, {"status": {"conditions": [condition]}})
+                model = self._core.patch_node_status(
+                    self._node_name, {"status": {"conditions": [condition]}}, _request_timeout=self._timeout.request
+                )
             return node_view(model)
 
         return call_with_retries(f"set condition {condition_type}", apply, clock=self._clock)
 
 
 def watch_nodes(
-    core: CoreV1Api, call: str, resource_version: str, timeout_s: float, **selectors: str | None
+    core: CoreV1Api,
+    call: str,
+    resource_version: str,
+    timeout_s: float,
+    *,
+    request_timeout: tuple[float, float] | None = None,
+    **selectors: str | None,
 ) -> Iterator[NodeEvent]:
     """Node events matching `selectors` (field_selector, label_selector) after `resource_version`.
+
+    The server ends the stream after `timeout_s`; `request_timeout` (connect, read) bounds a silent one
+    (default: the agent's default request timeout past that).
 
     Raises WatchExpired when the server no longer has that version (list again, then watch).
     """
@@ -119,7 +148,7 @@ def watch_nodes(
         resource_version=resource_version,
         timeout_seconds=max(1, int(timeout_s)),
         allow_watch_bookmarks=True,
-        _request_timeout=(_CONNECT_TIMEOUT_S, timeout_s + _WATCH_READ_SLACK_S),
+        _request_timeout=request_timeout or RequestTimeout().watch(timeout_s),
     )
     try:
         for event in stream:

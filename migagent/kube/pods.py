@@ -24,6 +24,7 @@ from migagent.clock import Clock
 from migagent.kube.classify import call_with_retries, classified, retry_after_s, status_message
 from migagent.kube.convert import pod_view
 from migagent.kube.port import EvictionOutcome, EvictionStatus, PodRef, PodView
+from migagent.kube.timeouts import RequestTimeout
 
 _HTTP_NOT_FOUND = 404
 _HTTP_CONFLICT = 409
@@ -35,10 +36,11 @@ _BUDGET_NAME = re.compile(r"^The disruption budget (\S+) ")
 
 
 class PodOps:
-    def __init__(self, core: CoreV1Api, *, node_name: str, clock: Clock) -> None:
+    def __init__(self, core: CoreV1Api, *, node_name: str, clock: Clock, timeout: RequestTimeout) -> None:
         self._core = core
         self._node_name = node_name
         self._clock = clock
+        self._timeout = timeout
 
     def list_pods_on_node(self, *, label_selector: str | None = None, namespace: str | None = None) -> list[PodView]:
         field_selector = f"spec.nodeName={self._node_name}"
@@ -49,11 +51,16 @@ class PodOps:
             with classified(call):
                 if namespace is None:
                     pods = self._core.list_pod_for_all_namespaces(
-                        field_selector=field_selector, label_selector=label_selector
+                        field_selector=field_selector,
+                        label_selector=label_selector,
+                        _request_timeout=self._timeout.request,
                     )
                 else:
                     pods = self._core.list_namespaced_pod(
-                        namespace, field_selector=field_selector, label_selector=label_selector
+                        namespace,
+                        field_selector=field_selector,
+                        label_selector=label_selector,
+                        _request_timeout=self._timeout.request,
                     )
             return [pod_view(pod) for pod in pods.items]
 
@@ -68,7 +75,9 @@ class PodOps:
 
         def find() -> PodView | None:
             with classified(call):
-                pods = self._core.list_namespaced_pod(ref.namespace, field_selector=f"metadata.name={ref.name}")
+                pods = self._core.list_namespaced_pod(
+                    ref.namespace, field_selector=f"metadata.name={ref.name}", _request_timeout=self._timeout.request
+                )
             return next((pod_view(pod) for pod in pods.items), None)
 
         return call_with_retries(call, find, clock=self._clock)
@@ -84,7 +93,9 @@ class PodOps:
         )
         with classified(f"evict pod {ref}"):
             try:
-                self._core.create_namespaced_pod_eviction(ref.name, ref.namespace, body)
+                self._core.create_namespaced_pod_eviction(
+                    ref.name, ref.namespace, body, _request_timeout=self._timeout.request
+                )
             except ApiException as error:
                 if error.status == _HTTP_NOT_FOUND:
                     return EvictionOutcome(EvictionStatus.GONE, f"pod {ref} not found")
@@ -111,7 +122,11 @@ class PodOps:
             with classified(call):
                 try:
                     self._core.delete_namespaced_pod(
-                        ref.name, ref.namespace, grace_period_seconds=grace_period_s, body=options
+                        ref.name,
+                        ref.namespace,
+                        grace_period_seconds=grace_period_s,
+                        body=options,
+                        _request_timeout=self._timeout.request,
                     )
                 except ApiException as error:
                     if error.status == _HTTP_CONFLICT and self._replaced(ref):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from migagent.errors import TransientError
+from migagent.kube.pdbs import PdbView
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,13 @@ class WatchExpired(TransientError):  # noqa: N818 - the contract names it so
         super().__init__(message, delay=0.0)
 
 
+class NodeChangedError(TransientError):
+    """A conditional write (resourceVersion precondition) found the Node changed since it was read (409)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, delay=0.0)
+
+
 class KubePort(Protocol):
     """What migagent needs from the API server, about its own Node and the pods on it."""
 
@@ -122,6 +130,7 @@ class KubePort(Protocol):
         *,
         labels: Mapping[str, str | None] | None = None,
         annotations: Mapping[str, str | None] | None = None,
+        resource_version: str | None = None,
     ) -> NodeView: ...
 
     def patch_labels(self, labels: Mapping[str, str | None]) -> NodeView: ...
@@ -145,3 +154,5 @@ class KubePort(Protocol):
     def evict(self, ref: PodRef) -> EvictionOutcome: ...
 
     def delete_pod(self, ref: PodRef, *, grace_period_s: int | None = None) -> None: ...
+
+    def list_pdbs(self, namespace: str) -> list[PdbView]: ...

@@ -52,6 +52,7 @@ class StatusPort(Protocol):
         *,
         labels: Mapping[str, str | None] | None = None,
         annotations: Mapping[str, str | None] | None = None,
+        resource_version: str | None = None,
     ) -> NodeView: ...
 
     def set_condition(self, condition_type: str, status: str, reason: str, message: str) -> NodeView: ...
@@ -73,11 +74,15 @@ class StatusReporter:
         annotations: Mapping[str, str | None] | None = None,
         event: EventReason | None = None,
         warning: bool = False,
+        resource_version: str | None = None,
     ) -> None:
-        """Label and annotations in one patch, then the condition, then (optionally) an Event."""
+        """Label and annotations in one patch, then the condition, then (optionally) an Event.
+
+        With `resource_version`, the patch is conditional: NodeChangedError (nothing written) when the
+        Node is no longer at that version."""
         labels = {MIG_CONFIG_STATE_LABEL: str(state)} if state is not None else None
         if labels or annotations:
-            self._api.patch_metadata(labels=labels, annotations=annotations)
+            self._api.patch_metadata(labels=labels, annotations=annotations, resource_version=resource_version)
         self._api.set_condition(CONDITION_TYPE, str(status), str(reason), message)
         if event is not None:
             self.event(event, message, warning=warning)
@@ -100,7 +105,16 @@ class StatusReporter:
         """A phase of a running change (Draining, WaitingForDevicePlugin): the condition only."""
         self.report(status=ConditionStatus.FALSE, reason=reason, message=message, event=_PROGRESS_EVENTS.get(reason))
 
-    def succeeded(self, *, desired: str, observed: str, message: str, plan: str | None = None) -> None:
+    def succeeded(
+        self,
+        *,
+        desired: str,
+        observed: str,
+        message: str,
+        plan: str | None = None,
+        resource_version: str | None = None,
+    ) -> None:
+        """`resource_version`: write only if the Node is still at that version (the label read with it)."""
         annotations: dict[str, str | None] = {
             DESIRED_ANNOTATION: desired,
             OBSERVED_ANNOTATION: observed,
@@ -116,6 +130,7 @@ class StatusReporter:
             message=message,
             annotations=annotations,
             event=EventReason.APPLIED,
+            resource_version=resource_version,
         )
 
     def failed(self, reason: ConditionReason, message: str, *, attempt: int) -> None:

@@ -6,10 +6,11 @@ Per GPU the layout selects (GPUs it does not select are left alone):
   where a requested mode did not activate); a reset step only where the GPU activates a mode
   change through a reset (Ampere) and the current mode is not yet the target. When the current
   mode changes, every existing GI goes first.
-* GPU instances: the solver keeps every existing GI that can stay. A GI counts as kept only with
-  the same profile, the same placement and the same CI profile multiset; a GI whose CIs differ is
-  destroyed and recreated rather than edited in place, which keeps the plan simple and every
-  step's done-test exact.
+* GPU instances: the solver evicts the fewest workloads (pods per GI, `workloads`), then keeps
+  every other existing GI that can stay; resets depend only on the mode, not on the packing.
+  A GI counts as kept only with the same profile, the same placement and the same CI profile
+  multiset; a GI whose CIs differ is destroyed and recreated rather than edited in place, which
+  keeps the plan simple and every step's done-test exact.
 
 Steps run node-wide in the order destroy-CI, destroy-GI, set-mode, reset, create-GI (largest
 first), create-CI, each by GPU index. A layout that cannot fit raises LayoutDoesNotFitError before
@@ -19,9 +20,10 @@ any step exists, naming the GPU and the closest layout that would fit.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from migagent.catalog.model import ProfileTable
+from migagent.catalog.model import Placement, ProfileTable
 from migagent.errors import InvalidLayoutError, LayoutDoesNotFitError
 from migagent.layout.desired import DesiredGi, DesiredGpu, DesiredNode
 from migagent.layout.observed import Observation, ObservedGi, ObservedGpu
@@ -64,7 +66,13 @@ def _refusal(gpu: ObservedGpu, table: ProfileTable, desired: tuple[DesiredGi, ..
     )
 
 
-def _target(gpu: ObservedGpu, want: DesiredGpu, existing: tuple[ObservedGi, ...]) -> tuple[PlacedGi, ...]:
+GiWorkloads = Mapping[tuple[int, Placement], int]
+"""Pods holding each existing GI, by (GPU index, GI placement): what destroying it would evict."""
+
+
+def _target(
+    gpu: ObservedGpu, want: DesiredGpu, existing: tuple[ObservedGi, ...], workloads: Mapping[Placement, int]
+) -> tuple[PlacedGi, ...]:
     """Placements for the desired GIs; raises when they cannot all exist on this GPU."""
     if not want.gpu_instances:
         return ()
@@ -74,7 +82,7 @@ def _target(gpu: ObservedGpu, want: DesiredGpu, existing: tuple[ObservedGi, ...]
             f" drivers do while MIG is disabled), so {len(want.gpu_instances)} GPU instance(s) cannot be placed;"
             " enable MIG mode on it first, or plan offline for its GPU model"
         )
-    solution = solve(gpu.profiles, existing=existing, desired=want.gpu_instances)
+    solution = solve(gpu.profiles, existing=existing, desired=want.gpu_instances, workloads=workloads)
     if solution is None:
         raise _refusal(gpu, gpu.profiles, want.gpu_instances)
     return solution.placed
@@ -133,14 +141,17 @@ def _create_steps(gpu: int, table: ProfileTable | None, created: tuple[PlacedGi,
     return steps
 
 
-def plan_gpu(gpu: ObservedGpu, want: DesiredGpu) -> tuple[GpuPlan, list[Step]]:
+def plan_gpu(
+    gpu: ObservedGpu, want: DesiredGpu, workloads: GiWorkloads | None = None
+) -> tuple[GpuPlan, list[Step]]:
     """The plan and steps for one GPU (steps in kind order; `plan` merges GPUs)."""
     _check_selectable(gpu, want)
     if not gpu.mig_capable:
         return GpuPlan(gpu=gpu.index, keep=(), destroy=(), create=(), mode_change=None, reset=False), []
     mode = _decide_mode(gpu, want.mig_enabled)
     existing = () if mode.clears_instances else gpu.gpu_instances
-    placed = _target(gpu, want, existing)
+    on_gpu = {placement: n for (index, placement), n in (workloads or {}).items() if index == gpu.index}
+    placed = _target(gpu, want, existing, on_gpu)
     kept = {id(p.kept) for p in placed if p.kept is not None}
     keep = tuple(sorted((gi for gi in gpu.gpu_instances if id(gi) in kept), key=lambda gi: gi.placement))
     destroy = tuple(sorted((gi for gi in gpu.gpu_instances if id(gi) not in kept), key=lambda gi: gi.placement))
@@ -172,8 +183,10 @@ def _observed_gpu(observation: Observation, index: int) -> ObservedGpu:
         ) from None
 
 
-def plan(observation: Observation, desired: DesiredNode) -> Plan:
-    """The plan that turns `observation` into `desired`; raises LayoutDoesNotFitError before any step."""
+def plan(observation: Observation, desired: DesiredNode, *, workloads: GiWorkloads | None = None) -> Plan:
+    """The plan that turns `observation` into `desired`; raises LayoutDoesNotFitError before any step.
+
+    With `workloads` (pods per GI), the packing evicts the fewest pods, then destroys the fewest GIs."""
     indices = [g.index for g in desired.gpus]
     repeated = sorted({i for i in indices if indices.count(i) > 1})
     if repeated:
@@ -182,7 +195,7 @@ def plan(observation: Observation, desired: DesiredNode) -> Plan:
     gpu_plans: list[GpuPlan] = []
     steps: list[Step] = []
     for want in sorted(desired.gpus, key=lambda g: g.index):
-        gpu_plan, gpu_steps = plan_gpu(_observed_gpu(observation, want.index), want)
+        gpu_plan, gpu_steps = plan_gpu(_observed_gpu(observation, want.index), want, workloads)
         gpu_plans.append(gpu_plan)
         steps += gpu_steps
     # Stable sort: within one kind and GPU the per-GPU order (largest first, CIs after their GI) stays.

@@ -2,16 +2,17 @@
 
 The search runs over the desired GIs, largest first, trying each legal placement by ascending
 start. A desired GI placed exactly where an existing GI of the same profile and the same CI
-multiset sits keeps that GI. Branch and bound maximises the kept count (a kept GI holding
-processes weighs a little more, so a busy GI wins a tie); among equal scores the first packing
-found, i.e. the lowest starts for the largest GIs, wins. A memo of which partial packings can
+multiset sits keeps that GI. Branch and bound optimises lexicographically: first the most
+workloads kept (pods on a GI, from PodResources, else 1 for a GI NVML sees processes on), i.e.
+the fewest pods evicted; then the most GIs kept, i.e. the fewest destroyed. Among equal scores the
+first packing found, i.e. the lowest starts for the largest GIs, wins. A memo of which partial packings can
 still be completed prunes dead ends, so the search finds a placement whenever one exists.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from migagent.catalog.model import Placement, ProfileTable
@@ -63,20 +64,26 @@ class _KeepSearch:
     packer: Packer
     ordered: tuple[DesiredGi, ...]
     existing: Sequence[ObservedGi]
+    workloads: Mapping[Placement, int] = field(default_factory=dict)
+    """Pods holding each existing GI, by placement (from PodResources); absent: none known."""
     best_score: int = -1
     best: tuple[Placement, ...] = ()
     _bound_suffix: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        # Any kept GI outweighs every busy-bonus together; the bonus only breaks ties.
-        self._keep_weight = len(self.existing) + 1
+        # One kept workload outweighs every kept idle GI together: fewest evicted first, then fewest destroyed.
+        self._workload_weight = len(self.existing) + 1
         potentials = [max((self.keep_weight(gi, e) for e in self.existing), default=0) for gi in self.ordered]
         self._bound_suffix = [sum(potentials[i:]) for i in range(len(potentials) + 1)]
 
     def keep_weight(self, desired: DesiredGi, existing: ObservedGi) -> int:
         if existing.profile_id != desired.profile_id or existing.ci_profile_ids != desired.ci_profile_ids:
             return 0
-        return self._keep_weight + (1 if existing.processes else 0)
+        return self._workload_weight * self.load(existing) + 1
+
+    def load(self, existing: ObservedGi) -> int:
+        """The workloads destroying this GI would stop: its pods, else 1 when NVML sees processes on it."""
+        return max(self.workloads.get(existing.placement, 0), 1 if existing.processes else 0)
 
     def weight_at(self, desired: DesiredGi, placement: Placement) -> int:
         return max((self.keep_weight(desired, e) for e in self.existing if e.placement == placement), default=0)
@@ -95,12 +102,21 @@ class _KeepSearch:
                 self.run(index + 1, taken, (*chosen, placement), score + gain)
 
 
-def solve(table: ProfileTable, *, existing: Sequence[ObservedGi], desired: Sequence[DesiredGi]) -> Solution | None:
-    """Target placements for `desired` keeping the most of `existing`; None when it cannot fit."""
+def solve(
+    table: ProfileTable,
+    *,
+    existing: Sequence[ObservedGi],
+    desired: Sequence[DesiredGi],
+    workloads: Mapping[Placement, int] | None = None,
+) -> Solution | None:
+    """Target placements for `desired` evicting the fewest workloads, then keeping the most of
+    `existing`; None when it cannot fit. `workloads`: pods per existing GI placement."""
     if multiset_problem(table, desired) is not None:
         return None
     ordered = largest_first(table, desired)
-    search = _KeepSearch(packer=_packer(table, ordered), ordered=ordered, existing=existing)
+    search = _KeepSearch(
+        packer=_packer(table, ordered), ordered=ordered, existing=existing, workloads=dict(workloads or {})
+    )
     if not search.packer.completable(0, 0, None):
         return None
     search.run(0, 0, (), 0)

@@ -59,6 +59,9 @@ def _needs_reboot(step: Step, error: MigAgentError) -> bool:
     return step.kind is StepKind.RESET_GPU and isinstance(error, NotSupportedError)
 
 
+_DEFAULT_PLANNER: Planner = plan
+
+
 @dataclass
 class _Attempt:
     """The working state of one `apply` call (mutable on purpose: it is the engine's scratchpad)."""
@@ -78,6 +81,8 @@ class _Attempt:
     steps_skipped: list[Step] = field(default_factory=list)
     log: Any = None
     started_s: float = 0.0  # the clock's monotonic time when `apply` began, for the summary's seconds
+    planner: Planner = _DEFAULT_PLANNER  # `plan` the function; the field `plan` above shadows it here
+    checkpoint: Callable[[], None] | None = None
 
     def result(self, outcome: ApplyOutcome, error: str | None = None) -> ApplyResult:
         return ApplyResult(outcome, tuple(self.steps_run), tuple(self.steps_skipped), error, self.plan)
@@ -109,8 +114,23 @@ class ApplyEngine:
         self._skip_reset = skip_reset
         self._planner = planner
 
-    def apply(self, desired: DesiredNode, *, layout_hash: str, config_name: str) -> ApplyResult:
-        attempt = _Attempt(layout_hash=layout_hash, config_name=config_name)
+    def apply(
+        self,
+        desired: DesiredNode,
+        *,
+        layout_hash: str,
+        config_name: str,
+        planner: Planner | None = None,
+        checkpoint: Callable[[], None] | None = None,
+    ) -> ApplyResult:
+        """`planner` replaces the engine's for this call: the agent passes the one it drained for (the
+        same workloads per GI), so the engine destroys exactly the GIs the drain emptied.
+
+        `checkpoint` runs between two steps (never inside one, and after the journal says where the
+        apply stands); whatever it raises, other than a MigAgentError, ends the apply there, resumable."""
+        attempt = _Attempt(
+            layout_hash=layout_hash, config_name=config_name, planner=planner or self._planner, checkpoint=checkpoint
+        )
         attempt.log = log.bind(config=config_name, layout_hash=layout_hash[:12])
         attempt.started_s = self._clock.monotonic()
         try:
@@ -166,7 +186,7 @@ class ApplyEngine:
 
     def _plan(self, a: _Attempt, observation: Observation, desired: DesiredNode) -> None:
         self._move(a, Phase.PLANNING)
-        a.plan, a.step_index = self._planner(observation, desired), 0
+        a.plan, a.step_index = a.planner(observation, desired), 0
         a.log.info("plan_computed", steps=len(a.plan.steps))
         check_nothing_in_use(a.plan.steps, observation)
         self._move(a, Phase.APPLYING)
@@ -188,7 +208,7 @@ class ApplyEngine:
     def _check_converged(self, a: _Attempt, desired: DesiredNode) -> None:
         """Every step is done; a fresh plan still having steps means the node changed under us."""
         self._move(a, Phase.VERIFYING)
-        remaining = self._planner(self._driver.observe(), desired)
+        remaining = a.planner(self._driver.observe(), desired)
         if not remaining.is_empty:
             pending = "; ".join(step.describe() for step in remaining.steps[:4])
             raise Replan(f"the node does not match the layout after applying; still needed: {pending}")
@@ -197,6 +217,8 @@ class ApplyEngine:
         assert a.plan is not None
         for index in range(a.step_index, len(a.plan.steps)):
             a.step_index = index
+            if a.checkpoint is not None:
+                a.checkpoint()  # a safe point: the previous step is done and journaled, this one not begun
             self._save(a, Phase.APPLYING)  # write-ahead: "about to run step `index`"
             self._run_step_retrying(a, a.plan.steps[index])
             a.step_index = index + 1

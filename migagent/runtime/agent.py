@@ -9,6 +9,7 @@ in through `AgentPorts`, so tests and the demo run it against the simulator unch
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import structlog
 
@@ -31,8 +32,11 @@ class Agent:
         source: DesiredSource | None = None,
         health: HealthState | None = None,
         phase_hook: PhaseHook | None = None,
+        current_label: Callable[[], str | None] | None = None,
     ) -> None:
-        """`phase_hook` is called as each phase starts (tests use it to stop an agent at a phase)."""
+        """`phase_hook` is called as each phase starts (tests use it to stop an agent at a phase);
+        `current_label` tells the layout the Node's label names now (a change mid-attempt re-plans)."""
+        self._current_label = current_label
         self._ports = ports
         self._settings = settings
         self._source = source
@@ -61,7 +65,14 @@ class Agent:
     def reconcile_once(self, stop: threading.Event | None = None) -> Outcome:
         clock = self._ports.clock
         started = clock.monotonic()
-        report = NodeReconcile(self._ports, self._settings, stop=stop, phase_hook=self._phase_started).run()
+        report = NodeReconcile(
+            self._ports,
+            self._settings,
+            stop=stop,
+            phase_hook=self._phase_started,
+            current_label=self._current_label,
+            heartbeat=self._health.heartbeat if self._health is not None else None,
+        ).run()
         duration = clock.monotonic() - started
         self.last_report = report
         self.reconciles += 1

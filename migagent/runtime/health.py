@@ -1,7 +1,9 @@
 """Liveness and readiness of the agent, and the HTTP server that exposes them with /metrics.
 
-- /healthz (liveness): the main loop has called `heartbeat()` within `stale_after_s`. A loop that
-  stopped beating is stuck (a hung call, a deadlock); the kubelet restarts the container.
+- /healthz (liveness): the main loop has called `heartbeat()` within `stale_after_s`, and every added
+  liveness check (the label watch thread's) passes. A loop that stopped beating is stuck (a hung
+  call, a deadlock); the kubelet restarts the container. The reconcile beats at every safe point
+  (phase, NVML step, drain and device-plugin poll), so a reconcile stuck in one place fails it too.
 - /readyz (readiness): the agent said `set_ready(True)` (after its first observation of the node)
   and is alive. The agent says `set_ready(False)` while it is wedged (e.g. the node cannot be read).
 - /metrics: prometheus_client's own exposition of the given registry.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
 from urllib.parse import urlsplit
@@ -26,6 +29,9 @@ from migagent.clock import Clock
 # The agent's longest blocking waits (a drain until its timeout, the device-plugin re-advertisement)
 # run for minutes between heartbeats; liveness must not kill it in the middle of one.
 DEFAULT_STALE_AFTER_S = 900.0
+
+
+LivenessCheck = Callable[[], str | None]
 
 
 @dataclass(frozen=True)
@@ -47,11 +53,23 @@ class HealthState:
         self._last_beat = clock.monotonic()
         self._ready = False
         self._not_ready_reason = "the agent has not observed the node yet"
+        self._checks: list[LivenessCheck] = []
+        self._readiness_checks: list[LivenessCheck] = []
+
+    def add_liveness_check(self, check: LivenessCheck) -> None:
+        """`check()` returns why the process is stuck (liveness fails with that text), or None."""
+        with self._lock:
+            self._checks.append(check)
 
     def heartbeat(self) -> None:
         now = self._clock.monotonic()
         with self._lock:
             self._last_beat = now
+
+    def add_readiness_check(self, check: LivenessCheck) -> None:
+        """`check()` returns why the agent cannot do its job now (readiness fails with that text), or None."""
+        with self._lock:
+            self._readiness_checks.append(check)
 
     def set_ready(self, ready: bool, reason: str = "") -> None:
         """`reason` says why the agent is not ready (shown in the /readyz body); ignored when ready."""
@@ -64,6 +82,12 @@ class HealthState:
             age = self._clock.monotonic() - self._last_beat
         if age > self._stale_after_s:
             return Verdict(False, f"main loop heartbeat is {age:.0f}s old (limit {self._stale_after_s:.0f}s)")
+        with self._lock:
+            checks = list(self._checks)
+        for check in checks:
+            stuck = check()
+            if stuck is not None:
+                return Verdict(False, stuck)
         return Verdict(True, "ok")
 
     def readiness(self) -> Verdict:
@@ -71,8 +95,14 @@ class HealthState:
         if not alive.ok:
             return alive
         with self._lock:
-            if not self._ready:
-                return Verdict(False, self._not_ready_reason)
+            checks = list(self._readiness_checks)
+            ready, not_ready_reason = self._ready, self._not_ready_reason
+        for check in checks:
+            problem = check()
+            if problem is not None:
+                return Verdict(False, problem)
+        if not ready:
+            return Verdict(False, not_ready_reason)
         return Verdict(True, "ok")
 
 

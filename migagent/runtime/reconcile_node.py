@@ -1,7 +1,9 @@
 """One reconcile of the node: from the desired label to a reported state, undoing everything on failure.
 
     read node -> OBSERVE (layout file, NVML) -> PLAN -> nothing to do? report success, done.
-    else: pending -> CORDON -> PAUSE (device plugin) -> DRAIN (only pods on disturbed devices)
+    else: PLAN again with the pods per GI (fewest evicted) -> safety gate (runtime.gate): a change
+          that needs pods gone that cannot be evicted is refused here, before any write to the Node
+          -> pending -> CORDON -> PAUSE (device plugin) -> DRAIN (only pods on disturbed devices)
           -> APPLY (journaled engine) -> RESTART_PLUGIN -> READVERTISE -> UNCORDON -> success
 
 Each phase that changes the node pushes its inverse on the attempt's undo stack; `_fail` is the one
@@ -12,13 +14,14 @@ left on the Node (our cordon, paused labels), so a restarted agent finishes or u
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import structlog
 
 from migagent.kube.deviceplugin import PausedComponents, advertised_within, wait_for_advertisement
-from migagent.kube.drain import DrainPlanner
+from migagent.kube.drain_scope import gi_workloads
 from migagent.kube.expected import advertisement_matches, expected_resources
 from migagent.kube.names import (
     ATTEMPT_ANNOTATION,
@@ -28,7 +31,7 @@ from migagent.kube.names import (
     EventReason,
     MigConfigState,
 )
-from migagent.kube.port import NodeView
+from migagent.kube.port import NodeChangedError, NodeView, PodView
 from migagent.kube.status import (
     StatusReporter,
     desired_annotation,
@@ -42,6 +45,7 @@ from migagent.layout.parse import load_layout_file
 from migagent.layout.resolve import identity_of, resolve_config
 from migagent.planning import Plan, plan
 from migagent.reconcile.journal import desired_node_hash
+from migagent.reconcile.machine import Planner
 from migagent.reconcile.result import ApplyOutcome
 from migagent.runtime.attempt import (
     DEVICE_PLUGIN,
@@ -53,11 +57,25 @@ from migagent.runtime.attempt import (
     UndoStack,
     failure_reason,
 )
+from migagent.runtime.gate import decide_drain
 from migagent.runtime.listener import AgentPhase, Outcome
 from migagent.runtime.notes import check_advertisable, eviction_reasons, gpu_pods_left_alone, plan_summary
 from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook, ReconcileReport
+from migagent.runtime.supersede import CheckedNodeReads, LabelCheckpoint, LayoutSuperseded
 
 log = structlog.get_logger(__name__)
+
+_SUCCESS_WRITE_TRIES = 5
+
+
+@dataclass(frozen=True)
+class _Decided:
+    """What the gate let through: the plan, the planner that made it (the engine re-plans with the
+    same workloads per GI), and the pods to evict."""
+
+    steps: Plan
+    planner: Planner
+    evict: tuple[PodView, ...]
 
 
 class NodeReconcile:
@@ -70,7 +88,13 @@ class NodeReconcile:
         *,
         stop: threading.Event | None = None,
         phase_hook: PhaseHook | None = None,
+        current_label: Callable[[], str | None] | None = None,
+        heartbeat: Callable[[], None] | None = None,
     ) -> None:
+        """`current_label`: the label value the watch saw last (a change mid-attempt supersedes it);
+        `heartbeat`: beaten at every safe point, so liveness sees a long change progressing."""
+        self._current_label = current_label
+        self._heartbeat = heartbeat
         self._p = ports
         self._settings = settings
         self._stop = stop
@@ -118,7 +142,25 @@ class NodeReconcile:
             advertising = self._advertising(node, observation)
             if advertising is not None:
                 return self._already_applied(advertising, name, desired, observation)
-        return self._reconfigure(name, desired, observation, steps)
+            return self._reconfigure(name, desired, observation, _Decided(steps, plan, ()))
+        with self._in_phase(AgentPhase.PLAN):
+            decided = self._decide(desired, observation)
+        return self._reconfigure(name, desired, observation, decided)
+
+    def _decide(self, desired: DesiredNode, observation: Observation) -> _Decided:
+        """Plan for the fewest evicted pods and run the safety gate, before anything on the Node changes."""
+        pods = self._p.api.list_pods_on_node()
+        holdings = self._p.pod_resources.list()
+        workloads = gi_workloads(observation, holdings)
+
+        def planner(seen: Observation, wanted: DesiredNode) -> Plan:
+            return plan(seen, wanted, workloads=workloads)
+
+        steps = planner(observation, desired)
+        decision = decide_drain(
+            self._p.api, steps, observation, holdings, pods, force_delete=self._settings.force_delete
+        )
+        return _Decided(steps, planner, decision.evict)
 
     def _advertising(self, node: NodeView, observation: Observation) -> NodeView | None:
         """The node once it advertises what the GPUs hold; None: the plugin needs a restart.
@@ -154,43 +196,98 @@ class NodeReconcile:
         self._log.info("layout_already_applied", reported=reported)
         return Outcome.UNCHANGED
 
-    def _reconfigure(self, name: str, desired: DesiredNode, observation: Observation, steps: Plan) -> Outcome:
-        layout_hash = desired_node_hash(desired)
-        marker = AttemptMarker(self._attempt, name, self._p.clock.wall())
-        self._status.pending(
-            desired_annotation(name, layout_hash),
-            f"applying layout {name}: {plan_summary(steps)}",
-            attempt=marker.to_annotation(),
-        )
+    def _reconfigure(self, name: str, desired: DesiredNode, observation: Observation, decided: _Decided) -> Outcome:
+        self._report_pending(name, desired, decided.steps)
         with self._in_phase(AgentPhase.CORDON):
             if self._releases.cordon.cordon():
                 self._undo.push(UNCORDON, self._releases.uncordon)
                 self._status.event(EventReason.CORDONED, f"node cordoned while layout {name} is applied")
         with self._in_phase(AgentPhase.PAUSE):
             paused = self._pause()
+        while True:
+            checkpoint = LabelCheckpoint(self._current_label, name, heartbeat=self._heartbeat)
+            try:
+                return self._change(name, desired, observation, decided, paused=paused, checkpoint=checkpoint)
+            except LayoutSuperseded as newer:
+                # One disruption per change: re-plan from what the GPUs hold now, keeping the cordon.
+                self._log.info("layout_superseded", applying=name, now=newer.layout)
+                self._status.event(
+                    EventReason.RECONFIGURING, f"label changed to {newer.layout} while {name} was applied: re-planning"
+                )
+                name = newer.layout
+                self._log = self._log.bind(layout=name)
+                with self._in_phase(AgentPhase.OBSERVE):
+                    layout = load_layout_file(self._settings.config_file)
+                    observation = self._p.driver.observe()
+                with self._in_phase(AgentPhase.PLAN):
+                    desired = resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus])
+                    check_advertisable(desired, observation)
+                    decided = self._decide(desired, observation)
+                self._report_pending(name, desired, decided.steps)
+                if DEVICE_PLUGIN not in self._undo:  # already resumed: pause again before the GPUs change
+                    with self._in_phase(AgentPhase.PAUSE):
+                        paused = self._pause()
+
+    def _report_pending(self, name: str, desired: DesiredNode, steps: Plan) -> None:
+        marker = AttemptMarker(self._attempt, name, self._p.clock.wall())
+        self._status.pending(
+            desired_annotation(name, desired_node_hash(desired)),
+            f"applying layout {name}: {plan_summary(steps)}",
+            attempt=marker.to_annotation(),
+        )
+
+    def _change(
+        self,
+        name: str,
+        desired: DesiredNode,
+        observation: Observation,
+        decided: _Decided,
+        *,
+        paused: PausedComponents,
+        checkpoint: LabelCheckpoint,
+    ) -> Outcome:
+        """Drain, apply, re-advertise, report; LayoutSuperseded from any safe point on the way."""
+        steps = decided.steps
+        layout_hash = desired_node_hash(desired)
         with self._in_phase(AgentPhase.DRAIN):
-            self._drain(steps, observation)
+            self._drain(steps, observation, checkpoint)
         with self._in_phase(AgentPhase.APPLY):
-            rebooting = self._apply(name, desired, layout_hash, steps)
+            rebooting = self._apply(name, desired, layout_hash, decided, checkpoint)
         if rebooting:  # the node keeps its cordon and paused labels until the agent resumes after the reboot
             return Outcome.REBOOTING
         with self._in_phase(AgentPhase.RESTART_PLUGIN):
             self._restart_plugin(paused)
         with self._in_phase(AgentPhase.READVERTISE):
-            after = self._readvertise(name)
+            after = self._readvertise(name, checkpoint)
+        self._report_success(name, layout_hash, after, steps)
         with self._in_phase(AgentPhase.UNCORDON):
             if UNCORDON in self._undo:
                 self._releases.uncordon()
                 self._undo.pop(UNCORDON)
-        self._status.succeeded(
-            desired=desired_annotation(name, layout_hash),
-            observed=observed_annotation(after),
-            plan=plan_annotation(steps),
-            message=f"layout {name} applied: {plan_summary(steps)}",
-        )
         self._p.listener.layout_applied(name)
         self._log.info("layout_applied")
         return Outcome.APPLIED
+
+    def _report_success(self, name: str, layout_hash: str, after: Observation, steps: Plan) -> None:
+        """`success`, only while the label still names `name`: a write conditional on the resourceVersion
+        the label was read at, so a label changed in between is never reported as applied."""
+        for _ in range(_SUCCESS_WRITE_TRIES):
+            node = self._p.api.get_node()
+            label = node.labels.get(MIG_CONFIG_LABEL)
+            if label is not None and label != name:
+                raise LayoutSuperseded(label)
+            try:
+                self._status.succeeded(
+                    desired=desired_annotation(name, layout_hash),
+                    observed=observed_annotation(after),
+                    plan=plan_annotation(steps),
+                    message=f"layout {name} applied: {plan_summary(steps)}",
+                    resource_version=node.resource_version,
+                )
+                return
+            except NodeChangedError:
+                continue  # the Node moved on (a label, a kubelet update): read it again and decide afresh
+        raise ApplyFailedError(f"layout {name} is applied but the node kept changing while success was recorded")
 
     def _pause(self) -> PausedComponents:
         adopted = DEVICE_PLUGIN in self._undo
@@ -204,10 +301,15 @@ class NodeReconcile:
             self._undo.pop(DEVICE_PLUGIN)  # nothing paused: nothing to restore until the GPUs change
         return paused
 
-    def _drain(self, steps: Plan, observation: Observation) -> None:
+    def _drain(self, steps: Plan, observation: Observation, checkpoint: LabelCheckpoint) -> None:
+        # Scoped again now the node is cordoned: a pod scheduled since the gate ran is seen (and gated).
         pods = self._p.api.list_pods_on_node()
         holdings = self._p.pod_resources.list()
-        chosen = DrainPlanner().pods_to_evict(steps, observation, holdings, pods)
+        chosen = list(
+            decide_drain(
+                self._p.api, steps, observation, holdings, pods, force_delete=self._settings.force_delete
+            ).evict
+        )
         left = gpu_pods_left_alone(pods, chosen)
         self._log.info("drain_scoped", evict=[str(p.ref) for p in chosen], left_alone=[str(r) for r in left])
         if not chosen:
@@ -219,19 +321,28 @@ class NodeReconcile:
             f" {len(left)} other GPU pod(s) keep running",
         )
         result = self._p.drainer.drain(
-            chosen, timeout_s=self._settings.drain_timeout_s, force_delete=self._settings.force_delete, stop=self._stop
+            chosen,
+            timeout_s=self._settings.drain_timeout_s,
+            force_delete=self._settings.force_delete,
+            stop=self._stop,
+            checkpoint=checkpoint,
         )
         self._p.listener.pods_evicted(len(result.removed))
         self._p.listener.drain_wait(result.waited_s)
         for ref in result.removed:
             self._status.event(EventReason.POD_EVICTED, f"pod {ref} evicted: {reasons.get(ref, 'holds a device')}")
 
-    def _apply(self, name: str, desired: DesiredNode, layout_hash: str, steps: Plan) -> bool:
+    def _apply(
+        self, name: str, desired: DesiredNode, layout_hash: str, decided: _Decided, checkpoint: LabelCheckpoint
+    ) -> bool:
         """Run the engine; True when it asked for a reboot to activate a MIG mode change."""
+        steps = decided.steps
         # From here on the GPUs may change: any failure must let the device plugin re-enumerate.
         if DEVICE_PLUGIN not in self._undo:
             self._undo.push(DEVICE_PLUGIN, lambda: self._p.restarter.resume(PausedComponents()))
-        result = self._p.engine.apply(desired, layout_hash=layout_hash, config_name=name)
+        result = self._p.engine.apply(
+            desired, layout_hash=layout_hash, config_name=name, planner=decided.planner, checkpoint=checkpoint
+        )
         self._p.listener.instances_changed(
             sum(len(g.keep) for g in steps.gpus),
             sum(len(g.destroy) for g in steps.gpus),
@@ -251,7 +362,7 @@ class NodeReconcile:
         self._undo.pop(DEVICE_PLUGIN)  # only once resumed: a failed resume is retried by the undo
         self._status.event(EventReason.DEVICE_PLUGIN_RESTARTED, "device plugin restarted to re-enumerate MIG devices")
 
-    def _readvertise(self, name: str) -> Observation:
+    def _readvertise(self, name: str, checkpoint: LabelCheckpoint) -> Observation:
         after = self._p.driver.observe()
         expected = expected_resources(after)
         self._status.progress(
@@ -260,7 +371,7 @@ class NodeReconcile:
         )
         started = self._p.clock.monotonic()
         wait_for_advertisement(
-            self._p.api,
+            CheckedNodeReads(self._p.api, checkpoint),
             expected,
             timeout_s=self._settings.readvertise_timeout_s,
             clock=self._p.clock,

@@ -47,6 +47,17 @@ class WatchSettings:
     backoff_max_s: float = 30.0
     healthy_stream_s: float = 5.0
     """A stream that lasted at least this long resets the back-off; shorter ones grow it."""
+    request_timeout_s: float = 30.0
+    """The API client's request timeout: a read, and the slack a watch read gets past watch_timeout_s."""
+    request_attempts: int = 5
+    """How often one GET is tried (classify.call_with_retries) before the thread lists again."""
+
+    @property
+    def stuck_after_s(self) -> float:
+        """The longest a working watch thread goes without progress: a GET tried every time and
+        timing out, the longest back-off, then a watch read the server ends only at its timeout."""
+        get_node = self.request_attempts * (self.request_timeout_s + self.backoff_max_s)
+        return get_node + self.backoff_max_s + self.watch_timeout_s + self.request_timeout_s
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,8 @@ class NodeLabelSource:
         self._known = False
         self._last_resync = clock.monotonic()
         self._thread: threading.Thread | None = None
+        self._last_progress = clock.monotonic()
+        self._failing: str | None = None
         self.relists = 0
         """How many times the node was (re-)listed: a figure for tests and the bench."""
 
@@ -124,6 +137,25 @@ class NodeLabelSource:
         self._thread = threading.Thread(target=self._run, name="node-label-watch", daemon=True)
         self._thread.start()
 
+    def stuck(self) -> str | None:
+        """Why the watch thread is not doing its job (a liveness check), or None while it is."""
+        if self._thread is None or self._stopping.is_set():
+            return None
+        if not self._thread.is_alive():
+            return "the node label watch thread has ended"
+        quiet = self._clock.monotonic() - self._last_progress
+        if quiet > self._settings.stuck_after_s:
+            return (
+                f"the node label watch thread has made no progress for {quiet:.0f}s"
+                f" (limit {self._settings.stuck_after_s:.0f}s)"
+            )
+        return None
+
+    def failing(self) -> str | None:
+        """The error of the last list or watch when it failed (a readiness check), else None."""
+        with self._lock:
+            return None if self._failing is None else f"cannot read or watch the node: {self._failing}"
+
     def stop(self, *, join_timeout_s: float = 2.0) -> None:
         """Ask the thread to end; a stream blocked in a read ends at its watch timeout at the latest."""
         self._stopping.set()
@@ -133,7 +165,7 @@ class NodeLabelSource:
     def _run(self) -> None:
         backoff = self._settings.backoff_initial_s
         while not self._stopping.is_set():
-            started = self._clock.monotonic()
+            started = self._last_progress = self._clock.monotonic()
             try:
                 self._list_then_watch()
             except WatchExpired:
@@ -142,6 +174,8 @@ class NodeLabelSource:
                 if self._stopping.is_set():
                     return
                 error = str(exc) if isinstance(exc, MigAgentError) else f"{type(exc).__name__}: {exc}"
+                with self._lock:
+                    self._failing = error
                 log.warning("node_watch_failed", error=error, retry_in_s=backoff)
             if self._clock.monotonic() - started >= self._settings.healthy_stream_s:
                 backoff = self._settings.backoff_initial_s
@@ -151,12 +185,15 @@ class NodeLabelSource:
 
     def _list_then_watch(self) -> None:
         node = self._api.get_node()
+        with self._lock:
+            self._failing = None
         self.relists += 1
         self._deliver(node.labels.get(self._label))
         resource_version = node.resource_version
         for event in self._api.watch_node(resource_version, self._settings.watch_timeout_s):
             if self._stopping.is_set():
                 return
+            self._last_progress = self._clock.monotonic()
             if event.type == "DELETED":
                 self._deliver(None)
             elif event.node is not None:

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from migagent.cli.simcluster import SimCluster, SimClusterConfig
+from migagent.cli.simcluster import PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig
 from migagent.clock import SystemClock
 from migagent.kube.names import (
     CONDITION_TYPE,
@@ -20,6 +20,7 @@ from migagent.kube.names import (
 from migagent.runtime.listener import AgentPhase
 from migagent.runtime.ports import PhaseHook
 
+BLOCKING_FOR_NOW = PDB_BLOCKING_FOR_NOW
 T = TypeVar("T")
 JsonDict = dict[str, Any]
 
@@ -119,3 +120,4 @@ def attached_pids(cluster: SimCluster) -> set[int]:
         for ci in gi.compute_instances
         for process in ci.processes
     }
+

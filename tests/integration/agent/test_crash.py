@@ -11,6 +11,7 @@ from migagent.cli.simcluster import SimCluster
 from migagent.kube.names import ATTEMPT_ANNOTATION
 from migagent.runtime.listener import AgentPhase, Outcome
 from tests.integration.agent.support import (
+    BLOCKING_FOR_NOW,
     SMALL_ALL_1G,
     SMALL_BALANCED,
     SimulatedCrash,
@@ -103,6 +104,7 @@ def test_a_stop_request_while_a_pdb_blocks_the_drain_ends_the_wait_and_releases_
 ) -> None:
     cluster.kubelet.run_workload("ml", "guarded", mig_uuid=cluster.mig_uuid(0, 6), labels={"app": "guarded"})
     cluster.api.add_pdb("ml", "guarded-pdb", match_labels={"app": "guarded"}, disruptions_allowed=0)
+    cluster.api.set_pdb_status("ml", "guarded-pdb", BLOCKING_FOR_NOW)  # blocks for now, not for good
     stop = threading.Event()
     evictions_at_stop: list[int] = []
 

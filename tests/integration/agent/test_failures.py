@@ -9,6 +9,7 @@ from migagent.kube.names import ATTEMPT_ANNOTATION, LAST_ERROR_ANNOTATION, deplo
 from migagent.reconcile.reboot import RecordingRebootRequester
 from migagent.runtime.listener import Outcome
 from tests.integration.agent.support import (
+    BLOCKING_FOR_NOW,
     SMALL_ALL_1G,
     SMALL_BALANCED,
     ImpatientClock,
@@ -39,6 +40,7 @@ def _blocked_evictions(cluster: SimCluster) -> int:
 
 def test_a_blocking_pdb_makes_the_agent_wait_and_it_succeeds_once_the_pdb_allows(cluster: SimCluster) -> None:
     _guarded_workload(cluster, disruptions_allowed=0)
+    cluster.api.set_pdb_status("ml", "inference-pdb", BLOCKING_FOR_NOW)  # blocks for now, not for good
     running = cluster.start_agent()
     eventually(lambda: state(cluster) == "success", what="the starting layout reported")
     cluster.label("all-balanced")
@@ -53,12 +55,20 @@ def test_a_blocking_pdb_makes_the_agent_wait_and_it_succeeds_once_the_pdb_allows
     assert_released(cluster)
 
 
-def test_a_pdb_that_never_allows_times_out_and_the_attempt_is_fully_undone(cluster: SimCluster) -> None:
-    _guarded_workload(cluster, disruptions_allowed=0)
+def test_a_pdb_that_never_allows_is_refused_before_the_node_is_cordoned_or_paused(cluster: SimCluster) -> None:
+    _guarded_workload(cluster, disruptions_allowed=0)  # minAvailable 1 with 1 pod expected: never
     agent, _ = cluster.build_agent(cluster.options(drain_timeout_s=0.5))
     cluster.label("all-balanced")
+    node_writes: list[JsonDict] = []
+    cluster.api.on_node_changed(node_writes.append)
 
     assert agent.reconcile_once() is Outcome.FAILED
+
+    assert not any(n["spec"].get("unschedulable") for n in node_writes), "the node was cordoned"
+    assert all(
+        v != "paused-for-mig-change" for n in node_writes for v in n["metadata"].get("labels", {}).values()
+    ), "an operand was paused"
+    assert not [r for r in cluster.api.requests if r.subresource == "eviction"]
 
     assert state(cluster) == "failed"
     failed = condition(cluster)

@@ -152,8 +152,8 @@ def test_every_phase_of_a_change_is_recorded_as_an_event_on_the_node(cluster: Si
         "MigGpusReconfigured",
         "MigDevicePluginRestarted",
         "MigWaitingForDevicePlugin",
+        "MigConfigApplied",  # success is written (conditionally) before the uncordon: issue 9 item 4
         "MigUncordoned",
-        "MigConfigApplied",
     ]
     node_uid = cluster.node()["metadata"]["uid"]
     for event in cluster.api.events():

@@ -12,8 +12,8 @@ from migagent.cli import main
 LAYOUTS = (
     "version: v1\nmig-configs:\n"
     '  a100-only:\n    - {device-filter: "0x20B010DE", devices: all, mig-enabled: true, mig-devices: {"1g.5gb": 7}}\n'
-    '  unknown-gpu-only:\n    - {device-filter: "0x2C3110DE", devices: all, mig-enabled: true, mig-devices: {"1g.23gb": 7}}\n'
-    "  a100-and-unknown-gpu:\n"
+    '  other-only:\n    - {device-filter: "0x2C3110DE", devices: all, mig-enabled: true, mig-devices: {"1g.23gb": 7}}\n'
+    "  a100-and-other:\n"
     '    - {device-filter: "0x20B010DE", devices: all, mig-enabled: true, mig-devices: {"1g.5gb": 7}}\n'
     '    - {device-filter: "0x2C3110DE", devices: all, mig-enabled: true, mig-devices: {"1g.23gb": 7}}\n'
     '  unfiltered-1g.6gb:\n    - {devices: all, mig-enabled: true, mig-devices: {"1g.6gb": 4}}\n'
@@ -33,9 +33,9 @@ def test_skipped_and_unchecked_configs_are_not_counted_as_valid(
     assert main(["validate", "-f", str(layouts)]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[-1] == f"{layouts}: 2 config(s) valid, 1 partly checked, 1 not checked"
-    assert "unknown-gpu-only: not checked\n  skipped A100-40GB, A100-80GB" in out
+    assert "other-only: not checked\n  skipped A100-40GB, A100-80GB" in out
     assert "  not checked: [0] device-filter 0x2C3110DE matches no catalog model\n" in out
-    assert "a100-and-unknown-gpu: partly checked; valid on A100-40GB\n" in out
+    assert "a100-and-other: partly checked; valid on A100-40GB\n" in out
     assert "unfiltered-1g.6gb: valid on A30-24GB\n  skipped A100-40GB, A100-80GB, H100-80GB-SXM" in out
 
 

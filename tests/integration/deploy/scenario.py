@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from migagent.cli import build_parser
-from migagent.cli.simcluster import GPU_OPERATOR_LABELS, SimCluster, SimClusterConfig
+from migagent.cli.simcluster import GPU_OPERATOR_LABELS, PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig
 from migagent.kube.names import DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
 from migagent.sim.kube_apiserver.faults import RecordedRequest
 from migagent.sim.kubelet import FakeKubelet
@@ -75,6 +75,7 @@ def run_agent_scenario(workdir: Path, flags: DeployedFlags) -> list[RecordedRequ
         for namespace, name, (gpu, slot), labels in (GUARDED_WORKLOAD, PLAIN_WORKLOAD):
             cluster.kubelet.run_workload(namespace, name, mig_uuid=cluster.mig_uuid(gpu, slot), labels=labels)
         cluster.api.add_pdb("ml", "inference-pdb", match_labels={"app": "inference"}, disruptions_allowed=0)
+        cluster.api.set_pdb_status("ml", "inference-pdb", PDB_BLOCKING_FOR_NOW)
         base = cluster.options(drain_timeout_s=1.0, force_delete=flags.force_delete)
         options = replace(
             base,

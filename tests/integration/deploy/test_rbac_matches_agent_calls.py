@@ -62,8 +62,9 @@ def test_only_the_standalone_agent_deletes_a_pod_and_only_in_the_plugin_namespac
 
 
 # The issue's list and nothing more: get, watch and patch Nodes and their status, list pods, create
-# evictions, create events (only where Events about a Node live). Neither `get pods` nor any access
-# to PodDisruptionBudgets: the agent finds one pod by listing, and the 429 names the blocking budget.
+# evictions, create events (only where Events about a Node live), and (issue 9, decide before
+# disturbing) list PodDisruptionBudgets, read-only, to refuse a change no eviction can satisfy before
+# the node is cordoned. No `get pods`: the agent finds one pod by listing.
 LEAST_PRIVILEGE = {
     ("get", "", "nodes", "cluster-wide"),
     ("watch", "", "nodes", "cluster-wide"),
@@ -71,6 +72,7 @@ LEAST_PRIVILEGE = {
     ("patch", "", "nodes/status", "cluster-wide"),
     ("list", "", "pods", "cluster-wide"),
     ("create", "", "pods/eviction", "cluster-wide"),
+    ("list", "policy", "poddisruptionbudgets", "cluster-wide"),
     ("create", "", "events", "default"),
 }
 

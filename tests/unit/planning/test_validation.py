@@ -12,8 +12,8 @@ from migagent.planning.validation import ConfigReport, ConfigStatus, validate_la
 LAYOUT = parse_layout(
     "version: v1\nmig-configs:\n"
     '  a100-only:\n    - {device-filter: "0x20B010DE", devices: all, mig-enabled: true, mig-devices: {"1g.5gb": 7}}\n'
-    '  unknown-gpu-only:\n    - {device-filter: "0x2C3110DE", devices: all, mig-enabled: true, mig-devices: {"1g.23gb": 7}}\n'
-    "  a100-and-unknown-gpu:\n"
+    '  other-only:\n    - {device-filter: "0x2C3110DE", devices: all, mig-enabled: true, mig-devices: {"1g.23gb": 7}}\n'
+    "  a100-and-other:\n"
     '    - {device-filter: "0x20B010DE", devices: all, mig-enabled: true, mig-devices: {"1g.5gb": 7}}\n'
     '    - {device-filter: "0x2C3110DE", devices: all, mig-enabled: true, mig-devices: {"1g.23gb": 7}}\n'
     '  unfiltered-1g.6gb:\n    - {devices: all, mig-enabled: true, mig-devices: {"1g.6gb": 4}}\n',
@@ -40,14 +40,14 @@ def test_a_filter_for_a_model_that_was_not_selected_says_which_model_it_matches(
 
 
 def test_a_filter_for_hardware_outside_the_catalog_says_it_matches_no_catalog_model() -> None:
-    result = report("unknown-gpu-only")
+    result = report("other-only")
     assert result.status is ConfigStatus.NOT_CHECKED
     assert result.unchecked_entries == ["[0] device-filter 0x2C3110DE matches no catalog model"]
     assert not result.checked
 
 
 def test_a_config_with_an_entry_checked_nowhere_is_only_partly_checked_not_valid() -> None:
-    result = report("a100-and-unknown-gpu")
+    result = report("a100-and-other")
     assert result.status is ConfigStatus.PARTLY_CHECKED
     assert result.checked == {"A100-40GB": [0]}
     assert result.unchecked_entries == ["[1] device-filter 0x2C3110DE matches no catalog model"]

@@ -1,0 +1,50 @@
+"""Which PodDisruptionBudgets can never allow an eviction (the gate refuses) and which only block for now."""
+
+from __future__ import annotations
+
+import pytest
+
+from migagent.kube.pdbs import PdbView, SelectorRequirement
+
+
+@pytest.mark.parametrize(
+    ("min_available", "max_unavailable", "expected_pods", "never"),
+    [
+        (None, 0, 3, True),
+        (None, "0%", 3, True),
+        (3, None, 3, True),
+        (4, None, 3, True),
+        ("100%", None, 3, True),
+        (2, None, 3, False),
+        (None, 1, 3, False),
+        ("50%", None, 3, False),
+        (1, None, None, False),  # the disruption controller has not counted the pods yet: not refused
+    ],
+)
+def test_max_unavailable_zero_or_min_available_equal_to_the_expected_pods_never_allows(
+    min_available: int | str | None, max_unavailable: int | str | None, expected_pods: int | None, never: bool
+) -> None:
+    budget = PdbView(
+        "ml",
+        "pdb",
+        match_labels={"app": "x"},
+        min_available=min_available,
+        max_unavailable=max_unavailable,
+        expected_pods=expected_pods,
+        disruptions_allowed=0,
+    )
+    assert (budget.never_allows() is not None) == never
+
+
+def test_a_budget_selects_by_labels_and_expressions_in_its_own_namespace_only() -> None:
+    budget = PdbView(
+        "ml",
+        "pdb",
+        match_labels={"app": "x"},
+        match_expressions=(SelectorRequirement("tier", "In", ("gpu",)), SelectorRequirement("canary", "DoesNotExist")),
+    )
+    assert budget.selects("ml", {"app": "x", "tier": "gpu"})
+    assert not budget.selects("other", {"app": "x", "tier": "gpu"})
+    assert not budget.selects("ml", {"app": "x", "tier": "cpu"})
+    assert not budget.selects("ml", {"app": "x", "tier": "gpu", "canary": "1"})
+    assert not PdbView("ml", "no-selector").selects("ml", {"app": "x"})
