@@ -132,13 +132,22 @@ def test_each_overlay_picks_its_device_plugin_restart_mode(overlay: str) -> None
 
 
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
-def test_the_admission_policy_judges_the_rendered_service_account(kustomization: str) -> None:
+def test_the_admission_policy_judges_whoever_holds_the_marker_granted_with_patch_nodes(kustomization: str) -> None:
+    """Not a fixed username: the marker permission sits in the ClusterRole that grants `patch nodes`."""
     objects = render(kustomization)
-    account = only(objects, "ServiceAccount")["metadata"]
     policy = only(objects, "ValidatingAdmissionPolicy")
-    username = f"system:serviceaccount:{account['namespace']}:{account['name']}"
     (condition,) = policy["spec"]["matchConditions"]
-    assert condition["expression"] == f"request.userInfo.username == '{username}'"
+    assert "check('restricted-to-own-node').allowed()" in condition["expression"]
+    assert "serviceaccount:migagent" not in condition["expression"]
+    (role,) = (r for r in of_kind(objects, "ClusterRole") if r["metadata"]["name"].endswith("migagent"))
+    granted = {
+        (g, res, v)
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for res in rule["resources"]
+        for v in rule["verbs"]
+    }
+    assert {("", "nodes", "patch"), ("migagent.io", "nodeagents", "restricted-to-own-node")} <= granted
     binding = only(objects, "ValidatingAdmissionPolicyBinding")
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
     assert binding["spec"]["validationActions"] == ["Deny"]
