@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from migagent.cli.agent import AgentOptions, build_agent
 from migagent.clock import Clock, FakeClock, SystemClock
@@ -37,7 +37,11 @@ from migagent.sim.kube_apiserver import FakeApiServer
 from migagent.sim.kubelet import FakeKubelet
 from migagent.sim.kubelet_plugin import PluginMode
 from migagent.sim.reset import SimResetRunner
+from migagent.sim.kube_apiserver.rbac import UserInfo
 from migagent.sources.node_label import NodeLabelSource, WatchSettings
+
+if TYPE_CHECKING:  # access control needs cel-python, a test dependency; the demo runs without it
+    from migagent.sim.kube_apiserver.access import AccessControl
 
 JsonDict = dict[str, Any]
 
@@ -145,8 +149,18 @@ class RunningAgent:
 
 
 class SimCluster:
-    def __init__(self, workdir: Path, config: SimClusterConfig | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        config: SimClusterConfig | None = None,
+        *,
+        access: AccessControl | None = None,
+        agent_account: tuple[str, str] = ("migagent", "migagent"),
+    ) -> None:
+        """With `access` (rendered RBAC and admission policies), the API server enforces them and each agent
+        authenticates as the service account `agent_account` (namespace, name) bound to this node."""
         self.config = config or SimClusterConfig()
+        self.agent_account = agent_account
         self.workdir = workdir
         self.layout_file = workdir / "mig-layouts.yaml"
         self.journal_dir = workdir / "journal"
@@ -154,7 +168,7 @@ class SimCluster:
         self._socket_dir = Path(tempfile.mkdtemp(prefix="migsim-"))
         self.socket_path = str(self._socket_dir / "kubelet.sock")
         self.fake = FakeNvml.from_spec(self.config.spec)
-        self.api = FakeApiServer(default_watch_timeout_s=self.config.watch_timeout_s)
+        self.api = FakeApiServer(default_watch_timeout_s=self.config.watch_timeout_s, access=access)
         self.kubelet = FakeKubelet(
             self.api,
             self.fake,
@@ -227,6 +241,11 @@ class SimCluster:
         options = options or self.options()
         clock = clock or SystemClock()
         client = make_api_client(kubeconfig=None, api_server=self.api.url)
+        if self.api.access is not None:
+            namespace, name = self.agent_account
+            user = UserInfo.service_account(namespace, name, node_name=self.config.node_name)
+            client.configuration.api_key = {"authorization": self.api.issue_token(user)}
+            client.configuration.api_key_prefix = {"authorization": "Bearer"}
         api = KubeApi(client, node_name=options.node_name, clock=clock)
         return build_agent(
             options,

@@ -9,14 +9,17 @@ and a Node write a policy denies is 403 (worded like the admission plugin). Memb
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from migagent.sim.kube_apiserver.admission import AdmissionChain, AdmissionRequest
+from migagent.sim.kube_apiserver.dispatch import ApiRequest
 from migagent.sim.kube_apiserver.errors import ApiError
 from migagent.sim.kube_apiserver.rbac import Attributes, RbacAuthorizer, UserInfo
+from migagent.sim.kube_apiserver.routing import rbac_verb
 
 JsonDict = dict[str, Any]
 MASTERS = "system:masters"
@@ -39,8 +42,9 @@ class AccessControl:
             self._tokens[token] = user
         return token
 
-    def authenticate(self, headers: Mapping[str, str]) -> UserInfo:
-        scheme, _, token = (headers.get("Authorization") or "").partition(" ")
+    def authenticate(self, authorization: str | None) -> UserInfo:
+        """The user of an `Authorization: Bearer <token>` header; 401 without a token this server issued."""
+        scheme, _, token = (authorization or "").partition(" ")
         with self._lock:
             user = self._tokens.get(token.strip()) if scheme.lower() == "bearer" else None
         if user is None:
@@ -53,6 +57,41 @@ class AccessControl:
     def authorize(self, user: UserInfo, attributes: Attributes) -> None:
         if not self.allowed(user, attributes):
             raise attributes.forbidden(user)
+
+    def check_request(self, request: ApiRequest, authorization: str | None) -> ApiRequest:
+        """Authenticate and authorize one request (401/403 as ApiError); returns it with its user."""
+        user = self.authenticate(authorization)
+        route = request.route
+        attributes = Attributes(
+            verb=rbac_verb(request.method, route, request.query),
+            group=route.group,
+            resource=route.plural,
+            subresource=route.subresource or "",
+            namespace=route.namespace or "",
+            name=route.name or "",
+        )
+        self.authorize(user, attributes)
+        return dataclasses.replace(request, user=user)
+
+    def admit_node(self, request: ApiRequest, old: JsonDict, new: JsonDict) -> None:
+        """Validating admission of a Node write (PATCH and PUT are both UPDATE) by the request's user."""
+        if request.user is None:
+            raise ApiError(401, "Unauthorized")
+        route = request.route
+        self.admit(
+            AdmissionRequest(
+                operation="UPDATE",
+                group=route.group,
+                version=route.version,
+                resource=route.plural,
+                subresource=route.subresource or "",
+                namespace="",
+                name=route.name or "",
+                user=request.user,
+                object=new,
+                old_object=old,
+            )
+        )
 
     def admit(self, request: AdmissionRequest) -> None:
         self._admission.admit(request)

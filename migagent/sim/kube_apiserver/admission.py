@@ -85,9 +85,19 @@ def _cel_functions(user: UserInfo, authorize: Authorize) -> dict[str, Callable[.
     }
 
 
+_ENVIRONMENT = celpy.Environment()
+_COMPILED: dict[str, Any] = {}  # expression -> parsed AST; parsing dominates evaluation time
+
+
+def _compiled(expression: str) -> Any:
+    found = _COMPILED.get(expression)
+    if found is None:
+        found = _COMPILED[expression] = _ENVIRONMENT.compile(expression)
+    return found
+
+
 class _Evaluation:
     def __init__(self, request: AdmissionRequest, authorize: Authorize) -> None:
-        self._env = celpy.Environment()
         self._functions = _cel_functions(request.user, authorize)
         self.activation: dict[str, Any] = {
             "request": json_to_cel(request.as_cel()),
@@ -98,7 +108,7 @@ class _Evaluation:
         }
 
     def evaluate(self, expression: str) -> Any:
-        program = self._env.program(self._env.compile(expression), functions=self._functions)
+        program = _ENVIRONMENT.program(_compiled(expression), functions=self._functions)
         result = program.evaluate(self.activation)
         if isinstance(result, CELEvalError):
             raise result

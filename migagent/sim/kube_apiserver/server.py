@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from migagent.clock import Clock, SystemClock
 from migagent.sim.kube_apiserver.dispatch import Dispatcher, WatchSettings
@@ -28,6 +28,10 @@ from migagent.sim.kube_apiserver.objects import (
 from migagent.sim.kube_apiserver.routing import CORE_EVENTS, DAEMONSETS, EVENTS_V1, NODES, PDBS, PODS
 from migagent.sim.kube_apiserver.store import Store, StoredEvent
 
+if TYPE_CHECKING:
+    from migagent.sim.kube_apiserver.access import AccessControl
+    from migagent.sim.kube_apiserver.rbac import UserInfo
+
 JsonDict = dict[str, Any]
 
 
@@ -36,6 +40,7 @@ class ServerContext:
     dispatcher: Dispatcher
     faults: FaultInjector
     requests: RequestLog
+    access: AccessControl | None = None
 
 
 class FakeApiServer:
@@ -46,14 +51,20 @@ class FakeApiServer:
         bookmark_interval_s: float = 1.0,
         default_watch_timeout_s: float = 1800.0,
         history_limit: int = 10_000,
+        access: AccessControl | None = None,
     ) -> None:
-        """`clock` stamps creation/deletion times; watch timeouts and bookmarks always run on real time."""
+        """`clock` stamps creation/deletion times; watch timeouts and bookmarks always run on real time.
+
+        With `access`, every request must carry a token from `issue_token` and pass its RBAC, and Node
+        writes pass its admission policies (access.py); without, every request is served."""
         self._clock = clock or SystemClock()
         self._store = Store(clock=self._clock, history_limit=history_limit)
         self._faults = FaultInjector()
         self._requests = RequestLog()
         settings = WatchSettings(default_timeout_s=default_watch_timeout_s, bookmark_interval_s=bookmark_interval_s)
-        self._context = ServerContext(Dispatcher(self._store, self._clock, settings), self._faults, self._requests)
+        dispatcher = Dispatcher(self._store, self._clock, settings, admission=access)
+        self._access = access
+        self._context = ServerContext(dispatcher, self._faults, self._requests, access)
         self._http: LoopbackHttpServer | None = None
         self._thread: threading.Thread | None = None
         self._url = ""
@@ -98,6 +109,18 @@ class FakeApiServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+    # --- access control
+
+    @property
+    def access(self) -> AccessControl | None:
+        return self._access
+
+    def issue_token(self, user: UserInfo) -> str:
+        """A bearer token for `user`; only a server with access control issues (and checks) them."""
+        if self._access is None:
+            raise RuntimeError("this fake apiserver runs without access control: construct it with access=...")
+        return self._access.issue_token(user)
 
     # --- nodes
 
