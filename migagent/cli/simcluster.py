@@ -34,10 +34,10 @@ from migagent.runtime.listener import MetricsListener
 from migagent.runtime.ports import AgentSettings, PhaseHook
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.kube_apiserver import FakeApiServer
+from migagent.sim.kube_apiserver.rbac import UserInfo
 from migagent.sim.kubelet import FakeKubelet
 from migagent.sim.kubelet_plugin import PluginMode
 from migagent.sim.reset import SimResetRunner
-from migagent.sim.kube_apiserver.rbac import UserInfo
 from migagent.sources.node_label import NodeLabelSource, WatchSettings
 
 if TYPE_CHECKING:  # access control needs cel-python, a test dependency; the demo runs without it

@@ -17,9 +17,9 @@ from pathlib import Path
 from migagent.cli import build_parser
 from migagent.cli.simcluster import GPU_OPERATOR_LABELS, SimCluster, SimClusterConfig
 from migagent.kube.names import DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
+from migagent.sim.kube_apiserver.access import AccessControl
 from migagent.sim.kube_apiserver.faults import RecordedRequest
 from migagent.sim.kubelet import FakeKubelet
-from migagent.sim.kube_apiserver.access import AccessControl
 from tests.integration.deploy.manifests import Obj, agent_container, only
 from tests.integration.deploy.rbac import ApiCall
 

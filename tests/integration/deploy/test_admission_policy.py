@@ -13,7 +13,6 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import yaml
@@ -84,15 +83,15 @@ def at(path: str, value: object) -> Edit:
 
     def edit(node: Obj) -> None:
         *parents, last = path.split(".")
-        target: object = node
+        target: Any = node
         for part in parents:
-            target = target[int(part)] if isinstance(target, list) else target.setdefault(part, {})  # type: ignore[index, union-attr]
+            target = target[int(part)] if isinstance(target, list) else target.setdefault(part, {})
         if isinstance(target, list):
             target[int(last)] = value
         elif value is None:
-            target.pop(last, None)  # type: ignore[union-attr]
+            target.pop(last, None)
         else:
-            target[last] = value  # type: ignore[index]
+            target[last] = value
 
     return edit
 
@@ -263,7 +262,8 @@ def test_every_other_change_of_its_own_node_is_denied_as_cel_python_evaluates_it
     rendered: list[Obj], case: Case
 ) -> None:
     error = decide(rendered, agent_identity(rendered, NODE), case)
-    assert error is not None and error.code == 403
+    assert error is not None
+    assert error.code == 403
     assert "ValidatingAdmissionPolicy 'migagent-own-node-only'" in error.message
     assert "expression failed" not in error.message  # denied by a rule, not by a broken expression
 
@@ -283,7 +283,8 @@ def test_a_token_without_the_node_claim_is_refused_with_the_reason_as_cel_python
     account = agent_identity(rendered, NODE)
     unbound = UserInfo(account.username, account.groups, {})
     error = decide(rendered, unbound, ALLOWED[0])
-    assert error is not None and "authentication.kubernetes.io/node-name" in error.message
+    assert error is not None
+    assert "authentication.kubernetes.io/node-name" in error.message
 
 
 OTHERS = [
