@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import yaml
