@@ -16,6 +16,8 @@ from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any
 
+import yaml
+
 from migagent.cli.agent import AgentOptions, build_agent
 from migagent.clock import Clock, FakeClock, SystemClock
 from migagent.kube.adapter import KubeApi
@@ -100,6 +102,10 @@ class SimClusterConfig:
     labels: Mapping[str, str] = field(default_factory=lambda: dict(GPU_OPERATOR_LABELS))
     plugin_mode: PluginMode = "gpu-operator"
     plugin_lag_s: float = 0.0
+    plugin_namespace: str = "gpu-operator"
+    """Where the fake kubelet keeps the device-plugin pod (the standalone overlay: nvidia-device-plugin)."""
+    plugin_labels: Mapping[str, str] | None = None
+    """The plugin pod's labels (None: the GPU Operator's app=nvidia-device-plugin-daemonset)."""
     watch_timeout_s: float = 30.0
 
 
@@ -176,6 +182,8 @@ class SimCluster:
             socket_path=self.socket_path,
             plugin_lag_s=self.config.plugin_lag_s,
             plugin_mode=self.config.plugin_mode,
+            plugin_namespace=self.config.plugin_namespace,
+            plugin_labels=self.config.plugin_labels,
         )
         self._drivers: list[GpuDriver] = []
         self._running: list[RunningAgent] = []
@@ -241,10 +249,9 @@ class SimCluster:
         options = options or self.options()
         clock = clock or SystemClock()
         client = make_api_client(kubeconfig=None, api_server=self.api.url)
-        if self.api.access is not None:
-            namespace, name = self.agent_account
-            user = UserInfo.service_account(namespace, name, node_name=self.config.node_name)
-            client.configuration.api_key = {"authorization": self.api.issue_token(user)}
+        token = self.agent_token()
+        if token is not None:
+            client.configuration.api_key = {"authorization": token}
             client.configuration.api_key_prefix = {"authorization": "Bearer"}
         api = KubeApi(client, node_name=options.node_name, clock=clock)
         return build_agent(
@@ -258,6 +265,27 @@ class SimCluster:
             health=health,
             phase_hook=phase_hook,
         )
+
+    def agent_token(self) -> str | None:
+        """A fresh token for the agent's service account bound to this node (None without access control)."""
+        if self.api.access is None:
+            return None
+        namespace, name = self.agent_account
+        return self.api.issue_token(UserInfo.service_account(namespace, name, node_name=self.config.node_name))
+
+    def write_kubeconfig(self, path: Path) -> Path:
+        """A kubeconfig for this API server with the agent's token (as `--kubeconfig` for `migagent agent`)."""
+        user: JsonDict = {"token": self.agent_token()} if self.api.access is not None else {}
+        kubeconfig = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "sim", "cluster": {"server": self.api.url}}],
+            "users": [{"name": "migagent", "user": user}],
+            "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "migagent"}}],
+            "current-context": "sim",
+        }
+        path.write_text(yaml.safe_dump(kubeconfig), encoding="utf-8")
+        return path
 
     def start_agent(self, options: AgentOptions | None = None, **kwargs: Any) -> RunningAgent:
         running = RunningAgent(*self.build_agent(options, **kwargs)).start()
