@@ -174,7 +174,8 @@ class SimCluster:
         self._socket_dir = Path(tempfile.mkdtemp(prefix="migsim-"))
         self.socket_path = str(self._socket_dir / "kubelet.sock")
         self.fake = FakeNvml.from_spec(self.config.spec)
-        self.api = FakeApiServer(default_watch_timeout_s=self.config.watch_timeout_s, access=access)
+        # Pods stay Terminating for 1% of their grace period (a 30 s one: 0.3 s).
+        self.api = FakeApiServer(default_watch_timeout_s=self.config.watch_timeout_s, access=access, grace_scale=0.01)
         self.kubelet = FakeKubelet(
             self.api,
             self.fake,

@@ -16,6 +16,7 @@ from migagent.sim.kube_apiserver.rbac import UserInfo
 from migagent.sim.kube_apiserver.reads import get_object, list_objects, open_watch
 from migagent.sim.kube_apiserver.routing import CORE_EVENTS, EVENTS_V1, NODES, PODS, ResourceType, Route, is_watch
 from migagent.sim.kube_apiserver.store import Store
+from migagent.sim.kube_apiserver.terminating import Terminator
 from migagent.sim.kube_apiserver.watch import WatchEnd
 
 JsonDict = dict[str, Any]
@@ -72,9 +73,16 @@ class NodeAdmission(Protocol):
 
 class Dispatcher:
     def __init__(
-        self, store: Store, clock: Clock, watch: WatchSettings, *, admission: NodeAdmission | None = None
+        self,
+        store: Store,
+        clock: Clock,
+        watch: WatchSettings,
+        *,
+        admission: NodeAdmission | None = None,
+        terminator: Terminator | None = None,
     ) -> None:
         self._store = store
+        self._terminator = terminator
         self._admission = admission
         self._clock = clock
         self._watch = watch
@@ -100,6 +108,7 @@ class Dispatcher:
                 options=options,
                 query=request.query,
                 clock=self._clock,
+                terminator=self._terminator,
             )
             return JsonResponse(200, pod)
         raise ApiError(405, f"{method} is not supported on {request.path} by this fake apiserver")
@@ -141,7 +150,9 @@ class Dispatcher:
         route = request.route
         namespace = route.namespace or ""
         if resource == PODS and route.subresource == "eviction" and route.name:
-            evict_pod(self._store, namespace, route.name, decode_body(request), clock=self._clock)
+            evict_pod(
+                self._store, namespace, route.name, decode_body(request), clock=self._clock, terminator=self._terminator
+            )
             return JsonResponse(201, success_status(201))
         if route.name is not None or route.namespace is None:
             raise ApiError(405, f"POST is not supported on {request.path}")

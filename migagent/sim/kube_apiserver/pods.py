@@ -17,6 +17,7 @@ from migagent.sim.kube_apiserver.objects import timestamp
 from migagent.sim.kube_apiserver.routing import PDBS, PODS
 from migagent.sim.kube_apiserver.selectors import label_selector_from_object
 from migagent.sim.kube_apiserver.store import Store
+from migagent.sim.kube_apiserver.terminating import Terminator, removed_at_once
 from migagent.sim.kube_apiserver.validation import check_namespace, require_object
 
 JsonDict = dict[str, Any]
@@ -40,29 +41,49 @@ def create_pod(store: Store, namespace: str, body: Any) -> JsonDict:
 
 
 def delete_pod(
-    store: Store, namespace: str, name: str, *, options: JsonDict, query: Mapping[str, str], clock: Clock
+    store: Store,
+    namespace: str,
+    name: str,
+    *,
+    options: JsonDict,
+    query: Mapping[str, str],
+    clock: Clock,
+    terminator: Terminator | None = None,
 ) -> JsonDict:
-    """DELETE answers with the Pod itself (pod storage sets ReturnDeletedObject), never a Status."""
+    """DELETE answers with the Pod itself (pod storage sets ReturnDeletedObject), never a Status.
+
+    With a `terminator`, a pod that ran stays Terminating for its grace period (terminating.py);
+    without, it leaves the store at once carrying the marks a graceful delete sets.
+    """
     grace = _grace_period_s(options, query)
     dry_run = "All" in (options.get("dryRun") or []) or query.get("dryRun") == "All"
+    pod = store.get(PODS, namespace, name)
+    if pod is None:
+        raise not_found(PODS.plural, name)
+    spec_grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", _DEFAULT_GRACE_S)
+    grace_s = spec_grace if grace is None else grace
 
-    def finalize(pod: JsonDict) -> None:
+    def mark(pod: JsonDict) -> JsonDict:
         _check_preconditions(pod, options.get("preconditions") or {})
         metadata = pod["metadata"]
-        metadata.setdefault("deletionTimestamp", timestamp(clock.wall()))
-        spec_grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", _DEFAULT_GRACE_S)
-        metadata.setdefault("deletionGracePeriodSeconds", spec_grace if grace is None else grace)
+        stated = metadata.get("deletionGracePeriodSeconds")
+        if stated is None or grace_s < stated:  # a second delete may only shorten the grace period
+            metadata["deletionTimestamp"] = timestamp(clock.wall() + grace_s)
+            metadata["deletionGracePeriodSeconds"] = grace_s
+        return pod
 
     if dry_run:
-        pod = store.get(PODS, namespace, name)
-        if pod is None:
-            raise not_found(PODS.plural, name)
-        finalize(pod)
-        return pod
-    return store.delete(PODS, namespace, name, finalize=finalize)
+        return mark(pod)
+    if terminator is None or removed_at_once(pod, grace_s):
+        return store.delete(PODS, namespace, name, finalize=mark)
+    terminating = store.update(PODS, namespace, name, mark)
+    terminator.schedule(terminating, terminating["metadata"]["deletionGracePeriodSeconds"])
+    return terminating
 
 
-def evict_pod(store: Store, namespace: str, name: str, body: Any, *, clock: Clock) -> None:
+def evict_pod(
+    store: Store, namespace: str, name: str, body: Any, *, clock: Clock, terminator: Terminator | None = None
+) -> None:
     """Delete the pod unless a PDB forbids it; raises ApiError with the apiserver's code otherwise."""
     eviction = require_object(body, "Eviction")
     body_name = (eviction.get("metadata") or {}).get("name")
@@ -74,7 +95,7 @@ def evict_pod(store: Store, namespace: str, name: str, body: Any, *, clock: Cloc
     if _needs_budget_check(pod):
         _check_budgets(store, pod)
     options = eviction.get("deleteOptions") or {}
-    delete_pod(store, namespace, name, options=options, query={}, clock=clock)
+    delete_pod(store, namespace, name, options=options, query={}, clock=clock, terminator=terminator)
 
 
 def matching_pdbs(store: Store, pod: JsonDict) -> list[JsonDict]:

@@ -27,6 +27,7 @@ from migagent.sim.kube_apiserver.objects import (
 )
 from migagent.sim.kube_apiserver.routing import CORE_EVENTS, DAEMONSETS, EVENTS_V1, NODES, PDBS, PODS
 from migagent.sim.kube_apiserver.store import Store, StoredEvent
+from migagent.sim.kube_apiserver.terminating import Terminator
 
 if TYPE_CHECKING:
     from migagent.sim.kube_apiserver.access import AccessControl
@@ -48,21 +49,25 @@ class FakeApiServer:
         self,
         *,
         clock: Clock | None = None,
-        bookmark_interval_s: float = 1.0,
+        bookmark_interval_s: float = 60.0,
         default_watch_timeout_s: float = 1800.0,
         history_limit: int = 10_000,
         access: AccessControl | None = None,
+        grace_scale: float = 1.0,
     ) -> None:
         """`clock` stamps creation/deletion times; watch timeouts and bookmarks always run on real time.
 
         With `access`, every request must carry a token from `issue_token` and pass its RBAC, and Node
-        writes pass its admission policies (access.py); without, every request is served."""
+        writes pass its admission policies (access.py); without, every request is served.
+        A deleted or evicted pod stays Terminating for its grace period times `grace_scale`
+        (terminating.py); bookmarks go out every `bookmark_interval_s` (the apiserver: about a minute)."""
         self._clock = clock or SystemClock()
         self._store = Store(clock=self._clock, history_limit=history_limit)
         self._faults = FaultInjector()
         self._requests = RequestLog()
         settings = WatchSettings(default_timeout_s=default_watch_timeout_s, bookmark_interval_s=bookmark_interval_s)
-        dispatcher = Dispatcher(self._store, self._clock, settings, admission=access)
+        self._terminator = Terminator(self._store, grace_scale=grace_scale)
+        dispatcher = Dispatcher(self._store, self._clock, settings, admission=access, terminator=self._terminator)
         self._access = access
         self._context = ServerContext(dispatcher, self._faults, self._requests, access)
         self._http: LoopbackHttpServer | None = None
@@ -88,6 +93,7 @@ class FakeApiServer:
     def stop(self) -> None:
         if self._http is None:
             return
+        self._terminator.stop()
         self._store.drop_subscriptions()
         self._http.shutdown()
         self._http.close_connections()
