@@ -1,9 +1,10 @@
 """Pod deletion and the eviction subresource (reference §2.2), and pod creation.
 
-A deleted pod leaves the store at once; the object returned (and sent as the DELETED watch event) carries
-deletionTimestamp and deletionGracePeriodSeconds as the real answer for a graceful delete would. Evictions do
-not decrement the PDB's disruptionsAllowed (there is no disruption controller to restore it); tests set it
-with `set_pdb_disruptions_allowed`.
+A deleted pod that ran stays Terminating for its grace period (terminating.py), then leaves with a DELETED
+watch event; the object returned carries deletionTimestamp and deletionGracePeriodSeconds. An eviction
+consumes one of the PDB's disruptionsAllowed (a second eviction under an exhausted budget is 429); a
+budget added with `add_managed_pdb` gets it back from the disruption controller (disruption.py) when
+replacements are Ready, others from tests (`set_pdb_disruptions_allowed`).
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def evict_pod(
     if pod is None:
         raise not_found(PODS.plural, name)
     if _needs_budget_check(pod):
-        _check_budgets(store, pod)
+        _check_budgets(store, pod, clock=clock)
     options = eviction.get("deleteOptions") or {}
     delete_pod(store, namespace, name, options=options, query={}, clock=clock, terminator=terminator)
 
@@ -116,32 +117,44 @@ def _needs_budget_check(pod: JsonDict) -> bool:
     return phase not in ("Succeeded", "Failed", "Pending") and "deletionTimestamp" not in pod["metadata"]
 
 
-def _check_budgets(store: Store, pod: JsonDict) -> None:
+def _check_budgets(store: Store, pod: JsonDict, *, clock: Clock) -> None:
+    """Refuse (429) unless the pod's PDB allows a disruption, and consume one (eviction.go checkAndDecrement).
+
+    The check and the decrement are one write to the PDB, so concurrent evictions under one budget
+    cannot both take its last disruption; the pod goes into status.disruptedPods, which the
+    disruption controller (disruption.py) does not count as healthy."""
     budgets = matching_pdbs(store, pod)
     if len(budgets) > 1:
         raise ApiError(500, MULTIPLE_PDBS_MESSAGE, reason="")
     if not budgets:
         return
-    budget = budgets[0]
-    name = budget["metadata"]["name"]
-    status = budget.get("status") or {}
-    if status.get("observedGeneration", 0) < budget["metadata"].get("generation", 0):
-        cause = {
-            "reason": "DisruptionBudget",
-            "message": f"The disruption budget {name} is still being processed by the server.",
-        }
-        raise ApiError(429, PDB_BLOCKED_MESSAGE, causes=[cause], retry_after_s=10)
-    allowed = status.get("disruptionsAllowed", 0)
-    if allowed < 0:
-        raise ApiError(403, "pdb disruptions allowed is negative")
-    if allowed == 0:
-        # Worded as eviction.go's checkAndDecrement does; unset counts are Go's zero value. Clients
-        # (migagent's drain) take the budget's name from this cause instead of listing PDBs.
-        message = (
-            f"The disruption budget {name} needs {status.get('desiredHealthy', 0)} healthy pods "
-            f"and has {status.get('currentHealthy', 0)} currently"
-        )
-        raise ApiError(429, PDB_BLOCKED_MESSAGE, causes=[{"reason": "DisruptionBudget", "message": message}])
+    metadata = budgets[0]["metadata"]
+
+    def consume(budget: JsonDict) -> JsonDict:
+        name = budget["metadata"]["name"]
+        status = budget.setdefault("status", {})
+        if status.get("observedGeneration", 0) < budget["metadata"].get("generation", 0):
+            cause = {
+                "reason": "DisruptionBudget",
+                "message": f"The disruption budget {name} is still being processed by the server.",
+            }
+            raise ApiError(429, PDB_BLOCKED_MESSAGE, causes=[cause], retry_after_s=10)
+        allowed = status.get("disruptionsAllowed", 0)
+        if allowed < 0:
+            raise ApiError(403, "pdb disruptions allowed is negative")
+        if allowed == 0:
+            # Worded as eviction.go's checkAndDecrement does; unset counts are Go's zero value. Clients
+            # (migagent's drain) take the budget's name from this cause instead of listing PDBs.
+            message = (
+                f"The disruption budget {name} needs {status.get('desiredHealthy', 0)} healthy pods "
+                f"and has {status.get('currentHealthy', 0)} currently"
+            )
+            raise ApiError(429, PDB_BLOCKED_MESSAGE, causes=[{"reason": "DisruptionBudget", "message": message}])
+        status["disruptionsAllowed"] = allowed - 1
+        status.setdefault("disruptedPods", {})[pod["metadata"]["name"]] = timestamp(clock.wall())
+        return budget
+
+    store.update(PDBS, metadata["namespace"], metadata["name"], consume)
 
 
 def _grace_period_s(options: JsonDict, query: Mapping[str, str]) -> int | None:

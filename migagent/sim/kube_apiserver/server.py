@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from migagent.clock import Clock, SystemClock
 from migagent.sim.kube_apiserver.dispatch import Dispatcher, WatchSettings
+from migagent.sim.kube_apiserver.disruption import BudgetRule, DisruptionController
 from migagent.sim.kube_apiserver.faults import FaultInjector, RecordedRequest, RequestLog
 from migagent.sim.kube_apiserver.handler import ApiRequestHandler, LoopbackHttpServer
 from migagent.sim.kube_apiserver.objects import (
@@ -67,6 +68,7 @@ class FakeApiServer:
         self._requests = RequestLog()
         settings = WatchSettings(default_timeout_s=default_watch_timeout_s, bookmark_interval_s=bookmark_interval_s)
         self._terminator = Terminator(self._store, grace_scale=grace_scale)
+        self._disruption = DisruptionController(self._store)
         dispatcher = Dispatcher(self._store, self._clock, settings, admission=access, terminator=self._terminator)
         self._access = access
         self._context = ServerContext(dispatcher, self._faults, self._requests, access)
@@ -224,6 +226,37 @@ class FakeApiServer:
     ) -> JsonDict:
         pdb = pdb_object(namespace, name, match_labels=match_labels, disruptions_allowed=disruptions_allowed)
         return self._store.create(PDBS, pdb)
+
+    def add_managed_pdb(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        match_labels: Mapping[str, str],
+        min_available: int | None = None,
+        max_unavailable: int | None = None,
+        replicas: int | None = None,
+    ) -> JsonDict:
+        """A PDB whose status the fake disruption controller keeps (disruption.py): evictions consume
+        disruptionsAllowed and Ready replacements give it back. Give exactly one of min_available and
+        max_unavailable (with max_unavailable, the owner's `replicas`)."""
+        if (min_available is None) == (max_unavailable is None) or (max_unavailable is not None and replicas is None):
+            raise ValueError("add_managed_pdb needs min_available, or max_unavailable with replicas")
+        pdb = pdb_object(namespace, name, match_labels=match_labels, disruptions_allowed=0)
+        pdb["spec"].pop("minAvailable", None)
+        if min_available is not None:
+            pdb["spec"]["minAvailable"] = min_available
+        else:
+            pdb["spec"]["maxUnavailable"] = max_unavailable
+        self._store.create(PDBS, pdb)
+        return self._disruption.manage(namespace, name, BudgetRule(min_available, max_unavailable, replicas))
+
+    def pdb(self, namespace: str, name: str) -> JsonDict:
+        """A deep copy of the stored PodDisruptionBudget; KeyError when there is none."""
+        found = self._store.get(PDBS, namespace, name)
+        if found is None:
+            raise KeyError(f"the fake apiserver has no PodDisruptionBudget {namespace}/{name}")
+        return found
 
     def set_pdb_disruptions_allowed(self, namespace: str, name: str, disruptions_allowed: int) -> JsonDict:
         def set_allowed(pdb: JsonDict) -> None:
