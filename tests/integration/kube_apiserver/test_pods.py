@@ -117,8 +117,8 @@ def test_a_deleted_pod_stays_terminating_for_its_grace_period_then_reads_404(
     assert metadata.deletion_timestamp is not None
     assert metadata.deletion_grace_period_seconds == 5
     # Terminating: still there, marked, and its devices not yet released (no deletion seen).
-    terminating = core.read_namespaced_pod("trainer", "team-a")
-    assert terminating.metadata.deletion_timestamp is not None
+    terminating = parsed(core.read_namespaced_pod("trainer", "team-a").metadata)
+    assert terminating.deletion_timestamp is not None
     assert deleted == []
     eventually(lambda: deleted == [workload["metadata"]["uid"]], what="the pod's grace period to end")
     with pytest.raises(ApiException) as raised:

@@ -146,9 +146,9 @@ def test_an_evicted_pod_stays_terminating_and_keeps_its_device_in_pod_resources_
     eviction = k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name="train-0", namespace="ml"))
     core_v1.create_namespaced_pod_eviction("train-0", "ml", eviction)
 
-    terminating = core_v1.read_namespaced_pod("train-0", "ml")
-    assert terminating.metadata.deletion_timestamp is not None
-    assert terminating.metadata.deletion_grace_period_seconds == 600
+    terminating = core_v1.read_namespaced_pod("train-0", "ml").to_dict(serialize=True)["metadata"]
+    assert terminating["deletionTimestamp"] is not None
+    assert terminating["deletionGracePeriodSeconds"] == 600
     assert [pod.device_ids for pod in PodResourcesClient(socket_path).list()] == [(uuid,)]
     # A second delete with grace period 0 ends the wait, as `kubectl delete --force` does.
     core_v1.delete_namespaced_pod("train-0", "ml", grace_period_seconds=0)
