@@ -89,17 +89,15 @@ def change_table(runs: int, workdir: Path) -> tuple[str, Counter[str]]:
     for start, target in TRANSITIONS:
         results = [run_change(workdir / f"{target}-{i}", start, target) for i in range(runs)]
         seconds = [r.seconds for r in results]
-        rows.append(
-            [
-                f"{start} -> {target}",
-                runs,
-                statistics.median(seconds),
-                min(seconds),
-                max(seconds),
-                int(statistics.median(sum(r.requests.values()) for r in results)),
-                results[0].pods_evicted,
-            ]
-        )
+        rows.append([
+            f"{start} -> {target}",
+            runs,
+            statistics.median(seconds),
+            min(seconds),
+            max(seconds),
+            int(statistics.median(sum(r.requests.values()) for r in results)),
+            results[0].pods_evicted,
+        ])
         if target == "half-balanced":
             per_change = results[0].requests
     headers = ["transition (8x H100)", "runs", "median-s", "min-s", "max-s", "api-requests", "evictions"]
@@ -166,22 +164,13 @@ def agent_process_table(workdir: Path, window_s: float) -> str:
         state = workdir / "gpus.json"
         cluster.fake.save(state)  # the child's own simulated GPUs, in the same layout
         command = [
-            sys.executable,
-            "-m",
-            "migagent",
-            "agent",
-            "--node-name",
-            cluster.config.node_name,
-            "--config-file",
-            str(cluster.layout_file),
-            "--api-server",
-            cluster.api.url,
-            "--podresources-socket",
-            cluster.socket_path,
-            "--journal-dir",
-            str(workdir / "journal"),
-            "--state",
-            str(state),
+            sys.executable, "-m", "migagent", "agent",
+            "--node-name", cluster.config.node_name,
+            "--config-file", str(cluster.layout_file),
+            "--api-server", cluster.api.url,
+            "--podresources-socket", cluster.socket_path,
+            "--journal-dir", str(workdir / "journal"),
+            "--state", str(state),
         ]
         child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:

@@ -43,11 +43,8 @@ def _gi(row: dict[str, Any]) -> GiProfile:
         memory_mb=int(row["memory_mb"]),
         sms=int(row["sms"]),
         engines=Engines(
-            copy=int(row["ce"]),
-            decoders=int(row["dec"]),
-            encoders=int(row["enc"]),
-            jpeg=int(row["jpg"]),
-            ofa=int(row["ofa"]),
+            copy=int(row["ce"]), decoders=int(row["dec"]), encoders=int(row["enc"]),
+            jpeg=int(row["jpg"]), ofa=int(row["ofa"]),
         ),
         max_instances=int(row["max_instances"]),
         placements=_placements(row["placements"]),

@@ -50,10 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug, not bad input: say so in one line; --debug shows the traceback
         if debug:
             raise
-        print(
-            f"migagent {args.command}: internal error: {type(exc).__name__}: {exc} (run with --debug for details)",
-            file=sys.stderr,
-        )
+        print(f"migagent {args.command}: internal error: {type(exc).__name__}: {exc} (run with --debug for details)",
+              file=sys.stderr)
         return EXIT_INTERNAL
     return code
 

@@ -198,14 +198,8 @@ def _run_agent(args: argparse.Namespace) -> int:
     try:
         with open_node(args) as driver:
             agent, source = build_agent(
-                options,
-                api=api,
-                driver=driver,
-                journal=journal_for(args),
-                clock=clock,
-                reboot_requester=reboot_requester_for(args),
-                listener=listener,
-                health=health,
+                options, api=api, driver=driver, journal=journal_for(args), clock=clock,
+                reboot_requester=reboot_requester_for(args), listener=listener, health=health,
             )
             source.start()
             try:
@@ -225,58 +219,42 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     env = os.environ.get
     parser.add_argument("-n", "--node-name", default=env("NODE_NAME"), help="this node's name (env NODE_NAME)")
     parser.add_argument(
-        "-f",
-        "--config-file",
-        default=env("CONFIG_FILE") or env("MIG_PARTED_CONFIG_FILE"),
+        "-f", "--config-file", default=env("CONFIG_FILE") or env("MIG_PARTED_CONFIG_FILE"),
         help="layout file in mig-parted v1 format, usually a mounted ConfigMap; re-read at every reconcile"
         " (env CONFIG_FILE)",
     )
     parser.add_argument(
-        "--journal-dir",
-        default=env("MIGAGENT_JOURNAL_DIR"),
+        "--journal-dir", default=env("MIGAGENT_JOURNAL_DIR"),
         help=f"apply journal directory, on a hostPath (env MIGAGENT_JOURNAL_DIR; default {DEFAULT_JOURNAL_DIR})",
     )
     parser.add_argument("--kubeconfig", default=env("KUBECONFIG"), help="kubeconfig file (default: in-cluster)")
     parser.add_argument("--api-server", help="API server URL, e.g. the simulator's http://127.0.0.1:PORT")
     parser.add_argument(
-        "--podresources-socket",
-        default=env("MIGAGENT_PODRESOURCES_SOCKET", DEFAULT_SOCKET_PATH),
+        "--podresources-socket", default=env("MIGAGENT_PODRESOURCES_SOCKET", DEFAULT_SOCKET_PATH),
         help=f"kubelet PodResources socket (default {DEFAULT_SOCKET_PATH})",
     )
     parser.add_argument(
-        "--device-plugin-restart",
-        choices=RESTART_STRATEGIES,
-        default="gpu-operator",
+        "--device-plugin-restart", choices=RESTART_STRATEGIES, default="gpu-operator",
         help="gpu-operator: pause the operator's nvidia.com/gpu.deploy.* labels (default); delete-pod: delete the"
         " plugin pod for its DaemonSet to recreate; none: something else restarts it",
     )
     parser.add_argument(
-        "--operator-namespace",
-        default=env("OPERATOR_NAMESPACE", DEFAULT_OPERATOR_NAMESPACE),
+        "--operator-namespace", default=env("OPERATOR_NAMESPACE", DEFAULT_OPERATOR_NAMESPACE),
         help=f"namespace of the device plugin and GPU Operator pods (default {DEFAULT_OPERATOR_NAMESPACE})",
     )
     parser.add_argument(
         "--device-plugin-selector", default=DEVICE_PLUGIN_SELECTOR, help="plugin pod labels, for delete-pod"
     )
     parser.add_argument(
-        "--drain-timeout",
-        type=float,
-        default=300.0,
-        metavar="SECONDS",
+        "--drain-timeout", type=float, default=300.0, metavar="SECONDS",
         help="give up (and undo) when pods on changing devices have not left by then, e.g. held by a PDB",
     )
     parser.add_argument(
-        "--readvertise-timeout",
-        type=float,
-        default=300.0,
-        metavar="SECONDS",
+        "--readvertise-timeout", type=float, default=300.0, metavar="SECONDS",
         help="how long the device plugin may take to advertise the new MIG devices in Node allocatable",
     )
     parser.add_argument(
-        "--device-plugin-settle",
-        type=float,
-        default=60.0,
-        metavar="SECONDS",
+        "--device-plugin-settle", type=float, default=60.0, metavar="SECONDS",
         help="when the GPUs already match but Node allocatable does not yet (a device plugin still starting),"
         " wait this long before cordoning the node and restarting the plugin",
     )
@@ -284,17 +262,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--force-delete", action="store_true", help="delete pods instead of evicting them (ignores PDBs)"
     )
     parser.add_argument(
-        "--resync-period",
-        type=float,
-        default=300.0,
-        metavar="SECONDS",
+        "--resync-period", type=float, default=300.0, metavar="SECONDS",
         help="re-check the node this often even without a label change (drift repair)",
     )
     parser.add_argument(
-        "--retry-initial",
-        type=float,
-        default=30.0,
-        metavar="SECONDS",
+        "--retry-initial", type=float, default=30.0, metavar="SECONDS",
         help="first retry delay of a failed node, doubled per failure up to 30 min",
     )
     add_reboot_arguments(parser)

@@ -125,10 +125,8 @@ class _Watcher:
             if request.subresource == "eviction" and request.status == 429 and request.name not in self.blocked_seen:
                 self.blocked_seen.add(str(request.name))
                 self.first_block_at = self.first_block_at or _CLOCK.monotonic()
-                self.say(
-                    f"eviction of {request.namespace}/{request.name} refused (429): its PodDisruptionBudget"
-                    " allows no disruption; the agent keeps retrying"
-                )
+                self.say(f"eviction of {request.namespace}/{request.name} refused (429): its PodDisruptionBudget"
+                         " allows no disruption; the agent keeps retrying")
 
 
 def _setup(cluster: SimCluster) -> dict[str, str]:
@@ -188,10 +186,8 @@ def _run_demo(args: argparse.Namespace) -> int:
     for name in ("urllib3.connectionpool", "kubernetes.client.rest", "migagent.sim"):
         logging.getLogger(name).setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory(prefix="migagent-demo-") as workdir, SimCluster(Path(workdir)) as cluster:
-        print(
-            f"migagent demo: node {cluster.config.node_name} with {cluster.config.spec}, fake API server at"
-            f" {cluster.api.url}\n  GPUs start in layout {START_LAYOUT}: advertised {cluster.kubelet.advertised()}"
-        )
+        print(f"migagent demo: node {cluster.config.node_name} with {cluster.config.spec}, fake API server at"
+              f" {cluster.api.url}\n  GPUs start in layout {START_LAYOUT}: advertised {cluster.kubelet.advertised()}")
         where = _setup(cluster)
         for pod, place in where.items():
             print(f"  workload {pod} on {place}")
@@ -236,10 +232,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--timeout", type=float, default=45.0, metavar="SECONDS", help="give up after this long")
     add_metrics_arguments(parser)
     parser.add_argument(
-        "--linger",
-        type=float,
-        default=0.0,
-        metavar="SECONDS",
+        "--linger", type=float, default=0.0, metavar="SECONDS",
         help="keep the simulated node and /metrics up this long after success (to scrape it)",
     )
     parser.set_defaults(handler=_run_demo)

@@ -30,16 +30,13 @@ def _run(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("export", help="print the node's current MIG layout as a mig-parted v1 file")
     parser.add_argument(
-        "-o",
-        "--output-format",
-        choices=("yaml", "json"),
+        "-o", "--output-format", choices=("yaml", "json"),
         default=os.environ.get("MIG_PARTED_OUTPUT_FORMAT", "yaml"),
     )
     parser.add_argument(
-        "-l",
-        "--config-label",
-        default=os.environ.get("MIG_PARTED_CONFIG_LABEL", "current"),
+        "-l", "--config-label", default=os.environ.get("MIG_PARTED_CONFIG_LABEL", "current"),
         help="name of the exported config (default: current)",
     )
     add_node_arguments(parser)
     parser.set_defaults(handler=_run)
+

@@ -108,11 +108,8 @@ def _run_host(args: argparse.Namespace) -> int:
             clock=SystemClock(),
             settings=settings,
         )
-        with (
-            FileWatch([layout_file, selected_file], on_change=agent.request_reconcile),
-            signals_handled(
-                {signal.SIGTERM: agent.stop, signal.SIGINT: agent.stop, signal.SIGHUP: agent.request_reconcile}
-            ),
+        with FileWatch([layout_file, selected_file], on_change=agent.request_reconcile), signals_handled(
+            {signal.SIGTERM: agent.stop, signal.SIGINT: agent.stop, signal.SIGHUP: agent.request_reconcile}
         ):
             agent.run()
     return 0

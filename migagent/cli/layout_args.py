@@ -13,8 +13,7 @@ from migagent.layout.spec import LayoutFile
 
 def add_config_file_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "-f",
-        "--config-file",
+        "-f", "--config-file",
         default=os.environ.get("MIG_PARTED_CONFIG_FILE"),
         required="MIG_PARTED_CONFIG_FILE" not in os.environ,
         help="layout file in mig-parted v1 format, '-' for stdin (env MIG_PARTED_CONFIG_FILE)",
@@ -23,8 +22,7 @@ def add_config_file_argument(parser: argparse.ArgumentParser) -> None:
 
 def add_selected_config_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "-c",
-        "--selected-config",
+        "-c", "--selected-config",
         default=os.environ.get("MIG_PARTED_SELECTED_CONFIG"),
         help="config name in the file; optional when it holds one (env MIG_PARTED_SELECTED_CONFIG)",
     )

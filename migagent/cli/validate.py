@@ -135,9 +135,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_config_file_argument(parser)
     add_selected_config_argument(parser)
     parser.add_argument(
-        "--gpu-model",
-        action="append",
-        metavar="KEY",
+        "--gpu-model", action="append", metavar="KEY",
         help="catalog model to check on (repeatable; default: every model the filters match)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="also list models an entry does not apply to")

@@ -71,7 +71,8 @@ def select_config(layout: LayoutFile, name: str | None) -> tuple[LayoutEntry, ..
         if len(layout.configs) == 1:
             return next(iter(layout.configs.values()))
         raise InvalidLayoutError(
-            f"{layout.path}: no config selected and the file holds {len(layout.configs)}; choose one of: {available}"
+            f"{layout.path}: no config selected and the file holds {len(layout.configs)}; "
+            f"choose one of: {available}"
         )
     if name not in layout.configs:
         raise InvalidLayoutError(
@@ -92,7 +93,9 @@ def _bool_hint(value: object) -> str:
     return ""
 
 
-def _unknown_fields(mapping: dict[object, object], *, path: str, allowed: tuple[str, ...], problems: _Problems) -> None:
+def _unknown_fields(
+    mapping: dict[object, object], *, path: str, allowed: tuple[str, ...], problems: _Problems
+) -> None:
     for key in mapping:
         if key in allowed:
             continue
@@ -169,7 +172,9 @@ def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _read_devices(value: object, *, path: str, problems: _Problems) -> Literal["all"] | tuple[int, ...] | None:
+def _read_devices(
+    value: object, *, path: str, problems: _Problems
+) -> Literal["all"] | tuple[int, ...] | None:
     expected = 'expected "all" or a non-empty list of GPU indices such as [0, 1]'
     if value is _MISSING:
         problems.add(path, f"missing; {expected}")
@@ -242,12 +247,14 @@ def _read_mig_devices(
     return counts
 
 
-def _read_counts(value: dict[object, object], *, path: str, problems: _Problems) -> tuple[tuple[MigProfile, int], ...]:
+def _read_counts(
+    value: dict[object, object], *, path: str, problems: _Problems
+) -> tuple[tuple[MigProfile, int], ...]:
     counts: list[tuple[MigProfile, int]] = []
     first_spelling: dict[MigProfile, str] = {}
     for key, count in value.items():
         if not isinstance(key, str):
-            problems.add(path, f'profile name {_show(key)} must be a string such as "1g.10gb"')
+            problems.add(path, f"profile name {_show(key)} must be a string such as \"1g.10gb\"")
             continue
         try:
             profile = MigProfile.parse(key)

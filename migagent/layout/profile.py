@@ -60,7 +60,9 @@ class MigProfile:
         if g <= 0 or c <= 0 or gb <= 0:
             raise ProfileNameError(f"malformed MIG profile {text!r}: C, G and GB must be positive")
         if c > g:
-            raise ProfileNameError(f"malformed MIG profile {text!r}: {c}c is larger than its {g}g GPU instance")
+            raise ProfileNameError(
+                f"malformed MIG profile {text!r}: {c}c is larger than its {g}g GPU instance"
+            )
         return cls(g=g, gb=gb, c=c, media=_parse_attributes(text, match["attrs"]))
 
 
@@ -70,7 +72,9 @@ def _parse_attributes(text: str, attrs: str | None) -> MediaAttribute:
     sign, body = attrs[0], attrs[1:]
     tokens = body.split(",")
     if sign in body:
-        raise ProfileNameError(f"malformed MIG profile {text!r}: write '{sign}' once and separate attributes with ','")
+        raise ProfileNameError(
+            f"malformed MIG profile {text!r}: write '{sign}' once and separate attributes with ','"
+        )
     if "+" in body or "-" in body:
         raise ProfileNameError(f"malformed MIG profile {text!r}: '+' and '-' attributes cannot be mixed")
     for token in tokens:
@@ -83,7 +87,9 @@ def _parse_attributes(text: str, attrs: str | None) -> MediaAttribute:
         raise ProfileNameError(f"malformed MIG profile {text!r}: repeated attribute")
     known = KNOWN_POSITIVE_ATTRIBUTES if sign == "+" else KNOWN_NEGATIVE_ATTRIBUTES
     if len(tokens) != 1 or tokens[0] not in known:
-        valid = ", ".join([f"+{a}" for a in KNOWN_POSITIVE_ATTRIBUTES] + [f"-{a}" for a in KNOWN_NEGATIVE_ATTRIBUTES])
+        valid = ", ".join(
+            [f"+{a}" for a in KNOWN_POSITIVE_ATTRIBUTES] + [f"-{a}" for a in KNOWN_NEGATIVE_ATTRIBUTES]
+        )
         raise ProfileNameError(f"unsupported attribute {attrs!r} in MIG profile {text!r}; valid: {valid}")
     return MediaAttribute(sign + tokens[0])
 

@@ -61,7 +61,9 @@ def resolve_config(layout: LayoutFile, name: str | None, gpus: Sequence[GpuIdent
     return resolve_entries(entries, gpus, config_name=config_name)
 
 
-def resolve_entries(entries: Sequence[LayoutEntry], gpus: Sequence[GpuIdentity], *, config_name: str) -> DesiredNode:
+def resolve_entries(
+    entries: Sequence[LayoutEntry], gpus: Sequence[GpuIdentity], *, config_name: str
+) -> DesiredNode:
     """Targets for the GPUs the entries select; every problem on every GPU is reported together."""
     # Keyed by position, not index: offline identities of several models may all be GPU 0.
     winners: dict[int, LayoutEntry] = {}
@@ -110,7 +112,9 @@ def resolve_entry(entry: LayoutEntry, gpu: GpuIdentity, *, config_name: str) -> 
     return DesiredGpu(index=gpu.index, mig_enabled=True, gpu_instances=instances, config_name=config_name)
 
 
-def validate_entries(entries: Sequence[LayoutEntry], gpus: Sequence[GpuIdentity], *, config_name: str) -> None:
+def validate_entries(
+    entries: Sequence[LayoutEntry], gpus: Sequence[GpuIdentity], *, config_name: str
+) -> None:
     """Offline check: resolve every entry on every GPU its filter targets (any subsystem), ignoring `devices`.
 
     Unlike `resolve_entries`, an entry that a later one overrides is still checked, and an entry
@@ -134,7 +138,9 @@ def models_targeted_by(entry: LayoutEntry) -> tuple[GpuModel, ...]:
     return tuple(m for m in all_models() if any(entry.may_match_pci(pci) for pci in m.pci_device_ids))
 
 
-def offline_identities(model_keys: Sequence[str] | None, entries: Sequence[LayoutEntry]) -> tuple[GpuIdentity, ...]:
+def offline_identities(
+    model_keys: Sequence[str] | None, entries: Sequence[LayoutEntry]
+) -> tuple[GpuIdentity, ...]:
     """One GPU 0 per catalog model: the named models, or else every model the entries target.
 
     The PCI id is the model's first id that some entry's filter matches (so a filter naming only an

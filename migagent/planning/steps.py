@@ -56,7 +56,8 @@ class Step:
     def _has_ci(self, observation: Observation) -> bool:
         gi = self._gi(observation)
         return gi is not None and any(
-            ci.profile_id == self.ci_profile_id and ci.placement == self.ci_placement for ci in gi.compute_instances
+            ci.profile_id == self.ci_profile_id and ci.placement == self.ci_placement
+            for ci in gi.compute_instances
         )
 
     def is_done(self, observation: Observation) -> bool:

@@ -18,8 +18,6 @@ _ERROR_TEXTS = {
     pynvml.NVML_ERROR_IN_USE: "In use by another client",
     pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES: "Insufficient Resources",
 }
-
-
 def _text(value: str | bytes) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else value
 

@@ -75,7 +75,11 @@ def choose_gi_placement(table: ProfileTable, gpu: SimGpu, profile: GiProfile, *,
     if rule == "lowest-start":
         return min(candidates, key=lambda p: p.start)
     occupied = occupied_memory_slices(gpu)
-    free_pairs = [placement for other in table.gi_profiles for placement in _free(other.placements, occupied)]
+    free_pairs = [
+        placement
+        for other in table.gi_profiles
+        for placement in _free(other.placements, occupied)
+    ]
 
     def blocked(candidate: Placement) -> int:
         return sum(1 for placement in free_pairs if placement.overlaps(candidate))

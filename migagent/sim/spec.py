@@ -45,5 +45,6 @@ def _parse_entry(spec: str, entry: str) -> tuple[int, GpuModel]:
         return count, model_by_key(match["key"].strip())
     except UnknownGpuModelError as exc:
         raise NodeSpecError(
-            f"unknown GPU model {match['key'].strip()!r} in node spec {spec!r}; valid models: {', '.join(model_keys())}"
+            f"unknown GPU model {match['key'].strip()!r} in node spec {spec!r};"
+            f" valid models: {', '.join(model_keys())}"
         ) from exc

@@ -50,27 +50,17 @@ def test_the_agent_command_reports_the_layout_and_stops_cleanly_on_sigterm(clust
             signal.pthread_kill(main_thread, signal.SIGTERM)
 
     threading.Thread(target=terminate_when_reported, daemon=True).start()
-    code = main(
-        [
-            "agent",
-            "--node-name",
-            cluster.config.node_name,
-            "--config-file",
-            str(cluster.layout_file),
-            "--kubeconfig",
-            str(cluster.write_kubeconfig(tmp_path / "kubeconfig")),
-            "--podresources-socket",
-            cluster.socket_path,
-            "--journal-dir",
-            str(tmp_path / "journal"),
-            "--state",
-            str(state),
-            "--metrics-port",
-            "0",
-            "--metrics-address",
-            "127.0.0.1",
-        ]
-    )
+    code = main([
+        "agent",
+        "--node-name", cluster.config.node_name,
+        "--config-file", str(cluster.layout_file),
+        "--kubeconfig", str(cluster.write_kubeconfig(tmp_path / "kubeconfig")),
+        "--podresources-socket", cluster.socket_path,
+        "--journal-dir", str(tmp_path / "journal"),
+        "--state", str(state),
+        "--metrics-port", "0",
+        "--metrics-address", "127.0.0.1",
+    ])
     assert code == 0
     assert condition_reason(cluster) == "Applied"
     assert cluster.node()["metadata"]["labels"]["nvidia.com/mig.config.state"] == "success"

@@ -99,7 +99,9 @@ def test_a_bad_simulated_node_is_one_clear_line_not_an_internal_error(
     assert len(err.splitlines()) == 1
 
 
-def test_a_state_file_that_cannot_be_saved_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_state_file_that_cannot_be_saved_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     blocker = _write(tmp_path, "a file, not a folder", name="blocker")
     assert main(["export", "--simulate", "1xA30-24GB", "--state", str(blocker / "state.json")]) == 1
     err = capsys.readouterr().err

@@ -19,16 +19,8 @@ from migagent.catalog import (
 from migagent.layout.profile import gi_profile_name
 
 KEYS = (
-    "A100-40GB",
-    "A100-80GB",
-    "A30-24GB",
-    "H100-80GB-SXM",
-    "H100-80GB-PCIe",
-    "H100-NVL-94GB",
-    "H200-141GB",
-    "GH200-96GB",
-    "GH200-144GB",
-    "B200-180GB",
+    "A100-40GB", "A100-80GB", "A30-24GB", "H100-80GB-SXM", "H100-80GB-PCIe",
+    "H100-NVL-94GB", "H200-141GB", "GH200-96GB", "GH200-144GB", "B200-180GB",
 )
 
 PCI_IDS = {
@@ -50,67 +42,25 @@ MIG_PARTED_NAMES = {
     "A100-80GB": {"1g.10gb": 7, "1g.10gb+me": 1, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},
     "A30-24GB": {"1g.6gb": 4, "1g.6gb+me": 1, "2g.12gb": 2, "2g.12gb+me": 1, "4g.24gb": 1},
     "H100-80GB-SXM": {
-        "1g.10gb": 7,
-        "1g.10gb+me": 1,
-        "1g.20gb": 4,
-        "2g.20gb": 3,
-        "3g.40gb": 2,
-        "4g.40gb": 1,
-        "7g.80gb": 1,
+        "1g.10gb": 7, "1g.10gb+me": 1, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1,
     },
     "H100-80GB-PCIe": {
-        "1g.10gb": 7,
-        "1g.10gb+me": 1,
-        "1g.20gb": 4,
-        "2g.20gb": 3,
-        "3g.40gb": 2,
-        "4g.40gb": 1,
-        "7g.80gb": 1,
+        "1g.10gb": 7, "1g.10gb+me": 1, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1,
     },
     "H100-NVL-94GB": {
-        "1g.12gb": 7,
-        "1g.12gb+me": 1,
-        "1g.24gb": 4,
-        "2g.24gb": 3,
-        "3g.47gb": 2,
-        "4g.47gb": 1,
-        "7g.94gb": 1,
+        "1g.12gb": 7, "1g.12gb+me": 1, "1g.24gb": 4, "2g.24gb": 3, "3g.47gb": 2, "4g.47gb": 1, "7g.94gb": 1,
     },
     "H200-141GB": {
-        "1g.18gb": 7,
-        "1g.18gb+me": 1,
-        "1g.35gb": 4,
-        "2g.35gb": 3,
-        "3g.71gb": 2,
-        "4g.71gb": 1,
-        "7g.141gb": 1,
+        "1g.18gb": 7, "1g.18gb+me": 1, "1g.35gb": 4, "2g.35gb": 3, "3g.71gb": 2, "4g.71gb": 1, "7g.141gb": 1,
     },
     "GH200-96GB": {
-        "1g.12gb": 7,
-        "1g.12gb+me": 1,
-        "1g.24gb": 4,
-        "2g.24gb": 3,
-        "3g.48gb": 2,
-        "4g.48gb": 1,
-        "7g.96gb": 1,
+        "1g.12gb": 7, "1g.12gb+me": 1, "1g.24gb": 4, "2g.24gb": 3, "3g.48gb": 2, "4g.48gb": 1, "7g.96gb": 1,
     },
     "GH200-144GB": {
-        "1g.18gb": 7,
-        "1g.18gb+me": 1,
-        "1g.36gb": 4,
-        "2g.36gb": 3,
-        "3g.72gb": 2,
-        "4g.72gb": 1,
-        "7g.144gb": 1,
+        "1g.18gb": 7, "1g.18gb+me": 1, "1g.36gb": 4, "2g.36gb": 3, "3g.72gb": 2, "4g.72gb": 1, "7g.144gb": 1,
     },
     "B200-180GB": {
-        "1g.23gb": 7,
-        "1g.23gb+me": 1,
-        "1g.45gb": 4,
-        "2g.45gb": 3,
-        "3g.90gb": 2,
-        "4g.90gb": 1,
-        "7g.180gb": 1,
+        "1g.23gb": 7, "1g.23gb+me": 1, "1g.45gb": 4, "2g.45gb": 3, "3g.90gb": 2, "4g.90gb": 1, "7g.180gb": 1,
     },
 }
 
@@ -170,9 +120,7 @@ def test_each_model_has_its_memory_and_slice_counts(
 ) -> None:
     table = model_by_key(key).profiles
     assert (table.total_memory_mb, table.memory_slices, table.compute_slices) == (
-        total_mb,
-        memory_slices,
-        compute_slices,
+        total_mb, memory_slices, compute_slices,
     )
 
 
@@ -195,9 +143,7 @@ def test_the_a100_40gb_gi_profiles_carry_nvml_ids_enums_memory_sms_engines_and_p
     assert three_g is not None
     assert three_g.placements == (Placement(0, 4), Placement(4, 4))
     assert [(ci.id, ci.slices, ci.max_instances, ci.is_default) for ci in three_g.ci_profiles] == [
-        (0, 1, 3, False),
-        (1, 2, 1, False),
-        (2, 3, 1, True),
+        (0, 1, 3, False), (1, 2, 1, False), (2, 3, 1, True),
     ]
 
 

@@ -21,13 +21,8 @@ def default_file() -> LayoutFile:
 
 
 def identity(model: GpuModel) -> GpuIdentity:
-    return GpuIdentity(
-        index=0,
-        pci_device_id=model.primary_pci_device_id,
-        subsystem_id=None,
-        profiles=model.profiles,
-        label=f"GPU 0 ({model.key})",
-    )
+    return GpuIdentity(index=0, pci_device_id=model.primary_pci_device_id, subsystem_id=None,
+                       profiles=model.profiles, label=f"GPU 0 ({model.key})")
 
 
 def slices_of(model: GpuModel, gi_profile_id: int) -> int:
@@ -58,9 +53,8 @@ def test_all_balanced_selects_exactly_one_entry_for_every_catalog_model(
     default_file: LayoutFile, model: GpuModel
 ) -> None:
     entries = default_file.configs["all-balanced"]
-    selecting = [
-        e for e in entries if e.selects(gpu_index=0, pci_device_id=model.primary_pci_device_id, subsystem_id=None)
-    ]
+    selecting = [e for e in entries if e.selects(gpu_index=0, pci_device_id=model.primary_pci_device_id,
+                                                 subsystem_id=None)]
     assert len(selecting) == 1
     (target,) = resolve_entries(entries, [identity(model)], config_name="all-balanced").gpus
     slices = sorted(slices_of(model, g.profile_id) for g in target.gpu_instances)

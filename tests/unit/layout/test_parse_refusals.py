@@ -35,11 +35,8 @@ def second_entry(*lines: str) -> str:
         (("devices: some", "mig-enabled: false"), "devices", 'got "some"'),
         (("devices: []", "mig-enabled: false"), "devices", "got []"),
         (("devices: true", "mig-enabled: false"), "devices", "got true"),
-        (
-            ("devices: [0, true]", "mig-enabled: false"),
-            "devices[1]",
-            "expected a GPU index (an integer >= 0), got true",
-        ),
+        (("devices: [0, true]", "mig-enabled: false"), "devices[1]",
+         "expected a GPU index (an integer >= 0), got true"),
         (("devices: [-1]", "mig-enabled: false"), "devices[0]", "got -1"),
         (("devices: [0.5]", "mig-enabled: false"), "devices[0]", "got 0.5"),
         (("mig-enabled: false",), "devices", 'missing; expected "all"'),
@@ -48,58 +45,31 @@ def second_entry(*lines: str) -> str:
         (("devices: all", "mig-enabled: true"), "mig-devices", "missing; required when mig-enabled is true"),
         (("devices: all", "mig-enabled: true", "mig-devices:"), "mig-devices", "got null"),
         (("devices: all", "mig-enabled: true", "mig-devices: [1g.10gb]"), "mig-devices", "expected a mapping"),
-        (
-            ("devices: all", "mig-enabled: false", 'mig-devices: {"1g.10gb": 7}'),
-            "mig-devices",
-            "must be absent or {} when mig-enabled is false",
-        ),
-        (
-            ("devices: all", "mig-enabled: true", 'mig-devices: {"1g.10gb": -1}'),
-            "mig-devices",
-            "profile '1g.10gb': count must be an integer >= 0, got -1",
-        ),
+        (("devices: all", "mig-enabled: false", 'mig-devices: {"1g.10gb": 7}'), "mig-devices",
+         "must be absent or {} when mig-enabled is false"),
+        (("devices: all", "mig-enabled: true", 'mig-devices: {"1g.10gb": -1}'), "mig-devices",
+         "profile '1g.10gb': count must be an integer >= 0, got -1"),
         (("devices: all", "mig-enabled: true", 'mig-devices: {"1g.10gb": true}'), "mig-devices", "got true"),
         (("devices: all", "mig-enabled: true", 'mig-devices: {"1g.10gb": "7"}'), "mig-devices", 'got "7"'),
         (("devices: all", "mig-enabled: true", 'mig-devices: {"1g.10gb": 1.5}'), "mig-devices", "got 1.5"),
-        (
-            ("devices: all", "mig-enabled: true", 'mig-devices: {"1g.10gb": 0, "2g.20gb": 0}'),
-            "mig-devices",
-            "all counts are 0",
-        ),
-        (
-            ("devices: all", "mig-enabled: true", 'mig-devices: {"1g.10gb": 1, "1c.1g.10gb": 1}'),
-            "mig-devices",
-            "profile '1c.1g.10gb' is the same profile as '1g.10gb'",
-        ),
+        (("devices: all", "mig-enabled: true", 'mig-devices: {"1g.10gb": 0, "2g.20gb": 0}'), "mig-devices",
+         "all counts are 0"),
+        (("devices: all", "mig-enabled: true", 'mig-devices: {"1g.10gb": 1, "1c.1g.10gb": 1}'), "mig-devices",
+         "profile '1c.1g.10gb' is the same profile as '1g.10gb'"),
         (("devices: all", "mig-enabled: true", "mig-devices: {7: 1}"), "mig-devices", "must be a string"),
-        (
-            ("devices: all", "mig-enabled: false", "mig-device: {}"),
-            "",
-            "unexpected field \"mig-device\"; did you mean 'mig-devices'?",
-        ),
+        (("devices: all", "mig-enabled: false", "mig-device: {}"), "",
+         "unexpected field \"mig-device\"; did you mean 'mig-devices'?"),
         (("devices: all", "mig-enabled: false", "device-filter: []"), "device-filter", "non-empty list"),
         (("devices: all", "mig-enabled: false", 'device-filter: ""'), "device-filter", "invalid PCI id filter"),
         (("devices: all", "mig-enabled: false", 'device-filter: "0xZZ"'), "device-filter", "'0xZZ' is not a number"),
-        (
-            ("devices: all", "mig-enabled: false", 'device-filter: "0x20B010DE:0x1:0x2"'),
-            "device-filter",
-            "more than one ':'",
-        ),
-        (
-            ("devices: all", "mig-enabled: false", 'device-filter: ["0x20B010DE", "0x100000000"]'),
-            "device-filter[1]",
-            "does not fit in 32 bits",
-        ),
-        (
-            ("devices: all", "mig-enabled: false", 'device-filter: ["0x20B010DE", " 0x20B110DE"]'),
-            "device-filter[1]",
-            "not an unsigned number",
-        ),
-        (
-            ("devices: all", "mig-enabled: false", "device-filter: 0x20B010DE"),
-            "device-filter",
-            "YAML read an unquoted number (548409566); quote the PCI id",
-        ),
+        (("devices: all", "mig-enabled: false", 'device-filter: "0x20B010DE:0x1:0x2"'), "device-filter",
+         "more than one ':'"),
+        (("devices: all", "mig-enabled: false", 'device-filter: ["0x20B010DE", "0x100000000"]'), "device-filter[1]",
+         "does not fit in 32 bits"),
+        (("devices: all", "mig-enabled: false", 'device-filter: ["0x20B010DE", " 0x20B110DE"]'),
+         "device-filter[1]", "not an unsigned number"),
+        (("devices: all", "mig-enabled: false", "device-filter: 0x20B010DE"), "device-filter",
+         "YAML read an unquoted number (548409566); quote the PCI id"),
         (("devices: all", "mig-enabled: false", "device-filter: {a: 1}"), "device-filter", 'e.g. "0x20B710DE"'),
     ],
 )
@@ -153,14 +123,10 @@ def test_a_malformed_profile_name_is_refused_with_the_grammar(profile: str, says
         ("version: v1\nmig-configs:\n  cfg: []\n", "layouts.yaml: mig-configs.cfg: expected a non-empty list"),
         ("version: v1\nmig-configs:\n  cfg:\n", "layouts.yaml: mig-configs.cfg: expected a non-empty list"),
         ("version: v1\nmig-configs:\n  cfg:\n    - all\n", "layouts.yaml: mig-configs.cfg[0]: expected a mapping"),
-        (
-            "version: v1\nmig-configs:\n  off:\n" + GOOD_ENTRY,
-            "config name false must be a string; quote it (YAML reads",
-        ),
-        (
-            "version: v1\nflavour: x\nmig-configs:\n  cfg:\n" + GOOD_ENTRY,
-            'layouts.yaml: unexpected field "flavour"; valid fields here: version, mig-configs',
-        ),
+        ("version: v1\nmig-configs:\n  off:\n" + GOOD_ENTRY,
+         "config name false must be a string; quote it (YAML reads"),
+        ("version: v1\nflavour: x\nmig-configs:\n  cfg:\n" + GOOD_ENTRY,
+         'layouts.yaml: unexpected field "flavour"; valid fields here: version, mig-configs'),
     ],
 )
 def test_a_bad_file_structure_is_refused_saying_what_is_valid(text: str, says: str) -> None:
@@ -170,25 +136,16 @@ def test_a_bad_file_structure_is_refused_saying_what_is_valid(text: str, says: s
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        (
-            "version: v1\nversion: v1\nmig-configs:\n  cfg:\n" + GOOD_ENTRY,
-            "layouts.yaml: key 'version' appears more than once (lines 1 and 2)",
-        ),
-        (
-            "version: v1\nmig-configs:\n  cfg:\n" + GOOD_ENTRY + "  cfg:\n" + GOOD_ENTRY,
-            "layouts.yaml: mig-configs: key 'cfg' appears more than once (lines 3 and 5)",
-        ),
-        (
-            "version: v1\nmig-configs:\n  cfg:\n"
-            + GOOD_ENTRY
-            + "    - devices: all\n      mig-enabled: false\n      devices: [0]\n",
-            "layouts.yaml: mig-configs.cfg[1]: key 'devices' appears more than once (lines 5 and 7)",
-        ),
-        (
-            "version: v1\nmig-configs:\n  cfg:\n    - devices: all\n      mig-enabled: true\n      mig-devices:\n"
-            '        "1g.10gb": 1\n        "1g.10gb": 2\n',
-            "layouts.yaml: mig-configs.cfg[0].mig-devices: key '1g.10gb' appears more than once (lines 7 and 8)",
-        ),
+        ("version: v1\nversion: v1\nmig-configs:\n  cfg:\n" + GOOD_ENTRY,
+         "layouts.yaml: key 'version' appears more than once (lines 1 and 2)"),
+        ("version: v1\nmig-configs:\n  cfg:\n" + GOOD_ENTRY + "  cfg:\n" + GOOD_ENTRY,
+         "layouts.yaml: mig-configs: key 'cfg' appears more than once (lines 3 and 5)"),
+        ("version: v1\nmig-configs:\n  cfg:\n" + GOOD_ENTRY
+         + "    - devices: all\n      mig-enabled: false\n      devices: [0]\n",
+         "layouts.yaml: mig-configs.cfg[1]: key 'devices' appears more than once (lines 5 and 7)"),
+        ("version: v1\nmig-configs:\n  cfg:\n    - devices: all\n      mig-enabled: true\n      mig-devices:\n"
+         '        "1g.10gb": 1\n        "1g.10gb": 2\n',
+         "layouts.yaml: mig-configs.cfg[0].mig-devices: key '1g.10gb' appears more than once (lines 7 and 8)"),
     ],
 )
 def test_a_key_written_twice_is_refused_with_both_lines(text: str, says: str) -> None:
@@ -219,11 +176,8 @@ def test_every_error_in_a_file_is_reported_together_one_per_line() -> None:
     )
     lines = refusal(text).splitlines()
     assert [line.split(": ")[1] for line in lines] == [
-        "version",
-        "mig-configs.a[0].devices",
-        "mig-configs.b[0].mig-devices",
-        "mig-configs.b[1].device-filter",
-        "mig-configs.b[1].mig-devices",
+        "version", "mig-configs.a[0].devices", "mig-configs.b[0].mig-devices",
+        "mig-configs.b[1].device-filter", "mig-configs.b[1].mig-devices",
     ]
     assert all(line.startswith("layouts.yaml: ") for line in lines)
 
@@ -242,7 +196,7 @@ def test_a_file_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
 
 
 def outcome(text: str) -> str:
-    """ "parsed", or the InvalidLayoutError message; any other exception escapes and fails the test."""
+    """"parsed", or the InvalidLayoutError message; any other exception escapes and fails the test."""
     try:
         parse_layout(text, source="fuzz.yaml")
     except InvalidLayoutError as exc:
@@ -257,11 +211,7 @@ def test_arbitrary_text_either_parses_or_raises_invalid_layout_error(text: str) 
 
 
 _SCALARS = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(-5, 2**33),
-    st.floats(allow_nan=False),
-    st.text(max_size=12),
+    st.none(), st.booleans(), st.integers(-5, 2**33), st.floats(allow_nan=False), st.text(max_size=12),
     st.sampled_from(["all", "v1", "1g.10gb", "1c.3g.40gb", "0x20B010DE", "devices", "mig-enabled"]),
 )
 _KEYS = st.sampled_from(

@@ -21,15 +21,8 @@ def layout() -> LayoutFile:
 
 def test_config_names_keep_the_files_order(layout: LayoutFile) -> None:
     assert layout.names == (
-        "all-disabled",
-        "all-enabled",
-        "all-1g.5gb",
-        "all-1g.5gb.me",
-        "all-1g.10gb",
-        "all-2g.12gb.me",
-        "all-1g.24gb-me",
-        "all-balanced",
-        "custom-config",
+        "all-disabled", "all-enabled", "all-1g.5gb", "all-1g.5gb.me", "all-1g.10gb",
+        "all-2g.12gb.me", "all-1g.24gb-me", "all-balanced", "custom-config",
     )
     assert layout.path == str(MIG_PARTED_STYLE)
 
@@ -51,7 +44,9 @@ def test_all_enabled_with_an_empty_map_enables_mig_without_instances(layout: Lay
 def test_a_count_that_differs_by_model_reads_as_two_filtered_entries(layout: LayoutFile) -> None:
     forty, eighty = layout.configs["all-1g.10gb"]
     assert (forty.index, eighty.index) == (0, 1)
-    assert forty.device_filter == tuple(PciFilter(pci) for pci in (0x20B010DE, 0x20B110DE, 0x20F110DE, 0x20F610DE))
+    assert forty.device_filter == tuple(
+        PciFilter(pci) for pci in (0x20B010DE, 0x20B110DE, 0x20F110DE, 0x20F610DE)
+    )
     assert len(eighty.device_filter) == 8
     assert forty.mig_devices == ((P("1g.10gb"), 4),)
     assert eighty.mig_devices == ((P("1g.10gb"), 7),)

@@ -50,23 +50,10 @@ def test_names_from_mig_parted_files_parse(text: str, expected: MigProfile) -> N
 @pytest.mark.parametrize(
     ("total_mb", "gi_mb", "gb"),
     [
-        (40960, 4864, 5),
-        (40960, 9856, 10),
-        (40960, 19968, 20),
-        (40960, 40192, 40),
-        (81920, 9856, 10),
-        (81920, 10240, 10),
-        (81920, 19968, 20),
-        (81920, 40192, 40),
-        (81920, 80384, 80),
-        (81559, 9856, 10),
-        (81559, 9984, 10),
-        (81559, 19968, 20),
-        (81559, 40192, 40),
-        (81559, 80384, 80),
-        (24576, 5836, 6),
-        (24576, 11672, 12),
-        (24576, 23344, 24),
+        (40960, 4864, 5), (40960, 9856, 10), (40960, 19968, 20), (40960, 40192, 40),
+        (81920, 9856, 10), (81920, 10240, 10), (81920, 19968, 20), (81920, 40192, 40), (81920, 80384, 80),
+        (81559, 9856, 10), (81559, 9984, 10), (81559, 19968, 20), (81559, 40192, 40), (81559, 80384, 80),
+        (24576, 5836, 6), (24576, 11672, 12), (24576, 23344, 24),
     ],
 )
 def test_gi_memory_rounds_up_to_eighths_of_the_devices_whole_gib(total_mb: int, gi_mb: int, gb: int) -> None:
@@ -82,11 +69,7 @@ def test_the_full_80gb_gi_is_named_7g_80gb_not_7g_79gb() -> None:
 def test_catalog_a30_names_match_mig_parteds_list() -> None:
     table = model_by_key("A30-24GB").profiles
     assert [str(gi_profile_name(gi, table)) for gi in table.gi_profiles] == [
-        "1g.6gb",
-        "1g.6gb+me",
-        "2g.12gb",
-        "2g.12gb+me",
-        "4g.24gb",
+        "1g.6gb", "1g.6gb+me", "2g.12gb", "2g.12gb+me", "4g.24gb",
     ]
 
 
@@ -94,7 +77,5 @@ def test_compute_profile_names_carry_their_slice_count_except_the_default() -> N
     table = model_by_key("A100-40GB").profiles
     three_g = next(gi for gi in table.gi_profiles if gi.slices == 3)
     assert [str(ci_profile_name(three_g, ci, table)) for ci in three_g.ci_profiles] == [
-        "1c.3g.20gb",
-        "2c.3g.20gb",
-        "3g.20gb",
+        "1c.3g.20gb", "2c.3g.20gb", "3g.20gb",
     ]

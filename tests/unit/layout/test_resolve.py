@@ -27,13 +27,8 @@ from tests.unit.layout.support import MIG_PARTED_STYLE, gpu
 GI_1G, GI_2G, GI_3G, GI_4G, GI_7G = 19, 14, 9, 5, 0
 
 
-def entry(
-    mig_devices: dict[str, int],
-    *,
-    index: int = 0,
-    devices: tuple[int, ...] | None = None,
-    device_filter: tuple[PciFilter, ...] = (),
-) -> LayoutEntry:
+def entry(mig_devices: dict[str, int], *, index: int = 0, devices: tuple[int, ...] | None = None,
+          device_filter: tuple[PciFilter, ...] = ()) -> LayoutEntry:
     """An enabled entry; `devices=None` means all GPUs."""
     return LayoutEntry(
         index=index,
@@ -59,17 +54,12 @@ def test_each_gpu_of_a_mixed_node_gets_its_own_models_profiles(fixture_file: Lay
     desired = resolve_config(fixture_file, "all-balanced", node)
     assert [g.index for g in desired.gpus] == [0, 1, 2, 3]
     # A100-40GB: 3g.20gb (9), 2g.10gb (14), two 1g.5gb (19); A30: 2g.12gb (5), two 1g.6gb (14).
-    assert desired.gpus[0].gpu_instances == (
-        DesiredGi(9, (2,)),
-        DesiredGi(14, (1,)),
-        DesiredGi(19, (0,)),
-        DesiredGi(19, (0,)),
-    )
+    assert desired.gpus[0].gpu_instances == (DesiredGi(9, (2,)), DesiredGi(14, (1,)), DesiredGi(19, (0,)),
+                                             DesiredGi(19, (0,)))
     assert desired.gpus[1].gpu_instances == (DesiredGi(5, (1,)), DesiredGi(14, (0,)), DesiredGi(14, (0,)))
     assert desired.gpus[2].gpu_instances == desired.gpus[0].gpu_instances
-    assert desired.gpus[3] == DesiredGpu(
-        index=3, mig_enabled=True, gpu_instances=desired.gpus[1].gpu_instances, config_name="all-balanced"
-    )
+    assert desired.gpus[3] == DesiredGpu(index=3, mig_enabled=True, gpu_instances=desired.gpus[1].gpu_instances,
+                                         config_name="all-balanced")
 
 
 def test_a_count_that_differs_by_model_follows_the_filtered_entries(fixture_file: LayoutFile) -> None:
@@ -272,15 +262,8 @@ def test_validate_entries_accepts_a_config_that_fits_everything_it_targets(fixtu
 def test_an_observed_gpu_becomes_an_identity_with_its_own_table() -> None:
     table = model_by_key("A30-24GB").profiles
     observed = ObservedGpu(
-        index=2,
-        uuid="GPU-1",
-        name="NVIDIA A30",
-        pci_bus_id="0000:3B:00.0",
-        pci_device_id=0x20B710DE,
-        mig_capable=True,
-        mig_current=True,
-        mig_pending=True,
-        profiles=table,
+        index=2, uuid="GPU-1", name="NVIDIA A30", pci_bus_id="0000:3B:00.0", pci_device_id=0x20B710DE,
+        mig_capable=True, mig_current=True, mig_pending=True, profiles=table,
     )
     identity = identity_of(observed)
     assert (identity.index, identity.pci_device_id, identity.label) == (2, 0x20B710DE, "GPU 2 (NVIDIA A30)")
@@ -289,14 +272,8 @@ def test_an_observed_gpu_becomes_an_identity_with_its_own_table() -> None:
 
 def test_an_observed_gpu_without_mig_offers_no_profiles() -> None:
     observed = ObservedGpu(
-        index=0,
-        uuid="GPU-2",
-        name="Tesla T4",
-        pci_bus_id="0000:00:04.0",
-        pci_device_id=0x1EB810DE,
-        mig_capable=False,
-        mig_current=False,
-        mig_pending=False,
+        index=0, uuid="GPU-2", name="Tesla T4", pci_bus_id="0000:00:04.0", pci_device_id=0x1EB810DE,
+        mig_capable=False, mig_current=False, mig_pending=False,
     )
     with pytest.raises(LayoutDoesNotFitError, match="this GPU offers no MIG profiles"):
         resolve_entry(entry({"1g.5gb": 1}), identity_of(observed), config_name="c")

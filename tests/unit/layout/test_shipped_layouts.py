@@ -42,9 +42,8 @@ def load_generator() -> ModuleType:
 
 
 def identity(model: GpuModel, pci: int, index: int = 0) -> GpuIdentity:
-    return GpuIdentity(
-        index=index, pci_device_id=pci, subsystem_id=None, profiles=model.profiles, label=f"GPU {index} ({model.key})"
-    )
+    return GpuIdentity(index=index, pci_device_id=pci, subsystem_id=None, profiles=model.profiles,
+                       label=f"GPU {index} ({model.key})")
 
 
 def test_the_shipped_file_is_what_the_generator_writes_now() -> None:

@@ -13,12 +13,7 @@ from migagent.sim.state import StateFormatError
 from tests.unit.sim.helpers import all_gi_ids, create_gi, gi_placement, gi_profile, nvml_code, started
 
 SHORT_NAMES = {
-    "1g": "1g.5gb",
-    "1g+me": "1g.5gb+me",
-    "1g2": "1g.10gb",
-    "2g": "2g.10gb",
-    "3g": "3g.20gb",
-    "4g": "4g.20gb",
+    "1g": "1g.5gb", "1g+me": "1g.5gb+me", "1g2": "1g.10gb", "2g": "2g.10gb", "3g": "3g.20gb", "4g": "4g.20gb",
 }
 NONE = None
 # The nine A100/Hopper rows of reference/placement_heuristic_check.py; a 1-slice result is its start.
@@ -77,16 +72,8 @@ def test_an_unknown_auto_placement_rule_is_refused() -> None:
 
 @pytest.mark.parametrize(
     ("name", "start", "size", "gi_id"),
-    [
-        ("7g.40gb", 0, 8, 0),
-        ("4g.20gb", 0, 4, 1),
-        ("3g.20gb", 4, 4, 2),
-        ("2g.10gb", 2, 2, 4),
-        ("2g.10gb", 4, 2, 5),
-        ("1g.5gb", 6, 1, 13),
-        ("1g.5gb", 0, 1, 7),
-        ("1g.10gb", 6, 2, 6),
-    ],
+    [("7g.40gb", 0, 8, 0), ("4g.20gb", 0, 4, 1), ("3g.20gb", 4, 4, 2), ("2g.10gb", 2, 2, 4),
+     ("2g.10gb", 4, 2, 5), ("1g.5gb", 6, 1, 13), ("1g.5gb", 0, 1, 7), ("1g.10gb", 6, 2, 6)],
 )
 def test_gi_ids_follow_the_standard_swizzle_map(name: str, start: int, size: int, gi_id: int) -> None:
     fake = started("A100-40GB")

@@ -92,7 +92,9 @@ def test_a_gi_profile_at_its_instance_limit_refuses_another_even_with_free_slice
     fake.nvmlDeviceCreateGpuInstance(device, 19)
     assert fake.nvmlDeviceGetGpuInstanceRemainingCapacity(device, 19) == 0
     assert nvml_code(lambda: create_gi(fake, device, 19, 5, 1)) == pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES
-    assert nvml_code(lambda: fake.nvmlDeviceCreateGpuInstance(device, 19)) == (pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES)
+    assert nvml_code(lambda: fake.nvmlDeviceCreateGpuInstance(device, 19)) == (
+        pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES
+    )
 
 
 def _with_me_all_and_no_me() -> GpuModel:

@@ -123,7 +123,9 @@ def test_ci_capacity_is_capped_by_the_profiles_instance_count() -> None:
     seven = base.profiles.gi_profile(0)
     assert seven is not None
     capped = tuple(dataclasses.replace(ci, max_instances=2) if ci.id == 0 else ci for ci in seven.ci_profiles)
-    profiles = tuple(dataclasses.replace(p, ci_profiles=capped) if p.id == 0 else p for p in base.profiles.gi_profiles)
+    profiles = tuple(
+        dataclasses.replace(p, ci_profiles=capped) if p.id == 0 else p for p in base.profiles.gi_profiles
+    )
     table = dataclasses.replace(base.profiles, gi_profiles=profiles)
     model = dataclasses.replace(base, key="TEST-CAPPED", profiles=table)
     fake = FakeNvml.from_models([model], mig_enabled=True)

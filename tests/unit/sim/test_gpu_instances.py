@@ -26,14 +26,10 @@ def test_profile_info_by_enum_returns_the_catalog_profile_with_its_own_id() -> N
     assert info.name == "MIG 1g.10gb"
     assert (info.sliceCount, info.instanceCount, info.memorySizeMB) == (1, 4, expected.memory_mb)
     assert (info.multiprocessorCount, info.copyEngineCount, info.decoderCount) == (
-        expected.sms,
-        expected.engines.copy,
-        expected.engines.decoders,
+        expected.sms, expected.engines.copy, expected.engines.decoders
     )
     assert (info.encoderCount, info.jpegCount, info.ofaCount) == (
-        expected.engines.encoders,
-        expected.engines.jpeg,
-        expected.engines.ofa,
+        expected.engines.encoders, expected.engines.jpeg, expected.engines.ofa
     )
     assert info.isP2pSupported == 0
 

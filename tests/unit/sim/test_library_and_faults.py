@@ -145,12 +145,8 @@ def test_errors_the_fake_raises_by_itself_are_pynvml_classes_that_print() -> Non
         (pynvml.NVML_ERROR_IN_USE, lambda: fake.nvmlGpuInstanceDestroy(gi)),
         (pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES, lambda: fake.nvmlDeviceCreateGpuInstance(device, 0)),
         (pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, lambda: fake.nvmlDeviceGetGpuInstanceProfileInfo(device, 0, 3)),
-        (
-            pynvml.NVML_ERROR_INSUFFICIENT_SIZE,
-            lambda: fake.nvmlDeviceGetGpuInstancePossiblePlacements(
-                device, 19, (pynvml.c_nvmlGpuInstancePlacement_t * 1)(), byref(c_uint(0))
-            ),
-        ),
+        (pynvml.NVML_ERROR_INSUFFICIENT_SIZE, lambda: fake.nvmlDeviceGetGpuInstancePossiblePlacements(
+            device, 19, (pynvml.c_nvmlGpuInstancePlacement_t * 1)(), byref(c_uint(0)))),
     ]
     for expected, call in calls:
         with pytest.raises(pynvml.NVMLError) as info:

@@ -142,10 +142,7 @@ def test_processes_are_listed_per_mig_device_and_all_on_the_parent() -> None:
     fake.sim_attach_process(fake.nvmlDeviceGetUUID(third), pid=33)
     [on_first] = fake.nvmlDeviceGetComputeRunningProcesses(first)
     assert (on_first.pid, on_first.usedGpuMemory, on_first.gpuInstanceId, on_first.computeInstanceId) == (
-        11,
-        5 << 20,
-        1,
-        0,
+        11, 5 << 20, 1, 0
     )
     on_parent = fake.nvmlDeviceGetComputeRunningProcesses(device)
     assert [(p.pid, p.gpuInstanceId, p.computeInstanceId) for p in on_parent] == [(11, 1, 0), (33, 2, 0)]

@@ -32,17 +32,12 @@ def observe(fake: FakeNvml) -> list[dict[str, Any]]:
                 continue
             gi = fake.nvmlDeviceGetGpuInstanceById(device, fake.nvmlDeviceGetGpuInstanceId(handle))
             gi_info = fake.nvmlGpuInstanceGetInfo(gi)
-            mig.append(
-                (
-                    fake.nvmlDeviceGetUUID(handle),
-                    fake.nvmlDeviceGetName(handle),
-                    gi_info.id,
-                    gi_info.profileId,
-                    gi_info.placement.start,
-                    gi_info.placement.size,
-                    fake.nvmlDeviceGetComputeInstanceId(handle),
-                )
-            )
+            mig.append((
+                fake.nvmlDeviceGetUUID(handle),
+                fake.nvmlDeviceGetName(handle),
+                gi_info.id, gi_info.profileId, gi_info.placement.start, gi_info.placement.size,
+                fake.nvmlDeviceGetComputeInstanceId(handle),
+            ))
         gpu["mig"] = mig
         seen.append(gpu)
     return seen
