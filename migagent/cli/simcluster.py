@@ -14,7 +14,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import yaml
 
 from migagent.cli.agent import AgentOptions, build_agent
 from migagent.clock import Clock, FakeClock, SystemClock
@@ -35,10 +37,14 @@ from migagent.runtime.ports import AgentSettings, PhaseHook
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.fakelib_backend import nvml_for
 from migagent.sim.kube_apiserver import FakeApiServer
+from migagent.sim.kube_apiserver.rbac import UserInfo
 from migagent.sim.kubelet import FakeKubelet
 from migagent.sim.kubelet_plugin import PluginMode
 from migagent.sim.reset import SimResetRunner
 from migagent.sources.node_label import NodeLabelSource, WatchSettings
+
+if TYPE_CHECKING:  # access control needs cel-python, a test dependency; the demo runs without it
+    from migagent.sim.kube_apiserver.access import AccessControl
 
 JsonDict = dict[str, Any]
 
@@ -97,6 +103,10 @@ class SimClusterConfig:
     labels: Mapping[str, str] = field(default_factory=lambda: dict(GPU_OPERATOR_LABELS))
     plugin_mode: PluginMode = "gpu-operator"
     plugin_lag_s: float = 0.0
+    plugin_namespace: str = "gpu-operator"
+    """Where the fake kubelet keeps the device-plugin pod (the standalone overlay: nvidia-device-plugin)."""
+    plugin_labels: Mapping[str, str] | None = None
+    """The plugin pod's labels (None: the GPU Operator's app=nvidia-device-plugin-daemonset)."""
     watch_timeout_s: float = 30.0
 
 
@@ -158,8 +168,18 @@ class RunningAgent:
 
 
 class SimCluster:
-    def __init__(self, workdir: Path, config: SimClusterConfig | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        config: SimClusterConfig | None = None,
+        *,
+        access: AccessControl | None = None,
+        agent_account: tuple[str, str] = ("migagent", "migagent"),
+    ) -> None:
+        """With `access` (rendered RBAC and admission policies), the API server enforces them and each agent
+        authenticates as the service account `agent_account` (namespace, name) bound to this node."""
         self.config = config or SimClusterConfig()
+        self.agent_account = agent_account
         self.workdir = workdir
         self.layout_file = workdir / "mig-layouts.yaml"
         self.journal_dir = workdir / "journal"
@@ -167,7 +187,8 @@ class SimCluster:
         self._socket_dir = Path(tempfile.mkdtemp(prefix="migsim-"))
         self.socket_path = str(self._socket_dir / "kubelet.sock")
         self.fake = FakeNvml.from_spec(self.config.spec)
-        self.api = FakeApiServer(default_watch_timeout_s=self.config.watch_timeout_s)
+        # Pods stay Terminating for 1% of their grace period (a 30 s one: 0.3 s).
+        self.api = FakeApiServer(default_watch_timeout_s=self.config.watch_timeout_s, access=access, grace_scale=0.01)
         self.kubelet = FakeKubelet(
             self.api,
             self.fake,
@@ -175,6 +196,8 @@ class SimCluster:
             socket_path=self.socket_path,
             plugin_lag_s=self.config.plugin_lag_s,
             plugin_mode=self.config.plugin_mode,
+            plugin_namespace=self.config.plugin_namespace,
+            plugin_labels=self.config.plugin_labels,
         )
         self._drivers: list[GpuDriver] = []
         self._running: list[RunningAgent] = []
@@ -240,6 +263,10 @@ class SimCluster:
         options = options or self.options()
         clock = clock or SystemClock()
         client = make_api_client(kubeconfig=None, api_server=self.api.url)
+        token = self.agent_token()
+        if token is not None:
+            client.configuration.api_key = {"authorization": token}
+            client.configuration.api_key_prefix = {"authorization": "Bearer"}
         api = KubeApi(client, node_name=options.node_name, clock=clock, timeout=options.request_timeout)
         return build_agent(
             options,
@@ -252,6 +279,27 @@ class SimCluster:
             health=health,
             phase_hook=phase_hook,
         )
+
+    def agent_token(self) -> str | None:
+        """A fresh token for the agent's service account bound to this node (None without access control)."""
+        if self.api.access is None:
+            return None
+        namespace, name = self.agent_account
+        return self.api.issue_token(UserInfo.service_account(namespace, name, node_name=self.config.node_name))
+
+    def write_kubeconfig(self, path: Path) -> Path:
+        """A kubeconfig for this API server with the agent's token (as `--kubeconfig` for `migagent agent`)."""
+        user: JsonDict = {"token": self.agent_token()} if self.api.access is not None else {}
+        kubeconfig = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "sim", "cluster": {"server": self.api.url}}],
+            "users": [{"name": "migagent", "user": user}],
+            "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "migagent"}}],
+            "current-context": "sim",
+        }
+        path.write_text(yaml.safe_dump(kubeconfig), encoding="utf-8")
+        return path
 
     def start_agent(self, options: AgentOptions | None = None, **kwargs: Any) -> RunningAgent:
         running = RunningAgent(*self.build_agent(options, **kwargs)).start()

@@ -12,9 +12,11 @@ from migagent.sim.kube_apiserver.errors import ApiError, bad_request, success_st
 from migagent.sim.kube_apiserver.events import create_event
 from migagent.sim.kube_apiserver.nodes import patch_node, replace_node
 from migagent.sim.kube_apiserver.pods import create_pod, delete_pod, evict_pod
+from migagent.sim.kube_apiserver.rbac import UserInfo
 from migagent.sim.kube_apiserver.reads import get_object, list_objects, open_watch
 from migagent.sim.kube_apiserver.routing import CORE_EVENTS, EVENTS_V1, NODES, PODS, ResourceType, Route, is_watch
 from migagent.sim.kube_apiserver.store import Store
+from migagent.sim.kube_apiserver.terminating import Terminator
 from migagent.sim.kube_apiserver.watch import WatchEnd
 
 JsonDict = dict[str, Any]
@@ -35,6 +37,8 @@ class ApiRequest:
     query: Mapping[str, str]
     body: bytes
     content_type: str | None
+    user: UserInfo | None = None
+    """Who sent it, when the server authenticates (None: access control is off)."""
 
 
 @dataclass(frozen=True)
@@ -63,9 +67,23 @@ def decode_body(request: ApiRequest, *, is_patch: bool = False) -> Any:
         raise bad_request(f"the request body is not valid JSON: {error}") from error
 
 
+class NodeAdmission(Protocol):
+    def admit_node(self, request: ApiRequest, old: JsonDict, new: JsonDict) -> None: ...
+
+
 class Dispatcher:
-    def __init__(self, store: Store, clock: Clock, watch: WatchSettings) -> None:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        watch: WatchSettings,
+        *,
+        admission: NodeAdmission | None = None,
+        terminator: Terminator | None = None,
+    ) -> None:
         self._store = store
+        self._terminator = terminator
+        self._admission = admission
         self._clock = clock
         self._watch = watch
         self._watch_clock = SystemClock()  # watch timeouts are network time, whatever clock stamps the objects
@@ -90,6 +108,7 @@ class Dispatcher:
                 options=options,
                 query=request.query,
                 clock=self._clock,
+                terminator=self._terminator,
             )
             return JsonResponse(200, pod)
         raise ApiError(405, f"{method} is not supported on {request.path} by this fake apiserver")
@@ -118,18 +137,22 @@ class Dispatcher:
         route = request.route
         if route.name is None:
             raise ApiError(405, f"{request.method} needs a node name in the path")
+        admission = self._admission
+        admit = None if admission is None else (lambda old, new: admission.admit_node(request, old, new))
         if request.method.upper() == "PATCH":
             document = decode_body(request, is_patch=True)
-            node = patch_node(self._store, route.name, route.subresource, request.content_type, document)
+            node = patch_node(self._store, route.name, route.subresource, request.content_type, document, admit=admit)
         else:
-            node = replace_node(self._store, route.name, route.subresource, decode_body(request))
+            node = replace_node(self._store, route.name, route.subresource, decode_body(request), admit=admit)
         return JsonResponse(200, node)
 
     def _post(self, resource: ResourceType, request: ApiRequest) -> JsonResponse:
         route = request.route
         namespace = route.namespace or ""
         if resource == PODS and route.subresource == "eviction" and route.name:
-            evict_pod(self._store, namespace, route.name, decode_body(request), clock=self._clock)
+            evict_pod(
+                self._store, namespace, route.name, decode_body(request), clock=self._clock, terminator=self._terminator
+            )
             return JsonResponse(201, success_status(201))
         if route.name is not None or route.namespace is None:
             raise ApiError(405, f"POST is not supported on {request.path}")

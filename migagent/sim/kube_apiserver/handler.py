@@ -80,6 +80,8 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
 
     def _answer(self, request: ApiRequest) -> None:
         try:
+            if self.context.access is not None:  # authentication and authorization come first
+                request = self.context.access.check_request(request, self.headers.get("Authorization"))
             fault = self.context.faults.take(request.method, request.path, request.route)
             if fault is not None:
                 raise fault

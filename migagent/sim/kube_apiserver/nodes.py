@@ -7,6 +7,7 @@ patched result because the patch set it) is a precondition: a mismatch is 409 Co
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from migagent.sim.kube_apiserver.errors import ApiError, bad_request, conflict
@@ -17,6 +18,8 @@ from migagent.sim.kube_apiserver.store import Store
 from migagent.sim.kube_apiserver.validation import require_object, validate_node
 
 JsonDict = dict[str, Any]
+Admit = Callable[[JsonDict, JsonDict], None]
+"""`admit(old, new)`: validating admission on the final object; raises ApiError to refuse."""
 
 
 def apply_patch(patch_type: str, current: JsonDict, document: Any) -> JsonDict:
@@ -48,25 +51,42 @@ def _apply_strategy(current: JsonDict, written: JsonDict, subresource: str | Non
     return written
 
 
+def _admitted(current: JsonDict, written: JsonDict, admit: Admit | None) -> JsonDict:
+    # Validating admission runs after the strategy (status or spec restored), before storage.
+    if admit is not None:
+        admit(current, written)
+    return written
+
+
 def _check_precondition(current: JsonDict, written: JsonDict) -> None:
     stated = (written.get("metadata") or {}).get("resourceVersion")
     if stated is not None and stated != current["metadata"]["resourceVersion"]:
         raise conflict(NODES.plural, current["metadata"]["name"])
 
 
-def patch_node(store: Store, name: str, subresource: str | None, content_type: str | None, document: Any) -> JsonDict:
+def patch_node(
+    store: Store,
+    name: str,
+    subresource: str | None,
+    content_type: str | None,
+    document: Any,
+    *,
+    admit: Admit | None = None,
+) -> JsonDict:
     _check_subresource(subresource)
     patch_type = parse_patch_type(content_type)
 
     def mutate(current: JsonDict) -> JsonDict:
         patched = apply_patch(patch_type, current, document)
         _check_precondition(current, patched)
-        return _apply_strategy(current, patched, subresource)
+        return _admitted(current, _apply_strategy(current, patched, subresource), admit)
 
     return store.update(NODES, "", name, mutate)
 
 
-def replace_node(store: Store, name: str, subresource: str | None, document: Any) -> JsonDict:
+def replace_node(
+    store: Store, name: str, subresource: str | None, document: Any, *, admit: Admit | None = None
+) -> JsonDict:
     _check_subresource(subresource)
     written = require_object(document, "Node")
     body_name = (written.get("metadata") or {}).get("name")
@@ -75,6 +95,6 @@ def replace_node(store: Store, name: str, subresource: str | None, document: Any
 
     def mutate(current: JsonDict) -> JsonDict:
         _check_precondition(current, written)
-        return _apply_strategy(current, written, subresource)
+        return _admitted(current, _apply_strategy(current, written, subresource), admit)
 
     return store.update(NODES, "", name, mutate)

@@ -1,9 +1,10 @@
 """Pod deletion and the eviction subresource (reference §2.2), and pod creation.
 
-A deleted pod leaves the store at once; the object returned (and sent as the DELETED watch event) carries
-deletionTimestamp and deletionGracePeriodSeconds as the real answer for a graceful delete would. Evictions do
-not decrement the PDB's disruptionsAllowed (there is no disruption controller to restore it); tests set it
-with `set_pdb_disruptions_allowed`.
+A deleted pod that ran stays Terminating for its grace period (terminating.py), then leaves with a DELETED
+watch event; the object returned carries deletionTimestamp and deletionGracePeriodSeconds. An eviction
+consumes one of the PDB's disruptionsAllowed (a second eviction under an exhausted budget is 429); a
+budget added with `add_managed_pdb` gets it back from the disruption controller (disruption.py) when
+replacements are Ready, others from tests (`set_pdb_disruptions_allowed`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from migagent.sim.kube_apiserver.objects import timestamp
 from migagent.sim.kube_apiserver.routing import PDBS, PODS
 from migagent.sim.kube_apiserver.selectors import label_selector_from_object
 from migagent.sim.kube_apiserver.store import Store
+from migagent.sim.kube_apiserver.terminating import Terminator, removed_at_once
 from migagent.sim.kube_apiserver.validation import check_namespace, require_object
 
 JsonDict = dict[str, Any]
@@ -40,29 +42,49 @@ def create_pod(store: Store, namespace: str, body: Any) -> JsonDict:
 
 
 def delete_pod(
-    store: Store, namespace: str, name: str, *, options: JsonDict, query: Mapping[str, str], clock: Clock
+    store: Store,
+    namespace: str,
+    name: str,
+    *,
+    options: JsonDict,
+    query: Mapping[str, str],
+    clock: Clock,
+    terminator: Terminator | None = None,
 ) -> JsonDict:
-    """DELETE answers with the Pod itself (pod storage sets ReturnDeletedObject), never a Status."""
+    """DELETE answers with the Pod itself (pod storage sets ReturnDeletedObject), never a Status.
+
+    With a `terminator`, a pod that ran stays Terminating for its grace period (terminating.py);
+    without, it leaves the store at once carrying the marks a graceful delete sets.
+    """
     grace = _grace_period_s(options, query)
     dry_run = "All" in (options.get("dryRun") or []) or query.get("dryRun") == "All"
+    pod = store.get(PODS, namespace, name)
+    if pod is None:
+        raise not_found(PODS.plural, name)
+    spec_grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", _DEFAULT_GRACE_S)
+    grace_s = spec_grace if grace is None else grace
 
-    def finalize(pod: JsonDict) -> None:
+    def mark(pod: JsonDict) -> JsonDict:
         _check_preconditions(pod, options.get("preconditions") or {})
         metadata = pod["metadata"]
-        metadata.setdefault("deletionTimestamp", timestamp(clock.wall()))
-        spec_grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", _DEFAULT_GRACE_S)
-        metadata.setdefault("deletionGracePeriodSeconds", spec_grace if grace is None else grace)
+        stated = metadata.get("deletionGracePeriodSeconds")
+        if stated is None or grace_s < stated:  # a second delete may only shorten the grace period
+            metadata["deletionTimestamp"] = timestamp(clock.wall() + grace_s)
+            metadata["deletionGracePeriodSeconds"] = grace_s
+        return pod
 
     if dry_run:
-        pod = store.get(PODS, namespace, name)
-        if pod is None:
-            raise not_found(PODS.plural, name)
-        finalize(pod)
-        return pod
-    return store.delete(PODS, namespace, name, finalize=finalize)
+        return mark(pod)
+    if terminator is None or removed_at_once(pod, grace_s):
+        return store.delete(PODS, namespace, name, finalize=mark)
+    terminating = store.update(PODS, namespace, name, mark)
+    terminator.schedule(terminating, terminating["metadata"]["deletionGracePeriodSeconds"])
+    return terminating
 
 
-def evict_pod(store: Store, namespace: str, name: str, body: Any, *, clock: Clock) -> None:
+def evict_pod(
+    store: Store, namespace: str, name: str, body: Any, *, clock: Clock, terminator: Terminator | None = None
+) -> None:
     """Delete the pod unless a PDB forbids it; raises ApiError with the apiserver's code otherwise."""
     eviction = require_object(body, "Eviction")
     body_name = (eviction.get("metadata") or {}).get("name")
@@ -72,9 +94,9 @@ def evict_pod(store: Store, namespace: str, name: str, body: Any, *, clock: Cloc
     if pod is None:
         raise not_found(PODS.plural, name)
     if _needs_budget_check(pod):
-        _check_budgets(store, pod)
+        _check_budgets(store, pod, clock=clock)
     options = eviction.get("deleteOptions") or {}
-    delete_pod(store, namespace, name, options=options, query={}, clock=clock)
+    delete_pod(store, namespace, name, options=options, query={}, clock=clock, terminator=terminator)
 
 
 def matching_pdbs(store: Store, pod: JsonDict) -> list[JsonDict]:
@@ -95,32 +117,44 @@ def _needs_budget_check(pod: JsonDict) -> bool:
     return phase not in ("Succeeded", "Failed", "Pending") and "deletionTimestamp" not in pod["metadata"]
 
 
-def _check_budgets(store: Store, pod: JsonDict) -> None:
+def _check_budgets(store: Store, pod: JsonDict, *, clock: Clock) -> None:
+    """Refuse (429) unless the pod's PDB allows a disruption, and consume one (eviction.go checkAndDecrement).
+
+    The check and the decrement are one write to the PDB, so concurrent evictions under one budget
+    cannot both take its last disruption; the pod goes into status.disruptedPods, which the
+    disruption controller (disruption.py) does not count as healthy."""
     budgets = matching_pdbs(store, pod)
     if len(budgets) > 1:
         raise ApiError(500, MULTIPLE_PDBS_MESSAGE, reason="")
     if not budgets:
         return
-    budget = budgets[0]
-    name = budget["metadata"]["name"]
-    status = budget.get("status") or {}
-    if status.get("observedGeneration", 0) < budget["metadata"].get("generation", 0):
-        cause = {
-            "reason": "DisruptionBudget",
-            "message": f"The disruption budget {name} is still being processed by the server.",
-        }
-        raise ApiError(429, PDB_BLOCKED_MESSAGE, causes=[cause], retry_after_s=10)
-    allowed = status.get("disruptionsAllowed", 0)
-    if allowed < 0:
-        raise ApiError(403, "pdb disruptions allowed is negative")
-    if allowed == 0:
-        # Worded as eviction.go's checkAndDecrement does; unset counts are Go's zero value. Clients
-        # (migagent's drain) take the budget's name from this cause instead of listing PDBs.
-        message = (
-            f"The disruption budget {name} needs {status.get('desiredHealthy', 0)} healthy pods "
-            f"and has {status.get('currentHealthy', 0)} currently"
-        )
-        raise ApiError(429, PDB_BLOCKED_MESSAGE, causes=[{"reason": "DisruptionBudget", "message": message}])
+    metadata = budgets[0]["metadata"]
+
+    def consume(budget: JsonDict) -> JsonDict:
+        name = budget["metadata"]["name"]
+        status = budget.setdefault("status", {})
+        if status.get("observedGeneration", 0) < budget["metadata"].get("generation", 0):
+            cause = {
+                "reason": "DisruptionBudget",
+                "message": f"The disruption budget {name} is still being processed by the server.",
+            }
+            raise ApiError(429, PDB_BLOCKED_MESSAGE, causes=[cause], retry_after_s=10)
+        allowed = status.get("disruptionsAllowed", 0)
+        if allowed < 0:
+            raise ApiError(403, "pdb disruptions allowed is negative")
+        if allowed == 0:
+            # Worded as eviction.go's checkAndDecrement does; unset counts are Go's zero value. Clients
+            # (migagent's drain) take the budget's name from this cause instead of listing PDBs.
+            message = (
+                f"The disruption budget {name} needs {status.get('desiredHealthy', 0)} healthy pods "
+                f"and has {status.get('currentHealthy', 0)} currently"
+            )
+            raise ApiError(429, PDB_BLOCKED_MESSAGE, causes=[{"reason": "DisruptionBudget", "message": message}])
+        status["disruptionsAllowed"] = allowed - 1
+        status.setdefault("disruptedPods", {})[pod["metadata"]["name"]] = timestamp(clock.wall())
+        return budget
+
+    store.update(PDBS, metadata["namespace"], metadata["name"], consume)
 
 
 def _grace_period_s(options: JsonDict, query: Mapping[str, str]) -> int | None:

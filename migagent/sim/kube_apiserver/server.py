@@ -11,10 +11,11 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from migagent.clock import Clock, SystemClock
 from migagent.sim.kube_apiserver.dispatch import Dispatcher, WatchSettings
+from migagent.sim.kube_apiserver.disruption import BudgetRule, DisruptionController
 from migagent.sim.kube_apiserver.faults import FaultInjector, RecordedRequest, RequestLog
 from migagent.sim.kube_apiserver.handler import ApiRequestHandler, LoopbackHttpServer
 from migagent.sim.kube_apiserver.objects import (
@@ -27,6 +28,11 @@ from migagent.sim.kube_apiserver.objects import (
 )
 from migagent.sim.kube_apiserver.routing import CORE_EVENTS, DAEMONSETS, EVENTS_V1, NODES, PDBS, PODS
 from migagent.sim.kube_apiserver.store import Store, StoredEvent
+from migagent.sim.kube_apiserver.terminating import Terminator
+
+if TYPE_CHECKING:
+    from migagent.sim.kube_apiserver.access import AccessControl
+    from migagent.sim.kube_apiserver.rbac import UserInfo
 
 JsonDict = dict[str, Any]
 
@@ -36,6 +42,7 @@ class ServerContext:
     dispatcher: Dispatcher
     faults: FaultInjector
     requests: RequestLog
+    access: AccessControl | None = None
 
 
 class FakeApiServer:
@@ -43,17 +50,28 @@ class FakeApiServer:
         self,
         *,
         clock: Clock | None = None,
-        bookmark_interval_s: float = 1.0,
+        bookmark_interval_s: float = 60.0,
         default_watch_timeout_s: float = 1800.0,
         history_limit: int = 10_000,
+        access: AccessControl | None = None,
+        grace_scale: float = 1.0,
     ) -> None:
-        """`clock` stamps creation/deletion times; watch timeouts and bookmarks always run on real time."""
+        """`clock` stamps creation/deletion times; watch timeouts and bookmarks always run on real time.
+
+        With `access`, every request must carry a token from `issue_token` and pass its RBAC, and Node
+        writes pass its admission policies (access.py); without, every request is served.
+        A deleted or evicted pod stays Terminating for its grace period times `grace_scale`
+        (terminating.py); bookmarks go out every `bookmark_interval_s` (the apiserver: about a minute)."""
         self._clock = clock or SystemClock()
         self._store = Store(clock=self._clock, history_limit=history_limit)
         self._faults = FaultInjector()
         self._requests = RequestLog()
         settings = WatchSettings(default_timeout_s=default_watch_timeout_s, bookmark_interval_s=bookmark_interval_s)
-        self._context = ServerContext(Dispatcher(self._store, self._clock, settings), self._faults, self._requests)
+        self._terminator = Terminator(self._store, grace_scale=grace_scale)
+        self._disruption = DisruptionController(self._store)
+        dispatcher = Dispatcher(self._store, self._clock, settings, admission=access, terminator=self._terminator)
+        self._access = access
+        self._context = ServerContext(dispatcher, self._faults, self._requests, access)
         self._http: LoopbackHttpServer | None = None
         self._thread: threading.Thread | None = None
         self._url = ""
@@ -77,6 +95,7 @@ class FakeApiServer:
     def stop(self) -> None:
         if self._http is None:
             return
+        self._terminator.stop()
         self._store.drop_subscriptions()
         self._http.shutdown()
         self._http.close_connections()
@@ -98,6 +117,18 @@ class FakeApiServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+    # --- access control
+
+    @property
+    def access(self) -> AccessControl | None:
+        return self._access
+
+    def issue_token(self, user: UserInfo) -> str:
+        """A bearer token for `user`; only a server with access control issues (and checks) them."""
+        if self._access is None:
+            raise RuntimeError("this fake apiserver runs without access control: construct it with access=...")
+        return self._access.issue_token(user)
 
     # --- nodes
 
@@ -195,6 +226,37 @@ class FakeApiServer:
     ) -> JsonDict:
         pdb = pdb_object(namespace, name, match_labels=match_labels, disruptions_allowed=disruptions_allowed)
         return self._store.create(PDBS, pdb)
+
+    def add_managed_pdb(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        match_labels: Mapping[str, str],
+        min_available: int | None = None,
+        max_unavailable: int | None = None,
+        replicas: int | None = None,
+    ) -> JsonDict:
+        """A PDB whose status the fake disruption controller keeps (disruption.py): evictions consume
+        disruptionsAllowed and Ready replacements give it back. Give exactly one of min_available and
+        max_unavailable (with max_unavailable, the owner's `replicas`)."""
+        if (min_available is None) == (max_unavailable is None) or (max_unavailable is not None and replicas is None):
+            raise ValueError("add_managed_pdb needs min_available, or max_unavailable with replicas")
+        pdb = pdb_object(namespace, name, match_labels=match_labels, disruptions_allowed=0)
+        pdb["spec"].pop("minAvailable", None)
+        if min_available is not None:
+            pdb["spec"]["minAvailable"] = min_available
+        else:
+            pdb["spec"]["maxUnavailable"] = max_unavailable
+        self._store.create(PDBS, pdb)
+        return self._disruption.manage(namespace, name, BudgetRule(min_available, max_unavailable, replicas))
+
+    def pdb(self, namespace: str, name: str) -> JsonDict:
+        """A deep copy of the stored PodDisruptionBudget; KeyError when there is none."""
+        found = self._store.get(PDBS, namespace, name)
+        if found is None:
+            raise KeyError(f"the fake apiserver has no PodDisruptionBudget {namespace}/{name}")
+        return found
 
     def set_pdb_disruptions_allowed(self, namespace: str, name: str, disruptions_allowed: int) -> JsonDict:
         def set_allowed(pdb: JsonDict) -> None:

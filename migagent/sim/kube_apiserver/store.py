@@ -45,6 +45,11 @@ class Subscription:
         self.events: queue.Queue[StoredEvent | None] = queue.Queue()
 
 
+def _without_version(obj: JsonDict) -> JsonDict:
+    metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "resourceVersion"}
+    return {**obj, "metadata": metadata}
+
+
 class Store:
     def __init__(self, *, clock: Clock, history_limit: int = 10_000) -> None:
         self._clock = clock
@@ -101,7 +106,10 @@ class Store:
     def update(
         self, resource: ResourceType, namespace: str, name: str, mutate: Callable[[JsonDict], JsonDict]
     ) -> JsonDict:
-        """Replace the object with `mutate(copy)`; `mutate` may raise ApiError to refuse (nothing changes then)."""
+        """Replace the object with `mutate(copy)`; `mutate` may raise ApiError to refuse (nothing changes then).
+
+        A write that changes nothing (a no-op patch) is not stored: the resourceVersion stays and no
+        watch event goes out, as the apiserver's GuaranteedUpdate skips an unchanged object."""
         with self._lock:
             bucket = self._objects.get(resource, {})
             current = bucket.get((namespace, name))
@@ -109,13 +117,15 @@ class Store:
                 raise not_found(resource.plural, name, group=resource.group)
             updated = mutate(copy.deepcopy(current))
             self._keep_identity(resource, current, updated)
+            if _without_version(updated) == _without_version(current):
+                return copy.deepcopy(current)
             event = self._commit(resource, "MODIFIED", updated, previous=current)
             bucket[(namespace, name)] = updated
         self._notify(event)
         return copy.deepcopy(updated)
 
     def delete(
-        self, resource: ResourceType, namespace: str, name: str, *, finalize: Callable[[JsonDict], None] | None = None
+        self, resource: ResourceType, namespace: str, name: str, *, finalize: Callable[[JsonDict], object] | None = None
     ) -> JsonDict:
         """Remove the object; `finalize` may stamp it (deletionTimestamp) or raise ApiError to refuse."""
         with self._lock:

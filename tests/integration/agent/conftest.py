@@ -4,16 +4,28 @@ from pathlib import Path
 import pytest
 
 from migagent.cli.simcluster import SimCluster, SimClusterConfig
+from migagent.sim.kube_apiserver.access import AccessControl
 from tests.integration.agent.support import SMALL
+from tests.integration.deploy.manifests import only, render
 
 
 @pytest.fixture
 def make_cluster(tmp_path: Path) -> Iterator[Callable[[SimClusterConfig], SimCluster]]:
-    """Start simulated clusters (each in its own directory); all are stopped after the test."""
+    """Start simulated clusters (each in its own directory); all are stopped after the test.
+
+    The fake API server enforces the RBAC and admission policy rendered from deploy/ (the standalone
+    overlay for a daemonset plugin, else gpu-operator), so a call the manifests deny fails the test."""
     started: list[SimCluster] = []
 
     def make(config: SimClusterConfig = SMALL) -> SimCluster:
-        cluster = SimCluster(tmp_path / f"cluster-{len(started)}", config).start()
+        objects = render("overlays/standalone" if config.plugin_mode == "daemonset" else "overlays/gpu-operator")
+        account = only(objects, "ServiceAccount")["metadata"]
+        cluster = SimCluster(
+            tmp_path / f"cluster-{len(started)}",
+            config,
+            access=AccessControl(objects),
+            agent_account=(account["namespace"], account["name"]),
+        ).start()
         started.append(cluster)
         return cluster
 

@@ -61,7 +61,7 @@ def test_the_agent_command_reports_the_layout_and_stops_cleanly_on_sigterm(clust
         "agent",
         "--node-name", cluster.config.node_name,
         "--config-file", str(cluster.layout_file),
-        "--api-server", cluster.api.url,
+        "--kubeconfig", str(cluster.write_kubeconfig(tmp_path / "kubeconfig")),
         "--podresources-socket", cluster.socket_path,
         "--journal-dir", str(tmp_path / "journal"),
         "--state", str(state),

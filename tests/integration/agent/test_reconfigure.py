@@ -176,9 +176,24 @@ def test_an_admin_cordoned_node_stays_cordoned_after_the_change(cluster: SimClus
 def test_the_delete_pod_strategy_restarts_a_daemonset_plugin_and_reaches_success(
     make_cluster: Callable[[SimClusterConfig], SimCluster],
 ) -> None:
-    cluster = make_cluster(SimClusterConfig(spec="2xH100-80GB-SXM", plugin_mode="daemonset", labels={}))
+    # Where the standalone overlay's RBAC lets the agent delete the plugin pod.
+    plugin_labels = {"app.kubernetes.io/name": "nvidia-device-plugin"}
+    config = SimClusterConfig(
+        spec="2xH100-80GB-SXM",
+        plugin_mode="daemonset",
+        labels={},
+        plugin_namespace="nvidia-device-plugin",
+        plugin_labels=plugin_labels,
+    )
+    cluster = make_cluster(config)
     old_plugin = (cluster.kubelet.plugin_pod or {})["metadata"]["uid"]
-    agent, _ = cluster.build_agent(replace(cluster.options(), restart="delete-pod"))
+    options = replace(
+        cluster.options(),
+        restart="delete-pod",
+        operator_namespace="nvidia-device-plugin",
+        plugin_selector="app.kubernetes.io/name=nvidia-device-plugin",
+    )
+    agent, _ = cluster.build_agent(options)
     cluster.label("all-balanced")
 
     assert agent.reconcile_once() is Outcome.APPLIED

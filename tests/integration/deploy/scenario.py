@@ -17,9 +17,10 @@ from pathlib import Path
 from migagent.cli import build_parser
 from migagent.cli.simcluster import GPU_OPERATOR_LABELS, PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig
 from migagent.kube.names import DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
+from migagent.sim.kube_apiserver.access import AccessControl
 from migagent.sim.kube_apiserver.faults import RecordedRequest
 from migagent.sim.kubelet import FakeKubelet
-from tests.integration.deploy.manifests import Obj, agent_container
+from tests.integration.deploy.manifests import Obj, agent_container, only
 from tests.integration.deploy.rbac import ApiCall
 
 START, TARGET = "all-1g.10gb", "all-balanced"
@@ -51,7 +52,17 @@ def calls_of(requests: list[RecordedRequest]) -> list[ApiCall]:
     ]
 
 
-def run_agent_scenario(workdir: Path, flags: DeployedFlags) -> list[RecordedRequest]:
+@dataclass(frozen=True)
+class ScenarioRecord:
+    requests: list[RecordedRequest]
+    """Every request the API server answered, as it answered it (a denied one is a 401 or 403)."""
+    checks: list[ApiCall]
+    """What the server asked RBAC on the agent's behalf: its requests and admission's authorizer checks."""
+
+
+def run_agent_scenario(workdir: Path, objects: list[Obj]) -> ScenarioRecord:
+    """The scenario with the rendered RBAC and admission policy enforced by the fake API server."""
+    flags = deployed_flags(objects)
     operator = flags.restart == "gpu-operator"
     config = SimClusterConfig(
         spec="2xH100-80GB-SXM",
@@ -59,7 +70,9 @@ def run_agent_scenario(workdir: Path, flags: DeployedFlags) -> list[RecordedRequ
         plugin_mode="gpu-operator" if operator else "daemonset",
         labels=dict(GPU_OPERATOR_LABELS) if operator else {},
     )
-    cluster = SimCluster(workdir, config)
+    account = only(objects, "ServiceAccount")["metadata"]
+    access = AccessControl(objects)
+    cluster = SimCluster(workdir, config, access=access, agent_account=(account["namespace"], account["name"]))
     # SimCluster's kubelet keeps the plugin pod in gpu-operator/app=nvidia-device-plugin-daemonset;
     # put it where this deployment's agent is told to look, before anything starts.
     cluster.kubelet = FakeKubelet(
@@ -95,7 +108,12 @@ def run_agent_scenario(workdir: Path, flags: DeployedFlags) -> list[RecordedRequ
             )
         finally:
             running.stop()
-        return cluster.api.requests
+        checks = [
+            ApiCall(a.verb, a.group, a.resource, a.subresource, a.namespace, a.name)
+            for user, a, allowed in access.decisions()
+            if allowed and user.username.endswith(f":{account['namespace']}:{account['name']}")
+        ]
+        return ScenarioRecord(cluster.api.requests, checks)
 
 
 def _selector_labels(selector: str) -> dict[str, str]:

@@ -104,8 +104,8 @@ def test_the_daemonset_runs_privileged_on_mig_capable_nodes_even_when_cordoned(k
     assert container["securityContext"]["privileged"] is True
     assert pod["nodeSelector"] == {"nvidia.com/mig.capable": "true"}
     assert pod["priorityClassName"] == "system-node-critical"
-    tolerated = {(t["key"], t["effect"]) for t in pod["tolerations"]}
-    assert {("nvidia.com/gpu", "NoSchedule"), ("node.kubernetes.io/unschedulable", "NoSchedule")} <= tolerated
+    # Every taint tolerated (no key, no effect, operator Exists), as the GPU Operator's operands.
+    assert pod["tolerations"] == [{"operator": "Exists"}]
     env = {e["name"]: e for e in container["env"]}
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     assert container["image"] == "ghcr.io/migagent/migagent:0.1.0"
@@ -132,13 +132,22 @@ def test_each_overlay_picks_its_device_plugin_restart_mode(overlay: str) -> None
 
 
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
-def test_the_admission_policy_judges_the_rendered_service_account(kustomization: str) -> None:
+def test_the_admission_policy_judges_whoever_holds_the_marker_granted_with_patch_nodes(kustomization: str) -> None:
+    """Not a fixed username: the marker permission sits in the ClusterRole that grants `patch nodes`."""
     objects = render(kustomization)
-    account = only(objects, "ServiceAccount")["metadata"]
     policy = only(objects, "ValidatingAdmissionPolicy")
-    username = f"system:serviceaccount:{account['namespace']}:{account['name']}"
     (condition,) = policy["spec"]["matchConditions"]
-    assert condition["expression"] == f"request.userInfo.username == '{username}'"
+    assert "check('restricted-to-own-node').allowed()" in condition["expression"]
+    assert "serviceaccount:migagent" not in condition["expression"]
+    (role,) = (r for r in of_kind(objects, "ClusterRole") if r["metadata"]["name"].endswith("migagent"))
+    granted = {
+        (g, res, v)
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for res in rule["resources"]
+        for v in rule["verbs"]
+    }
+    assert {("", "nodes", "patch"), ("migagent.io", "nodeagents", "restricted-to-own-node")} <= granted
     binding = only(objects, "ValidatingAdmissionPolicyBinding")
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
     assert binding["spec"]["validationActions"] == ["Deny"]

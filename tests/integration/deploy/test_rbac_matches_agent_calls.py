@@ -6,9 +6,9 @@ import pytest
 
 from tests.integration.deploy.manifests import OVERLAYS, Obj, only, render
 from tests.integration.deploy.rbac import ApiCall, Permission, permissions_of
-from tests.integration.deploy.scenario import calls_of, deployed_flags, run_agent_scenario
+from tests.integration.deploy.scenario import ScenarioRecord, calls_of, run_agent_scenario
 
-Scenario = tuple[list[Permission], list[ApiCall]]
+Scenario = tuple[list[Permission], list[ApiCall], ScenarioRecord]
 
 
 @pytest.fixture(scope="module", params=OVERLAYS)
@@ -18,8 +18,8 @@ def overlay_scenario(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     objects = render(f"overlays/{overlay}")
     granted = permissions_of(objects, service_account=_service_account(objects))
     workdir: Path = tmp_path_factory.mktemp(f"rbac-{overlay}")
-    calls = calls_of(run_agent_scenario(workdir, deployed_flags(objects)))
-    return granted, calls
+    record = run_agent_scenario(workdir, objects)
+    return granted, calls_of(record.requests), record
 
 
 def _service_account(objects: list[Obj]) -> tuple[str, str]:
@@ -27,22 +27,33 @@ def _service_account(objects: list[Obj]) -> tuple[str, str]:
     return metadata["namespace"], metadata["name"]
 
 
+def test_the_fake_api_server_enforcing_the_overlays_rbac_and_admission_refused_none_of_the_agents_calls(
+    overlay_scenario: Scenario,
+) -> None:
+    _, _, record = overlay_scenario
+    refused = sorted({f"{r.method} {r.path} -> {r.status}" for r in record.requests if r.status in (401, 403)})
+    assert refused == []
+    assert record.checks, "the server authorized nothing: access control was not on"
+
+
 def test_every_call_the_deployed_agent_makes_is_allowed_by_its_rbac(overlay_scenario: Scenario) -> None:
-    granted, calls = overlay_scenario
+    granted, calls, _ = overlay_scenario
     denied = sorted({str(call) for call in calls if not any(p.allows(call) for p in granted)})
     assert denied == [], f"the agent made calls its RBAC does not allow: {denied}"
 
 
 def test_every_rbac_permission_is_used_by_some_call_of_the_deployed_agent(overlay_scenario: Scenario) -> None:
-    granted, calls = overlay_scenario
-    unused = sorted(str(p) for p in granted if not any(p.allows(call) for call in calls))
+    """Used by a request, or by the admission policy's authorizer check (the marker permission)."""
+    granted, calls, record = overlay_scenario
+    used = [*calls, *record.checks]
+    unused = sorted(str(p) for p in granted if not any(p.allows(call) for call in used))
     assert unused == [], f"permissions the agent never used (remove them): {unused}"
 
 
 def test_the_scenario_covers_a_drain_through_a_pdb_the_plugin_restart_events_and_the_condition(
     overlay_scenario: Scenario,
 ) -> None:
-    _, calls = overlay_scenario
+    _, calls, _ = overlay_scenario
     made = {(c.verb, c.group, c.rbac_resource) for c in calls}
     assert {
         ("watch", "", "nodes"),
@@ -74,6 +85,8 @@ LEAST_PRIVILEGE = {
     ("create", "", "pods/eviction", "cluster-wide"),
     ("list", "policy", "poddisruptionbudgets", "cluster-wide"),
     ("create", "", "events", "default"),
+    # Not an API call: the marker by which the admission policy recognises whom it judges.
+    ("restricted-to-own-node", "migagent.io", "nodeagents", "cluster-wide"),
 }
 
 

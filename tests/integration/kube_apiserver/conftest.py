@@ -12,7 +12,7 @@ NODE = "gpu-node-1"
 
 @pytest.fixture
 def server() -> Iterator[FakeApiServer]:
-    with FakeApiServer(bookmark_interval_s=0.2) as fake:
+    with FakeApiServer(bookmark_interval_s=0.2, grace_scale=0.01) as fake:
         fake.add_node(NODE, labels={"nvidia.com/mig.config": "all-disabled"}, allocatable={"nvidia.com/gpu": 8})
         yield fake
 

@@ -1,5 +1,7 @@
 """Pods, evictions, PDBs and DaemonSets through CoreV1Api, PolicyV1Api and AppsV1Api."""
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -11,6 +13,13 @@ from tests.integration.kube_apiserver.conftest import NODE
 from tests.integration.kube_apiserver.support import parsed, status_body
 
 MIG = {"nvidia.com/mig-1g.10gb": 1}
+
+
+def eventually(check: Callable[[], bool], *, what: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.01)
 
 
 def _evict(core: client.CoreV1Api, namespace: str, name: str) -> Any:
@@ -94,7 +103,7 @@ def test_owner_references_and_mirror_annotations_parse_in_the_client(
     assert "kubernetes.io/config.mirror" in pods["static-pod"].metadata.annotations
 
 
-def test_deleting_a_pod_returns_the_pod_with_a_deletion_timestamp_and_then_404(
+def test_a_deleted_pod_stays_terminating_for_its_grace_period_then_reads_404(
     server: FakeApiServer, core: client.CoreV1Api, workload: dict[str, Any]
 ) -> None:
     deleted: list[str] = []
@@ -107,7 +116,21 @@ def test_deleting_a_pod_returns_the_pod_with_a_deletion_timestamp_and_then_404(
     assert metadata.uid == workload["metadata"]["uid"]
     assert metadata.deletion_timestamp is not None
     assert metadata.deletion_grace_period_seconds == 5
-    assert deleted == [workload["metadata"]["uid"]]
+    # Terminating: still there, marked, and its devices not yet released (no deletion seen).
+    terminating = parsed(core.read_namespaced_pod("trainer", "team-a").metadata)
+    assert terminating.deletion_timestamp is not None
+    assert deleted == []
+    eventually(lambda: deleted == [workload["metadata"]["uid"]], what="the pod's grace period to end")
+    with pytest.raises(ApiException) as raised:
+        core.read_namespaced_pod("trainer", "team-a")
+    assert raised.value.status == 404
+
+
+def test_a_pod_deleted_with_grace_period_zero_goes_at_once(
+    server: FakeApiServer, core: client.CoreV1Api, workload: dict[str, Any]
+) -> None:
+    core.delete_namespaced_pod("trainer", "team-a", grace_period_seconds=0)
+
     with pytest.raises(ApiException) as raised:
         core.read_namespaced_pod("trainer", "team-a")
     assert raised.value.status == 404
@@ -123,8 +146,8 @@ def test_a_failing_listener_does_not_fail_the_delete_and_is_reported(
 
     core.delete_namespaced_pod("trainer", "team-a")
 
-    assert server.pod("team-a", "trainer") is None
-    assert [str(e) for e in server.listener_errors] == ["listener bug"]
+    eventually(lambda: server.pod("team-a", "trainer") is None, what="the pod to finish terminating")
+    eventually(lambda: [str(e) for e in server.listener_errors] == ["listener bug"], what="the listener error")
 
 
 def test_a_pod_created_with_an_owner_name_points_at_that_owner(server: FakeApiServer, core: client.CoreV1Api) -> None:
@@ -151,7 +174,7 @@ def test_eviction_without_a_pdb_is_201_success_and_removes_the_pod(
 
     assert answer.kind == "Status"
     assert server.requests[-1].status == 201
-    assert server.pod("team-a", "trainer") is None
+    eventually(lambda: server.pod("team-a", "trainer") is None, what="the pod to finish terminating")
 
 
 def test_eviction_blocked_by_a_pdb_allowing_no_disruption_is_429_without_retry_after(
@@ -196,7 +219,7 @@ def test_eviction_succeeds_once_the_pdb_allows_a_disruption(
 
     _evict(core, "team-a", "trainer")
 
-    assert server.pod("team-a", "trainer") is None
+    eventually(lambda: server.pod("team-a", "trainer") is None, what="the pod to finish terminating")
 
 
 def test_eviction_of_a_pod_matched_by_two_pdbs_is_500(
@@ -219,7 +242,7 @@ def test_a_pdb_in_another_namespace_does_not_block_eviction(
 
     _evict(core, "team-a", "trainer")
 
-    assert server.pod("team-a", "trainer") is None
+    eventually(lambda: server.pod("team-a", "trainer") is None, what="the pod to finish terminating")
 
 
 def test_eviction_of_a_missing_pod_is_404(core: client.CoreV1Api) -> None:

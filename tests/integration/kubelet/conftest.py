@@ -24,7 +24,7 @@ def fake() -> FakeNvml:
 
 @pytest.fixture
 def api() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as server:
+    with FakeApiServer(grace_scale=0.01) as server:
         yield server
 
 

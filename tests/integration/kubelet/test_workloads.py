@@ -128,3 +128,29 @@ def test_a_deleted_pod_keeps_no_device_so_a_new_workload_can_take_it(
     kubelet.run_workload("ml", "second", profile="7g.80gb")
 
     assert [w.device_uuid for w in kubelet.workloads()] == [uuid]
+
+
+def test_an_evicted_pod_stays_terminating_and_keeps_its_device_in_pod_resources_until_it_is_gone(
+    fake: FakeNvml,
+    make_kubelet: Callable[..., FakeKubelet],
+    core_v1: k8s.CoreV1Api,
+    api: FakeApiServer,
+    socket_path: str,
+) -> None:
+    (uuid,) = lay_out(fake, 0, [("7g.80gb", 0)])
+    kubelet = make_kubelet()
+    kubelet.run_workload("ml", "train-0", mig_uuid=uuid)
+    # A long grace period (600 s, scaled to 6 s by the fixture) keeps the Terminating window open.
+    api.update_pod("ml", "train-0", lambda pod: pod["spec"].__setitem__("terminationGracePeriodSeconds", 600))
+
+    eviction = k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name="train-0", namespace="ml"))
+    core_v1.create_namespaced_pod_eviction("train-0", "ml", eviction)
+
+    terminating = core_v1.read_namespaced_pod("train-0", "ml").to_dict(serialize=True)["metadata"]
+    assert terminating["deletionTimestamp"] is not None
+    assert terminating["deletionGracePeriodSeconds"] == 600
+    assert [pod.device_ids for pod in PodResourcesClient(socket_path).list()] == [(uuid,)]
+    # A second delete with grace period 0 ends the wait, as `kubectl delete --force` does.
+    core_v1.delete_namespaced_pod("train-0", "ml", grace_period_seconds=0)
+    assert eventually(lambda: PodResourcesClient(socket_path).list(), until=lambda pods: pods == ()) == ()
+    assert api.pod("ml", "train-0") is None

@@ -1,0 +1,68 @@
+"""Graceful pod deletion: a deleted (or evicted) pod stays, Terminating, for its grace period, then goes.
+
+The apiserver answers a graceful DELETE by setting `deletionTimestamp` (now + grace period) and
+`deletionGracePeriodSeconds` on the pod, which stays listed and watchable; the kubelet stops the
+containers and the pod object is removed only then (a DELETED watch event; the kubelet's
+PodResources releases its devices at that point). Pods that never ran (no node, or already
+Succeeded/Failed) and a grace period of 0 are removed at once. `grace_scale` shrinks every grace
+period for tests (0.01: a 30 s grace period lasts 0.3 s); the timestamps still state the real one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any
+
+from migagent.sim.kube_apiserver.errors import ApiError
+from migagent.sim.kube_apiserver.routing import PODS
+from migagent.sim.kube_apiserver.store import Store
+
+JsonDict = dict[str, Any]
+
+
+def removed_at_once(pod: JsonDict, grace_s: int) -> bool:
+    """Whether a delete skips the Terminating state (pod/strategy.go CheckGracefulDelete)."""
+    phase = (pod.get("status") or {}).get("phase")
+    return grace_s <= 0 or not (pod.get("spec") or {}).get("nodeName") or phase in ("Succeeded", "Failed")
+
+
+class Terminator:
+    """Removes Terminating pods when their (scaled) grace period is over; `stop()` cancels what is pending."""
+
+    def __init__(self, store: Store, *, grace_scale: float = 1.0) -> None:
+        if grace_scale < 0:
+            raise ValueError(f"grace_scale must be >= 0, got {grace_scale}")
+        self._store = store
+        self._grace_scale = grace_scale
+        self._lock = threading.Lock()
+        self._timers: dict[tuple[str, str, str], threading.Timer] = {}
+
+    def schedule(self, pod: JsonDict, grace_s: int) -> None:
+        """Remove `pod` (this uid) after `grace_s` seconds, or sooner if it was already due sooner."""
+        metadata = pod["metadata"]
+        key = (metadata["namespace"], metadata["name"], metadata["uid"])
+        timer = threading.Timer(grace_s * self._grace_scale, self._finish, args=key)
+        timer.daemon = True
+        with self._lock:
+            if key in self._timers:  # already Terminating: a second delete only ever shortens the wait
+                if grace_s > 0:
+                    return
+                self._timers.pop(key).cancel()
+            self._timers[key] = timer
+        timer.start()
+
+    def stop(self) -> None:
+        with self._lock:
+            timers, self._timers = list(self._timers.values()), {}
+        for timer in timers:
+            timer.cancel()
+
+    def _finish(self, namespace: str, name: str, uid: str) -> None:
+        with self._lock:
+            self._timers.pop((namespace, name, uid), None)
+        current = self._store.get(PODS, namespace, name)
+        if current is None or current["metadata"].get("uid") != uid:
+            return  # already gone, or a same-named replacement
+        with contextlib.suppress(ApiError):  # removed meanwhile
+            self._store.delete(PODS, namespace, name)
