@@ -13,6 +13,7 @@ from migagent.kube.deviceplugin import DevicePluginRestarter
 from migagent.kube.drain import Drainer, PodDeviceHolding
 from migagent.kube.port import KubePort
 from migagent.layout.observed import Observation
+from migagent.layout.strategy import MigStrategy
 from migagent.reconcile.machine import ApplyEngine
 from migagent.runtime.attempt import RetryBackoff
 from migagent.runtime.listener import AgentPhase, MetricsListener, NullListener, Outcome
@@ -72,6 +73,8 @@ class AgentSettings:
     plugin_settle_s: float = 60.0
     """When the GPUs already match but Node allocatable does not (a device plugin still starting), how
     long to wait for it before cordoning and restarting the plugin."""
+    mig_strategy: MigStrategy = MigStrategy.MIXED
+    """The device plugin's MIG strategy: which resources Node allocatable must show, which layouts it refuses."""
     force_delete: bool = False
     """Delete pods instead of evicting them (bypasses PodDisruptionBudgets)."""
     resync_period_s: float = 300.0

@@ -112,7 +112,7 @@ class NodeReconcile:
             observation = self._p.driver.observe()
         with self._in_phase(AgentPhase.PLAN):
             desired = resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus])
-            check_advertisable(desired, observation)
+            check_advertisable(desired, observation, self._settings.mig_strategy)
             steps = plan(observation, desired)
         if steps.is_empty:
             advertising = self._advertising(node, observation)
@@ -125,7 +125,7 @@ class NodeReconcile:
 
         A plugin only starting (node boot, pod recreated) gets the settle period before anything is
         cordoned or restarted; after an interrupted or failed attempt it is known to be behind."""
-        expected = expected_resources(observation)
+        expected = expected_resources(observation, strategy=self._settings.mig_strategy)
         if advertisement_matches(node.allocatable, expected)[0]:
             return node
         if self._undo.names or node.labels.get(MIG_CONFIG_STATE_LABEL) not in (None, MigConfigState.SUCCESS):
@@ -253,7 +253,7 @@ class NodeReconcile:
 
     def _readvertise(self, name: str) -> Observation:
         after = self._p.driver.observe()
-        expected = expected_resources(after)
+        expected = expected_resources(after, strategy=self._settings.mig_strategy)
         self._status.progress(
             ConditionReason.WAITING_FOR_DEVICE_PLUGIN,
             f"layout {name} is on the GPUs; waiting for the device plugin to advertise {len(expected)} resource(s)",

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from migagent.clock import Clock
+from migagent.layout.strategy import MigStrategy
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.kube_apiserver import FakeApiServer
 from migagent.sim.kube_apiserver.errors import ApiError
@@ -52,6 +53,7 @@ class FakeDevicePlugin:
         lag_s: float,
         clock: Clock,
         lock: threading.RLock,
+        strategy: MigStrategy = MigStrategy.MIXED,
     ) -> None:
         if mode not in PLUGIN_MODES:
             raise ValueError(f"plugin_mode {mode!r} is not valid; valid modes: {', '.join(PLUGIN_MODES)}")
@@ -63,6 +65,7 @@ class FakeDevicePlugin:
         self._namespace = namespace
         self._labels = dict(labels)
         self._mode = mode
+        self.strategy = strategy
         self._lag_s = lag_s
         self._clock = clock
         self._lock = lock
@@ -169,7 +172,7 @@ class FakeDevicePlugin:
     def _register(self, uid: str | None) -> None:
         if self.pod is None or self.pod["metadata"]["uid"] != uid:
             return
-        inventory: DeviceInventory = read_inventory(self._fake)
+        inventory: DeviceInventory = read_inventory(self._fake, self.strategy)
         self.error = inventory.plugin_error
         if self.error is not None:
             _LOG.warning("fake device plugin on %s exits: %s", self._node, self.error)
