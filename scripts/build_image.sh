@@ -30,8 +30,11 @@ step() { echo "== build_image: $* ($(date -u +%H:%M:%S))"; }
 
 step "debian $SUITE rootfs with python3 (mmdebstrap)"
 # essential + python3-venv: no apt, no docs, no man pages, no locales; python3-venv is purged again
-# once the venv exists.
-mmdebstrap --quiet --variant=essential --include=python3,python3-venv \
+# once the venv exists. The merged-usr hook lays out /usr as bookworm wants without the usrmerge
+# package, which would pull in perl (46 MB).
+merged_usr=()
+[ -d /usr/share/mmdebstrap/hooks/merged-usr ] && merged_usr=(--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr)
+mmdebstrap --quiet --variant=essential --include=python3,python3-venv "${merged_usr[@]}" \
   --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
   --dpkgopt='path-exclude=/usr/share/info/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
   --dpkgopt='path-exclude=/usr/share/lintian/*' \
@@ -53,6 +56,8 @@ in_root python3 -m venv /opt/migagent
 in_root /opt/migagent/bin/pip install --quiet --no-index --find-links /tmp/wheels --no-cache-dir migagent
 in_root /opt/migagent/bin/pip uninstall --quiet --yes pip setuptools
 in_root dpkg --purge python3-venv "python$pyver-venv" python3-pip-whl python3-setuptools-whl >/dev/null
+# The kubernetes client's asyncio twin (68 MB): neither the agent nor `import kubernetes` loads it.
+rm -rf "$rootfs/opt/migagent/lib/python$pyver/site-packages/kubernetes/aio"
 ln -s /opt/migagent/bin/migagent "$rootfs/usr/local/bin/migagent"
 install -D -m 0644 "$repo/configs/mig-layouts/mig-layouts.yaml" "$rootfs/usr/share/migagent/mig-layouts.yaml"
 rm -rf "$wheels" "$rootfs"/var/cache/* "$rootfs"/var/log/* "$rootfs"/var/lib/dpkg/*-old

@@ -33,6 +33,7 @@ from migagent.kube.client import make_api_client
 from migagent.kube.deviceplugin import DeletePod, DevicePluginRestarter, GpuOperatorPause, NoRestart
 from migagent.kube.drain import Drainer
 from migagent.kube.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_SELECTOR
+from migagent.layout.strategy import MIG_STRATEGIES, MigStrategy
 from migagent.podresources.client import DEFAULT_SOCKET_PATH, PodResourcesClient
 from migagent.reconcile.journal import Journal
 from migagent.reconcile.machine import ApplyEngine
@@ -150,6 +151,7 @@ def _options(args: argparse.Namespace) -> AgentOptions:
         drain_timeout_s=args.drain_timeout,
         readvertise_timeout_s=args.readvertise_timeout,
         plugin_settle_s=args.device_plugin_settle,
+        mig_strategy=MigStrategy(args.mig_strategy),
         force_delete=args.force_delete,
         resync_period_s=args.resync_period,
         retry=RetryBackoff(initial_s=args.retry_initial, max_s=max(args.retry_initial, 1800.0)),
@@ -244,6 +246,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--device-plugin-selector", default=DEVICE_PLUGIN_SELECTOR, help="plugin pod labels, for delete-pod"
+    )
+    parser.add_argument(
+        "--mig-strategy", choices=MIG_STRATEGIES, default=env("MIG_STRATEGY", MigStrategy.MIXED.value),
+        help="the device plugin's MIG strategy (GPU Operator mig.strategy): mixed expects nvidia.com/mig-<profile>;"
+        " single expects nvidia.com/gpu per MIG device and refuses layouts mixing profiles; none expects whole"
+        " GPUs (env MIG_STRATEGY; default mixed)",
     )
     parser.add_argument(
         "--drain-timeout", type=float, default=300.0, metavar="SECONDS",

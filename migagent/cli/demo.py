@@ -4,8 +4,10 @@ Everything runs in this process on loopback: a fake kube-apiserver, a fake kubel
 on a unix socket, a device plugin that re-advertises), FakeNvml with 8x H100-80GB-SXM in layout
 all-1g.10gb, and the real agent. Workload pods run on several GPUs; one is guarded by a
 PodDisruptionBudget that allows no disruption at first. The node is labelled `half-balanced`
-(GPUs 0-3 change, 4-7 stay), and the demo prints what the agent does as it happens, then the
-advertised resources before and after. Exit 0 on success within --timeout, 1 otherwise.
+(GPUs 0-3 change, 4-7 stay). With --mig-strategy single, the plugin cannot advertise that layout,
+so the agent refuses it with nothing touched, and the node is then labelled `all-3g.40gb`. The
+demo prints what the agent does as it happens, then the advertised resources before and after.
+Exit 0 on success within --timeout, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from migagent.cli.agent import add_metrics_arguments, observability_from_args
-from migagent.cli.simcluster import SimCluster
+from migagent.cli.simcluster import SimCluster, SimClusterConfig
 from migagent.clock import SystemClock
 from migagent.kube.names import (
     CONDITION_TYPE,
@@ -32,6 +34,7 @@ from migagent.kube.names import (
     MIG_CONFIG_STATE_LABEL,
     deploy_label,
 )
+from migagent.layout.strategy import MIG_STRATEGIES, MigStrategy
 from migagent.runtime.health import HealthState
 
 # The demo is a real-time show: one wall clock, through the seam like everything else.
@@ -39,7 +42,14 @@ _CLOCK = SystemClock()
 
 JsonDict = dict[str, Any]
 START_LAYOUT = "all-1g.10gb"
-TARGET_LAYOUT = "half-balanced"
+# The single strategy advertises only uniform nodes: it first shows `half-balanced` refused with
+# nothing touched, then moves every GPU to one profile.
+TARGET_LAYOUT: dict[MigStrategy, str] = {
+    MigStrategy.MIXED: "half-balanced",
+    MigStrategy.SINGLE: "all-3g.40gb",
+    MigStrategy.NONE: "half-balanced",
+}
+REFUSED_LAYOUT: dict[MigStrategy, str] = {MigStrategy.SINGLE: "half-balanced"}
 PDB_RELEASE_AFTER_S = 1.5
 _POLL_S = 0.05
 # (namespace, name, GPU, slot of its 1g.10gb GI, labels)
@@ -158,6 +168,30 @@ def _wait_for_state(cluster: SimCluster, watcher: _Watcher, layout: str, deadlin
     return False
 
 
+def _wait_for_refusal(watcher: _Watcher, deadline: float) -> bool:
+    """Until the agent reports `failed` for the label just set (it refuses before touching anything)."""
+    while _CLOCK.monotonic() < deadline:
+        node = watcher.poll()
+        if node["metadata"].get("labels", {}).get(MIG_CONFIG_STATE_LABEL) == "failed":
+            return True
+        _CLOCK.sleep(_POLL_S)
+    return False
+
+
+def _show_refusal(cluster: SimCluster, watcher: _Watcher, layout: str, deadline: float) -> bool:
+    before, running = cluster.kubelet.plugin_resources(), len(cluster.kubelet.workloads())
+    watcher.say(f"admin: kubectl label node {cluster.config.node_name} {MIG_CONFIG_LABEL}={layout} --overwrite")
+    cluster.label(layout)
+    if not _wait_for_refusal(watcher, deadline):
+        print(f"the agent did not refuse {layout} in time", file=sys.stderr)
+        return False
+    untouched = cluster.kubelet.plugin_resources() == before and len(cluster.kubelet.workloads()) == running
+    cordoned = bool(cluster.node()["spec"].get("unschedulable"))
+    print(f"  {layout} refused: {'nothing on the node changed' if untouched and not cordoned else 'NODE CHANGED'}"
+          f" ({running} workload pods still running, node {'cordoned' if cordoned else 'not cordoned'})")
+    return untouched and not cordoned
+
+
 def _print_table(before: dict[str, int], after: dict[str, int]) -> None:
     names = sorted(set(before) | set(after))
     width = max(len(n) for n in names) if names else 10
@@ -185,9 +219,13 @@ def _print_requests(cluster: SimCluster, since: int) -> None:
 def _run_demo(args: argparse.Namespace) -> int:
     for name in ("urllib3.connectionpool", "kubernetes.client.rest", "migagent.sim"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    with tempfile.TemporaryDirectory(prefix="migagent-demo-") as workdir, SimCluster(Path(workdir)) as cluster:
+    strategy = MigStrategy(args.mig_strategy)
+    target = TARGET_LAYOUT[strategy]
+    config = SimClusterConfig(mig_strategy=strategy)
+    with tempfile.TemporaryDirectory(prefix="migagent-demo-") as workdir, SimCluster(Path(workdir), config) as cluster:
         print(f"migagent demo: node {cluster.config.node_name} with {cluster.config.spec}, fake API server at"
-              f" {cluster.api.url}\n  GPUs start in layout {START_LAYOUT}: advertised {cluster.kubelet.advertised()}")
+              f" {cluster.api.url}, device plugin MIG strategy {strategy}\n  GPUs start in layout {START_LAYOUT}:"
+              f" advertised {cluster.kubelet.plugin_resources()}")
         where = _setup(cluster)
         for pod, place in where.items():
             print(f"  workload {pod} on {place}")
@@ -204,20 +242,23 @@ def _run_demo(args: argparse.Namespace) -> int:
         if not _wait_for_state(cluster, watcher, START_LAYOUT, deadline):
             print("the agent did not report the starting layout in time", file=sys.stderr)
             return 1
-        before = cluster.kubelet.advertised()
+        before = cluster.kubelet.plugin_resources()
+        refused = REFUSED_LAYOUT.get(strategy)
+        if refused is not None and not _show_refusal(cluster, watcher, refused, deadline):
+            return 1
         since = len(cluster.api.requests)
         node_name = cluster.config.node_name
-        watcher.say(f"admin: kubectl label node {node_name} {MIG_CONFIG_LABEL}={TARGET_LAYOUT} --overwrite")
-        cluster.label(TARGET_LAYOUT)
-        ok = _wait_for_state(cluster, watcher, TARGET_LAYOUT, deadline)
+        watcher.say(f"admin: kubectl label node {node_name} {MIG_CONFIG_LABEL}={target} --overwrite")
+        cluster.label(target)
+        ok = _wait_for_state(cluster, watcher, target, deadline)
         watcher.poll()
-        _print_table(before, cluster.kubelet.advertised())
+        _print_table(before, cluster.kubelet.plugin_resources())
         _print_pods(cluster, where)
         _print_requests(cluster, since)
         if not ok:
-            print(f"\nthe node did not reach {TARGET_LAYOUT} within {args.timeout:g}s", file=sys.stderr)
+            print(f"\nthe node did not reach {target} within {args.timeout:g}s", file=sys.stderr)
             return 1
-        print(f"\n{TARGET_LAYOUT} applied in {_CLOCK.monotonic() - watcher.started:.1f}s of demo time")
+        print(f"\n{target} applied in {_CLOCK.monotonic() - watcher.started:.1f}s of demo time")
         if args.linger > 0:
             print(f"metrics stay up for {args.linger:g}s more")
             _CLOCK.sleep(args.linger)
@@ -230,6 +271,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "demo", help="run the agent against a simulated 8-GPU node and a fake API server, printing each step"
     )
     parser.add_argument("--timeout", type=float, default=45.0, metavar="SECONDS", help="give up after this long")
+    parser.add_argument(
+        "--mig-strategy", choices=MIG_STRATEGIES, default=MigStrategy.MIXED.value,
+        help="the simulated device plugin's MIG strategy, and the agent's (single: nvidia.com/gpu per MIG device)",
+    )
     add_metrics_arguments(parser)
     parser.add_argument(
         "--linger", type=float, default=0.0, metavar="SECONDS",

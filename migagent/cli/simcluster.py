@@ -23,6 +23,7 @@ from migagent.kube.client import make_api_client
 from migagent.kube.names import MIG_CONFIG_LABEL, deploy_label
 from migagent.layout.parse import load_layout_file
 from migagent.layout.resolve import identity_of, resolve_config
+from migagent.layout.strategy import MigStrategy
 from migagent.nvml.driver import GpuDriver
 from migagent.reconcile.journal import FileJournal, MemoryJournal, desired_node_hash
 from migagent.reconcile.machine import ApplyEngine
@@ -74,6 +75,15 @@ mig-configs:
       mig-enabled: true
       mig-devices:
         "7g.80gb": 1
+  all-3g.40gb:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        "3g.40gb": 2
+  all-disabled:
+    - devices: all
+      mig-enabled: false
+      mig-devices: {}
   not-advertisable:
     - devices: all
       mig-enabled: true
@@ -96,6 +106,8 @@ class SimClusterConfig:
     labels: Mapping[str, str] = field(default_factory=lambda: dict(GPU_OPERATOR_LABELS))
     plugin_mode: PluginMode = "gpu-operator"
     plugin_lag_s: float = 0.0
+    mig_strategy: MigStrategy = MigStrategy.MIXED
+    """The device plugin's strategy; the agent's options() are set to the same."""
     watch_timeout_s: float = 30.0
 
 
@@ -162,6 +174,7 @@ class SimCluster:
             socket_path=self.socket_path,
             plugin_lag_s=self.config.plugin_lag_s,
             plugin_mode=self.config.plugin_mode,
+            mig_strategy=self.config.mig_strategy,
         )
         self._drivers: list[GpuDriver] = []
         self._running: list[RunningAgent] = []
@@ -203,7 +216,8 @@ class SimCluster:
     def options(self, **settings: Any) -> AgentOptions:
         """Fast options; keyword arguments replace AgentSettings fields (e.g. drain_timeout_s=1)."""
         base = fast_options(self.config.node_name, self.layout_file, self.socket_path)
-        return replace(base, settings=replace(base.settings, **settings)) if settings else base
+        settings = {"mig_strategy": self.config.mig_strategy, **settings}
+        return replace(base, settings=replace(base.settings, **settings))
 
     def driver(self) -> GpuDriver:
         driver = GpuDriver(self.fake, reset_runner=SimResetRunner(self.fake)).__enter__()

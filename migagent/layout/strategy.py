@@ -81,9 +81,12 @@ def _single_problems(gpus: Sequence[GpuDevices]) -> list[str]:
     problems += [f"{g.label} has MIG enabled but no MIG devices" for g in gpus if g.mig_enabled and not g.profiles]
     kinds = Counter(str(profile) for gpu in gpus for profile in gpu.profiles)
     if len(kinds) > 1:
+        holders = {
+            name: ", ".join(g.label for g in gpus if name in {str(p) for p in g.profiles}) for name in sorted(kinds)
+        }
         problems.append(
             "more than one MIG device type on the node ("
-            + ", ".join(f"{count}x {name}" for name, count in sorted(kinds.items()))
+            + "; ".join(f"{kinds[name]}x {name} on {where}" for name, where in holders.items())
             + "); the single strategy needs one profile on every MIG GPU, e.g. an all-<profile> layout"
         )
     return problems

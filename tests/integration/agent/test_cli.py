@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import threading
 from collections.abc import Iterator
@@ -73,3 +74,15 @@ def test_the_demo_reconfigures_half_the_node_and_exits_zero(capsys: pytest.Captu
     assert "ml/inference-0" in out
     assert "evicted" in out
     assert "ml/batch-0       still running" in out
+
+
+def test_the_single_strategy_demo_refuses_a_mixed_layout_untouched_then_advertises_nvidia_com_gpu(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["demo", "--mig-strategy", "single"]) == 0
+    out = capsys.readouterr().out
+    assert "half-balanced refused: nothing on the node changed" in out
+    table = out[out.index("advertised resource") :]
+    assert re.search(r"nvidia\.com/gpu\s+56\s+16", table), table
+    assert "nvidia.com/mig-" not in table
+    assert "all-3g.40gb applied" in out
