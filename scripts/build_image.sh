@@ -29,12 +29,12 @@ rootfs=$work/rootfs
 step() { echo "== build_image: $* ($(date -u +%H:%M:%S))"; }
 
 step "debian $SUITE rootfs with python3 (mmdebstrap)"
-# essential + python3-venv: no apt, no docs, no man pages, no locales; python3-venv is purged again
-# once the venv exists. The merged-usr hook lays out /usr as bookworm wants without the usrmerge
-# package, which would pull in perl (46 MB).
+# essential + python3 + libstdc++6 (grpcio needs it) + python3-venv: no apt, docs, man pages or
+# locales; python3-venv is purged again once the venv exists. The merged-usr hook lays out /usr as
+# bookworm wants without the usrmerge package, which would pull in perl (46 MB).
 merged_usr=()
 [ -d /usr/share/mmdebstrap/hooks/merged-usr ] && merged_usr=(--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr)
-mmdebstrap --quiet --variant=essential --include=python3,python3-venv "${merged_usr[@]}" \
+mmdebstrap --quiet --variant=essential --include=python3,python3-venv,libstdc++6 "${merged_usr[@]}" \
   --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
   --dpkgopt='path-exclude=/usr/share/info/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
   --dpkgopt='path-exclude=/usr/share/lintian/*' \

@@ -25,6 +25,7 @@ from migagent.cli.node import (
     open_node,
     reboot_requester_for,
 )
+from migagent.cli.operator import add_operator_arguments, post_change_from_args, wait_for_operator
 from migagent.cli.signals import signals_handled
 from migagent.clock import Clock, SystemClock
 from migagent.errors import InvalidLayoutError
@@ -43,6 +44,7 @@ from migagent.runtime.attempt import RetryBackoff
 from migagent.runtime.health import HealthState
 from migagent.runtime.listener import MetricsListener, NullListener
 from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook
+from migagent.runtime.post_change import PostChangeSteps
 from migagent.runtime.serve import start_observability
 from migagent.sources.node_label import NodeLabelSource, WatchSettings
 
@@ -104,6 +106,7 @@ def build_agent(
     listener: MetricsListener | None = None,
     health: HealthState | None = None,
     phase_hook: PhaseHook | None = None,
+    post_change: PostChangeSteps | None = None,
 ) -> tuple[Agent, NodeLabelSource]:
     """The agent and its label source (not started: `source.start()` before `agent.run`)."""
     ports = AgentPorts(
@@ -123,6 +126,7 @@ def build_agent(
         ),
         clock=clock,
         listener=listener or NullListener(),
+        post_change=post_change,
     )
     source = NodeLabelSource(api, clock=clock, settings=options.watch)
     agent = Agent(ports, options.settings, source=source, health=health, phase_hook=phase_hook)
@@ -198,10 +202,13 @@ def _run_agent(args: argparse.Namespace) -> int:
     listener, stop_observability, _url = observability_from_args(args, health)
     stop = threading.Event()
     try:
+        with signals_handled({signal.SIGTERM: stop.set, signal.SIGINT: stop.set}):
+            wait_for_operator(args, api=api, clock=clock, stop=stop)
         with open_node(args) as driver:
             agent, source = build_agent(
                 options, api=api, driver=driver, journal=journal_for(args), clock=clock,
                 reboot_requester=reboot_requester_for(args), listener=listener, health=health,
+                post_change=post_change_from_args(args, api),
             )
             source.start()
             try:
@@ -278,6 +285,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="first retry delay of a failed node, doubled per failure up to 30 min",
     )
     add_reboot_arguments(parser)
+    add_operator_arguments(parser)
     add_metrics_arguments(parser)
     add_node_arguments(parser)
     parser.set_defaults(handler=_run_agent, log_level=logging.INFO)

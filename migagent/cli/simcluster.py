@@ -33,6 +33,7 @@ from migagent.runtime.attempt import RetryBackoff
 from migagent.runtime.health import HealthState
 from migagent.runtime.listener import MetricsListener
 from migagent.runtime.ports import AgentSettings, PhaseHook
+from migagent.runtime.post_change import PostChangeSteps
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.kube_apiserver import FakeApiServer
 from migagent.sim.kubelet import FakeKubelet
@@ -234,6 +235,7 @@ class SimCluster:
         reboot_requester: RebootRequester | None = None,
         clock: Clock | None = None,
         wrap_driver: Callable[[GpuDriver], NodeDriver] | None = None,
+        post_change: PostChangeSteps | None = None,
     ) -> tuple[Agent, NodeLabelSource]:
         """A fresh agent (new API client, driver handle, journal object) as a restarted pod would get.
 
@@ -252,6 +254,7 @@ class SimCluster:
             listener=listener,
             health=health,
             phase_hook=phase_hook,
+            post_change=post_change,
         )
 
     def start_agent(self, options: AgentOptions | None = None, **kwargs: Any) -> RunningAgent:

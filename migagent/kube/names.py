@@ -92,6 +92,7 @@ class ConditionReason(enum.StrEnum):
     INVALID_LAYOUT = "InvalidLayout"
     LAYOUT_DOES_NOT_FIT = "LayoutDoesNotFit"
     REBOOT_REQUIRED = "RebootRequired"
+    WAITING_FOR_DRIVER = "WaitingForDriver"
     UNKNOWN = "Unknown"
 
 

@@ -17,6 +17,7 @@ from migagent.layout.strategy import MigStrategy
 from migagent.reconcile.machine import ApplyEngine
 from migagent.runtime.attempt import RetryBackoff
 from migagent.runtime.listener import AgentPhase, MetricsListener, NullListener, Outcome
+from migagent.runtime.post_change import PostChangeSteps
 
 PhaseHook = Callable[[AgentPhase], None]
 """Called as each phase starts; tests use it to stop or kill an agent at a chosen phase."""
@@ -61,6 +62,8 @@ class AgentPorts:
     drainer: Drainer
     clock: Clock
     listener: MetricsListener = field(default_factory=NullListener)
+    post_change: PostChangeSteps | None = None
+    """GPU Operator steps around a change (validators, CDI spec, host GPU clients); None: none."""
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ from migagent.runtime.attempt import (
 from migagent.runtime.listener import AgentPhase, Outcome
 from migagent.runtime.notes import check_advertisable, eviction_reasons, gpu_pods_left_alone, plan_summary
 from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook, ReconcileReport
+from migagent.runtime.post_change import HOST_CLIENTS_UNDO, ChangeContext
 
 log = structlog.get_logger(__name__)
 
@@ -171,10 +172,12 @@ class NodeReconcile:
         with self._in_phase(AgentPhase.DRAIN):
             self._drain(steps, observation)
         with self._in_phase(AgentPhase.APPLY):
+            context = self._before_change()
             rebooting = self._apply(name, desired, layout_hash, steps)
         if rebooting:  # the node keeps its cordon and paused labels until the agent resumes after the reboot
             return Outcome.REBOOTING
         with self._in_phase(AgentPhase.RESTART_PLUGIN):
+            self._after_change(context)
             self._restart_plugin(paused)
         with self._in_phase(AgentPhase.READVERTISE):
             after = self._readvertise(name)
@@ -245,6 +248,22 @@ class NodeReconcile:
             raise ApplyFailedError(result.error or f"apply ended {result.outcome.value}")
         self._status.event(EventReason.GPUS_RECONFIGURED, f"GPUs now hold layout {name}: {plan_summary(steps)}")
         return False
+
+    def _before_change(self) -> ChangeContext:
+        """Operator validators and host GPU clients let go of the GPUs (runtime.post_change)."""
+        steps = self._p.post_change
+        if steps is None:
+            return ChangeContext()
+        context = steps.before_change()
+        if context.stopped_units:
+            self._undo.push(HOST_CLIENTS_UNDO, lambda: steps.restart_host_clients(context))
+        return context
+
+    def _after_change(self, context: ChangeContext) -> None:
+        """CDI spec, host GPU clients, validator restart: what the operator needs to see the new devices."""
+        if self._p.post_change is not None:
+            self._p.post_change.after_change(context)
+            self._undo.pop(HOST_CLIENTS_UNDO)
 
     def _restart_plugin(self, paused: PausedComponents) -> None:
         self._p.restarter.resume(paused)
