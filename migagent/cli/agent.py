@@ -48,7 +48,8 @@ from migagent.runtime.post_change import PostChangeSteps
 from migagent.runtime.serve import start_observability
 from migagent.sources.node_label import NodeLabelSource, WatchSettings
 
-RESTART_STRATEGIES = ("gpu-operator", "delete-pod", "none")
+RESTART_STRATEGIES = ("gpu-operator", "node-label", "delete-pod", "none")
+DEVICE_PLUGIN = "device-plugin"
 
 # Kubernetes' own libraries log every retried connection at WARNING; our structured logs say it once.
 _NOISY_LOGGERS = ("urllib3.connectionpool", "kubernetes.client.rest")
@@ -64,6 +65,9 @@ class AgentOptions:
     restart: str = "gpu-operator"
     operator_namespace: str = DEFAULT_OPERATOR_NAMESPACE
     plugin_selector: str = DEVICE_PLUGIN_SELECTOR
+    plugin_daemonset: str | None = None
+    """Only pods of the DaemonSet of this name are the plugin's (the upstream chart labels GFD and
+    the MPS daemon like the plugin)."""
     plugin_timeout_s: float = 300.0
     poll_interval_s: float = 1.0
     """How often pod departures, plugin pods and Node allocatable are re-read while waiting."""
@@ -79,6 +83,18 @@ def _restarter(options: AgentOptions, api: KubeApi, clock: Clock) -> DevicePlugi
             timeout_s=options.plugin_timeout_s,
             poll_interval_s=options.poll_interval_s,
         )
+    if options.restart == "node-label":
+        return GpuOperatorPause(
+            api,
+            clock=clock,
+            components=(DEVICE_PLUGIN,),
+            namespace=options.operator_namespace,
+            timeout_s=options.plugin_timeout_s,
+            poll_interval_s=options.poll_interval_s,
+            pod_selectors={DEVICE_PLUGIN: options.plugin_selector},
+            pause_absent=True,
+            owner_name=options.plugin_daemonset,
+        )
     if options.restart == "delete-pod":
         return DeletePod(
             api,
@@ -87,6 +103,7 @@ def _restarter(options: AgentOptions, api: KubeApi, clock: Clock) -> DevicePlugi
             label_selector=options.plugin_selector,
             timeout_s=options.plugin_timeout_s,
             poll_interval_s=options.poll_interval_s,
+            owner_name=options.plugin_daemonset,
         )
     if options.restart == "none":
         return NoRestart()
@@ -167,6 +184,7 @@ def _options(args: argparse.Namespace) -> AgentOptions:
         restart=args.device_plugin_restart,
         operator_namespace=args.operator_namespace,
         plugin_selector=args.device_plugin_selector,
+        plugin_daemonset=args.device_plugin_daemonset,
         watch=WatchSettings(resync_period_s=args.resync_period),
     )
 
@@ -244,15 +262,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--device-plugin-restart", choices=RESTART_STRATEGIES, default="gpu-operator",
-        help="gpu-operator: pause the operator's nvidia.com/gpu.deploy.* labels (default); delete-pod: delete the"
-        " plugin pod for its DaemonSet to recreate; none: something else restarts it",
+        help="gpu-operator: pause the operator's nvidia.com/gpu.deploy.* labels (default); node-label: the same"
+        " with nvidia.com/gpu.deploy.device-plugin for a standalone plugin whose DaemonSet avoids paused nodes;"
+        " delete-pod: delete the plugin pod for its DaemonSet to recreate; none: something else restarts it",
     )
     parser.add_argument(
         "--operator-namespace", default=env("OPERATOR_NAMESPACE", DEFAULT_OPERATOR_NAMESPACE),
         help=f"namespace of the device plugin and GPU Operator pods (default {DEFAULT_OPERATOR_NAMESPACE})",
     )
     parser.add_argument(
-        "--device-plugin-selector", default=DEVICE_PLUGIN_SELECTOR, help="plugin pod labels, for delete-pod"
+        "--device-plugin-selector", default=DEVICE_PLUGIN_SELECTOR,
+        help="plugin pod labels, for node-label and delete-pod",
+    )
+    parser.add_argument(
+        "--device-plugin-daemonset", metavar="NAME",
+        help="count only pods of the DaemonSet of this name as the plugin's (the upstream chart gives GPU Feature"
+        " Discovery and the MPS daemon the plugin's labels)",
     )
     parser.add_argument(
         "--mig-strategy", choices=MIG_STRATEGIES, default=env("MIG_STRATEGY", MigStrategy.MIXED.value),

@@ -72,6 +72,7 @@ class FakeKubelet:
         plugin_labels: Mapping[str, str] | None = None,
         plugin_mode: PluginMode = "gpu-operator",
         mig_strategy: MigStrategy = MigStrategy.MIXED,
+        plugin_daemonset: str = "nvidia-device-plugin-daemonset",
     ) -> None:
         self._api = api
         self._fake = fake_nvml
@@ -89,6 +90,7 @@ class FakeKubelet:
             clock=clock or SystemClock(),
             lock=self._lock,
             strategy=mig_strategy,
+            daemonset=plugin_daemonset,
         )
         self._workloads: dict[tuple[str, str], Workload] = {}
         self.replacements: list[JsonDict] = []

@@ -88,7 +88,10 @@ def test_the_daemonset_mounts_the_host_paths_the_agent_uses(kustomization: str) 
     objects = render(kustomization)
     pod = daemonset_pod_spec(objects)
     host_paths = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
-    assert sorted(host_paths.values()) == ["/var/lib/kubelet/pod-resources", "/var/lib/migagent"]
+    # mig-manager's mounts on GPU Operator nodes: driver root, validation markers, CDI specs, host root.
+    operator = ["/", "/run/nvidia/driver", "/run/nvidia/validations", "/var/run/cdi"]
+    expected = ["/var/lib/kubelet/pod-resources", "/var/lib/migagent"]
+    assert sorted(host_paths.values()) == sorted(expected + (operator if "gpu-operator" in kustomization else []))
     container = agent_container(objects)
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     flags = flag_values(container["args"])
@@ -127,7 +130,7 @@ def test_the_probes_ask_the_metrics_port_the_agent_listens_on(kustomization: str
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_each_overlay_picks_its_device_plugin_restart_mode(overlay: str) -> None:
     flags = flag_values(agent_container(render(f"overlays/{overlay}"))["args"])
-    expected = {"gpu-operator": "gpu-operator", "standalone": "delete-pod"}[overlay]
+    expected = {"gpu-operator": "gpu-operator", "standalone": "node-label"}[overlay]
     assert flags["--device-plugin-restart"] == expected
 
 
@@ -191,3 +194,21 @@ def test_the_daemonset_args_are_flags_migagent_agent_accepts(kustomization: str)
     assert args.command == "agent"
     assert args.config_file == "/etc/migagent/mig-layouts.yaml"
     assert args.metrics_port == int(flag_values(container["args"])["--metrics-port"])
+
+
+def test_the_gpu_operator_overlay_runs_with_the_nvidia_runtime_class_host_pid_and_mig_managers_mounts() -> None:
+    objects = render("overlays/gpu-operator")
+    pod = daemonset_pod_spec(objects)
+    assert pod["runtimeClassName"] == "nvidia"
+    assert pod["hostPID"] is True
+    container = agent_container(objects)
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    flags = flag_values(container["args"])
+    assert flags["--driver-root"] in mounts
+    assert mounts[flags["--driver-root"]].get("mountPropagation") == "HostToContainer"
+    assert "/run/nvidia/validations" in mounts
+    assert "/var/run/cdi" in mounts
+    assert flags["--host-root"] in mounts
+    for step in ("--wait-for-operator", "--cdi", "--restart-operator-validator"):
+        assert step in container["args"], step
+    assert flags["--mig-strategy"] == "single"
