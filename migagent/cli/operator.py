@@ -48,6 +48,10 @@ def add_operator_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--nvidia-cdi-hook-path", metavar="PATH", help="host path of nvidia-cdi-hook for the spec")
     group.add_argument(
+        "--nvidia-ctk", default="nvidia-ctk", metavar="PATH",
+        help="the nvidia-ctk to run for --cdi (not in the image: the operator's toolkit installs one on the host)",
+    )
+    group.add_argument(
         "--restart-operator-validator", action="store_true",
         help="delete the operator's CUDA/plugin validator pods before a change and its operator-validator pod"
         " after, so the validations re-run against the new MIG devices (needs pods delete in its namespace)",
@@ -84,6 +88,7 @@ def post_change_from_args(args: argparse.Namespace, api: KubeApi) -> PostChangeS
             driver_root=driver_root,
             host_driver_root=args.host_driver_root,
             output=Path(args.cdi_spec),
+            nvidia_ctk=args.nvidia_ctk,
             nvidia_smi=find_driver_files(Path(driver_root)).nvidia_smi_argv(),
             cdi_hook_path=args.nvidia_cdi_hook_path,
         )
