@@ -7,6 +7,10 @@ import pytest
 from kubernetes_validate.utils import all_versions, latest_version  # type: ignore[import-untyped]
 
 from migagent.cli import build_parser
+from migagent.cli.operator import post_change_from_args
+from migagent.clock import SystemClock
+from migagent.kube.adapter import KubeApi
+from migagent.kube.client import make_api_client
 from tests.integration.deploy.manifests import (
     BASE,
     KUSTOMIZATIONS,
@@ -212,3 +216,14 @@ def test_the_gpu_operator_overlay_runs_with_the_nvidia_runtime_class_host_pid_an
     for step in ("--wait-for-operator", "--cdi", "--restart-operator-validator"):
         assert step in container["args"], step
     assert flags["--mig-strategy"] == "single"
+
+
+def test_the_gpu_operator_overlay_flags_wire_every_post_change_step_and_the_standalone_ones_none() -> None:
+    api = KubeApi(make_api_client(kubeconfig=None, api_server="http://127.0.0.1:9"), node_name="n", clock=SystemClock())
+    for overlay, wired in (("gpu-operator", True), ("standalone", False)):
+        args = build_parser().parse_args(agent_container(render(f"overlays/{overlay}"))["args"])
+        steps = post_change_from_args(args, api)
+        assert (steps is not None) is wired, overlay
+        if steps is not None:
+            assert steps.stops_host_clients
+            assert args.nvidia_ctk.startswith(args.host_root + "/")
