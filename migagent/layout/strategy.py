@@ -60,7 +60,7 @@ def strategy_problems(strategy: MigStrategy, gpus: Sequence[GpuDevices]) -> list
     """Why the plugin, run with `strategy`, would exit on these GPUs (empty: it advertises them)."""
     if strategy is MigStrategy.MIXED:
         return [
-            f"{gpu.label}: compute instance profile {profile} is smaller than its GPU instance."
+            f"{gpu.label} has compute instance profile {profile}, smaller than its GPU instance."
             f" Use {profile.gi_name} (one compute instance per GPU instance) instead"
             for gpu in gpus
             for profile in sorted(set(gpu.profiles), key=str)
