@@ -26,6 +26,7 @@ from migagent.cli.node import (
     open_node,
     reboot_requester_for,
 )
+from migagent.cli.operator import add_operator_arguments, post_change_from_args, wait_for_operator
 from migagent.cli.signals import CtrlC, signals_handled
 from migagent.clock import Clock, SystemClock
 from migagent.errors import InvalidLayoutError
@@ -35,6 +36,7 @@ from migagent.kube.deviceplugin import DeletePod, DevicePluginRestarter, GpuOper
 from migagent.kube.drain import Drainer
 from migagent.kube.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_SELECTOR
 from migagent.kube.timeouts import DEFAULT_REQUEST_TIMEOUT_S, RequestTimeout
+from migagent.layout.strategy import MIG_STRATEGIES, MigStrategy
 from migagent.podresources.client import DEFAULT_SOCKET_PATH, PodResourcesClient
 from migagent.reconcile.journal import Journal
 from migagent.reconcile.machine import ApplyEngine
@@ -44,10 +46,12 @@ from migagent.runtime.attempt import RetryBackoff
 from migagent.runtime.health import DEFAULT_STALE_AFTER_S, HealthState
 from migagent.runtime.listener import MetricsListener, NullListener
 from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook
+from migagent.runtime.post_change import PostChangeSteps
 from migagent.runtime.serve import start_observability
 from migagent.sources.node_label import NodeLabelSource, WatchSettings
 
-RESTART_STRATEGIES = ("gpu-operator", "delete-pod", "none")
+RESTART_STRATEGIES = ("gpu-operator", "node-label", "delete-pod", "none")
+DEVICE_PLUGIN = "device-plugin"
 
 # Kubernetes' own libraries log every retried connection at WARNING; our structured logs say it once.
 _NOISY_LOGGERS = ("urllib3.connectionpool", "kubernetes.client.rest")
@@ -63,6 +67,9 @@ class AgentOptions:
     restart: str = "gpu-operator"
     operator_namespace: str = DEFAULT_OPERATOR_NAMESPACE
     plugin_selector: str = DEVICE_PLUGIN_SELECTOR
+    plugin_daemonset: str | None = None
+    """Only pods of the DaemonSet of this name are the plugin's (the upstream chart labels GFD and
+    the MPS daemon like the plugin)."""
     plugin_timeout_s: float = 300.0
     poll_interval_s: float = 1.0
     """How often pod departures, plugin pods and Node allocatable are re-read while waiting."""
@@ -84,6 +91,18 @@ def _restarter(options: AgentOptions, api: KubeApi, clock: Clock) -> DevicePlugi
             timeout_s=options.plugin_timeout_s,
             poll_interval_s=options.poll_interval_s,
         )
+    if options.restart == "node-label":
+        return GpuOperatorPause(
+            api,
+            clock=clock,
+            components=(DEVICE_PLUGIN,),
+            namespace=options.operator_namespace,
+            timeout_s=options.plugin_timeout_s,
+            poll_interval_s=options.poll_interval_s,
+            pod_selectors={DEVICE_PLUGIN: options.plugin_selector},
+            pause_absent=True,
+            owner_name=options.plugin_daemonset,
+        )
     if options.restart == "delete-pod":
         return DeletePod(
             api,
@@ -92,6 +111,7 @@ def _restarter(options: AgentOptions, api: KubeApi, clock: Clock) -> DevicePlugi
             label_selector=options.plugin_selector,
             timeout_s=options.plugin_timeout_s,
             poll_interval_s=options.poll_interval_s,
+            owner_name=options.plugin_daemonset,
         )
     if options.restart == "none":
         return NoRestart()
@@ -111,6 +131,7 @@ def build_agent(
     listener: MetricsListener | None = None,
     health: HealthState | None = None,
     phase_hook: PhaseHook | None = None,
+    post_change: PostChangeSteps | None = None,
 ) -> tuple[Agent, NodeLabelSource]:
     """The agent and its label source (not started: `source.start()` before `agent.run`)."""
     ports = AgentPorts(
@@ -130,6 +151,7 @@ def build_agent(
         ),
         clock=clock,
         listener=listener or NullListener(),
+        post_change=post_change,
     )
     source = NodeLabelSource(api, clock=clock, settings=options.watch)
     if health is not None:
@@ -171,6 +193,7 @@ def _options(args: argparse.Namespace) -> AgentOptions:
         drain_timeout_s=args.drain_timeout,
         readvertise_timeout_s=args.readvertise_timeout,
         plugin_settle_s=args.device_plugin_settle,
+        mig_strategy=MigStrategy(args.mig_strategy),
         force_delete=args.force_delete,
         resync_period_s=args.resync_period,
         retry=RetryBackoff(initial_s=args.retry_initial, max_s=max(args.retry_initial, args.retry_max)),
@@ -182,6 +205,7 @@ def _options(args: argparse.Namespace) -> AgentOptions:
         restart=args.device_plugin_restart,
         operator_namespace=args.operator_namespace,
         plugin_selector=args.device_plugin_selector,
+        plugin_daemonset=args.device_plugin_daemonset,
         watch=WatchSettings(resync_period_s=args.resync_period, request_timeout_s=args.request_timeout),
         request_timeout_s=args.request_timeout,
     )
@@ -220,10 +244,13 @@ def _run_agent(args: argparse.Namespace) -> int:
     stop = threading.Event()
     ctrl_c = CtrlC(stop.set)
     try:
+        with signals_handled({signal.SIGTERM: stop.set, signal.SIGINT: ctrl_c}):
+            wait_for_operator(args, api=api, clock=clock, stop=stop)
         with open_node(args) as driver:
             agent, source = build_agent(
                 options, api=api, driver=driver, journal=journal_for(args), clock=clock,
                 reboot_requester=reboot_requester_for(args), listener=listener, health=health,
+                post_change=post_change_from_args(args, api),
             )
             source.start()
             try:
@@ -257,15 +284,28 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--device-plugin-restart", choices=RESTART_STRATEGIES, default="gpu-operator",
-        help="gpu-operator: pause the operator's nvidia.com/gpu.deploy.* labels (default); delete-pod: delete the"
-        " plugin pod for its DaemonSet to recreate; none: something else restarts it",
+        help="gpu-operator: pause the operator's nvidia.com/gpu.deploy.* labels (default); node-label: the same"
+        " with nvidia.com/gpu.deploy.device-plugin for a standalone plugin whose DaemonSet avoids paused nodes;"
+        " delete-pod: delete the plugin pod for its DaemonSet to recreate; none: something else restarts it",
     )
     parser.add_argument(
         "--operator-namespace", default=env("OPERATOR_NAMESPACE", DEFAULT_OPERATOR_NAMESPACE),
         help=f"namespace of the device plugin and GPU Operator pods (default {DEFAULT_OPERATOR_NAMESPACE})",
     )
     parser.add_argument(
-        "--device-plugin-selector", default=DEVICE_PLUGIN_SELECTOR, help="plugin pod labels, for delete-pod"
+        "--device-plugin-selector", default=DEVICE_PLUGIN_SELECTOR,
+        help="plugin pod labels, for node-label and delete-pod",
+    )
+    parser.add_argument(
+        "--device-plugin-daemonset", metavar="NAME",
+        help="count only pods of the DaemonSet of this name as the plugin's (the upstream chart gives GPU Feature"
+        " Discovery and the MPS daemon the plugin's labels)",
+    )
+    parser.add_argument(
+        "--mig-strategy", choices=MIG_STRATEGIES, default=env("MIG_STRATEGY", MigStrategy.MIXED.value),
+        help="the device plugin's MIG strategy (GPU Operator mig.strategy): mixed expects nvidia.com/mig-<profile>;"
+        " single expects nvidia.com/gpu per MIG device and refuses layouts mixing profiles; none expects whole"
+        " GPUs (env MIG_STRATEGY; default mixed)",
     )
     parser.add_argument(
         "--drain-timeout", type=float, default=300.0, metavar="SECONDS",
@@ -305,6 +345,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="/healthz fails when the agent has reached no safe point for this long (a stuck reconcile)",
     )
     add_reboot_arguments(parser)
+    add_operator_arguments(parser)
     add_metrics_arguments(parser)
     add_node_arguments(parser)
     parser.set_defaults(handler=_run_agent, log_level=logging.INFO)

@@ -6,7 +6,9 @@ all-1g.10gb, and the real agent. Workload pods run on several GPUs; one is guard
 PodDisruptionBudget that allows no disruption at first. The node is labelled `all-balanced`, and
 the demo prints what the agent does as it happens, then each GPU's layout before and after (which
 GPUs changed), the advertised resources before and after, and the commands that reproduce both
-layouts with the shipped layout file. Exit 0 on success within --timeout, 1 otherwise.
+layouts with the shipped layout file. With --mig-strategy single, the plugin cannot advertise a
+layout that mixes profiles, so the agent first refuses `all-balanced` with nothing touched, and the
+node is then labelled `all-3g.40gb`. Exit 0 on success within --timeout, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 from migagent.cli.agent import add_metrics_arguments, observability_from_args
 from migagent.cli.commands import summary
-from migagent.cli.simcluster import PDB_BLOCKING_FOR_NOW, SimCluster
+from migagent.cli.simcluster import PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig
 from migagent.clock import SystemClock
 from migagent.kube.fleet_rows import gpu_holdings
 from migagent.kube.names import (
@@ -37,6 +39,7 @@ from migagent.kube.names import (
     OBSERVED_ANNOTATION,
     deploy_label,
 )
+from migagent.layout.strategy import MIG_STRATEGIES, MigStrategy
 from migagent.runtime.health import HealthState
 
 # The demo is a real-time show: one wall clock, through the seam like everything else.
@@ -46,8 +49,15 @@ JsonDict = dict[str, Any]
 # Both are configs of the shipped configs/mig-layouts/mig-layouts.yaml (the demo's own file holds the same
 # entries for H100, tests/integration/agent/test_cli.py checks it), so `plan` reproduces the change.
 START_LAYOUT = "all-1g.10gb"
-TARGET_LAYOUT = "all-balanced"
 SHIPPED_LAYOUTS = "configs/mig-layouts/mig-layouts.yaml"
+# The single strategy advertises only uniform nodes: it first shows `all-balanced` refused with
+# nothing touched, then moves every GPU to one profile.
+TARGET_LAYOUT: dict[MigStrategy, str] = {
+    MigStrategy.MIXED: "all-balanced",
+    MigStrategy.SINGLE: "all-3g.40gb",
+    MigStrategy.NONE: "all-balanced",
+}
+REFUSED_LAYOUT: dict[MigStrategy, str] = {MigStrategy.SINGLE: "all-balanced"}
 PDB_RELEASE_AFTER_S = 1.5
 _POLL_S = 0.05
 # (namespace, name, GPU, slot of its 1g.10gb GI, labels)
@@ -167,6 +177,30 @@ def _wait_for_state(cluster: SimCluster, watcher: _Watcher, layout: str, deadlin
     return False
 
 
+def _wait_for_refusal(watcher: _Watcher, deadline: float) -> bool:
+    """Until the agent reports `failed` for the label just set (it refuses before touching anything)."""
+    while _CLOCK.monotonic() < deadline:
+        node = watcher.poll()
+        if node["metadata"].get("labels", {}).get(MIG_CONFIG_STATE_LABEL) == "failed":
+            return True
+        _CLOCK.sleep(_POLL_S)
+    return False
+
+
+def _show_refusal(cluster: SimCluster, watcher: _Watcher, layout: str, deadline: float) -> bool:
+    before, running = cluster.kubelet.plugin_resources(), len(cluster.kubelet.workloads())
+    watcher.say(f"admin: kubectl label node {cluster.config.node_name} {MIG_CONFIG_LABEL}={layout} --overwrite")
+    cluster.label(layout)
+    if not _wait_for_refusal(watcher, deadline):
+        print(f"the agent did not refuse {layout} in time", file=sys.stderr)
+        return False
+    untouched = cluster.kubelet.plugin_resources() == before and len(cluster.kubelet.workloads()) == running
+    cordoned = bool(cluster.node()["spec"].get("unschedulable"))
+    print(f"  {layout} refused: {'nothing on the node changed' if untouched and not cordoned else 'NODE CHANGED'}"
+          f" ({running} workload pods still running, node {'cordoned' if cordoned else 'not cordoned'})")
+    return untouched and not cordoned
+
+
 def _print_table(before: dict[str, int], after: dict[str, int]) -> None:
     names = sorted(set(before) | set(after))
     width = max(len(n) for n in names) if names else 10
@@ -199,11 +233,11 @@ def _print_gpus(before: str, after: str) -> None:
     print(f"  GPUs changed: {', '.join(map(str, changed)) or 'none'}")
 
 
-def _print_reproduction(cluster: SimCluster) -> None:
+def _print_reproduction(cluster: SimCluster, target: str) -> None:
     spec, shipped = cluster.config.spec, SHIPPED_LAYOUTS
     print(f"\n  the same layouts from the shipped file, on a simulated node of your own:"
           f"\n    .venv/bin/migagent apply --simulate {spec} --state node.json -f {shipped} -c {START_LAYOUT}"
-          f"\n    .venv/bin/migagent plan  --state node.json -f {shipped} -c {TARGET_LAYOUT}")
+          f"\n    .venv/bin/migagent plan  --state node.json -f {shipped} -c {target}")
 
 
 def _print_pods(cluster: SimCluster, where: dict[str, str]) -> None:
@@ -225,9 +259,13 @@ def _print_requests(cluster: SimCluster, since: int) -> None:
 def _run_demo(args: argparse.Namespace) -> int:
     for name in ("urllib3.connectionpool", "kubernetes.client.rest", "migagent.sim"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    with tempfile.TemporaryDirectory(prefix="migagent-demo-") as workdir, SimCluster(Path(workdir)) as cluster:
+    strategy = MigStrategy(args.mig_strategy)
+    target = TARGET_LAYOUT[strategy]
+    config = SimClusterConfig(mig_strategy=strategy)
+    with tempfile.TemporaryDirectory(prefix="migagent-demo-") as workdir, SimCluster(Path(workdir), config) as cluster:
         print(f"migagent demo: node {cluster.config.node_name} with {cluster.config.spec}, fake API server at"
-              f" {cluster.api.url}\n  GPUs start in layout {START_LAYOUT}: advertised {cluster.kubelet.advertised()}")
+              f" {cluster.api.url}, device plugin MIG strategy {strategy}\n  GPUs start in layout {START_LAYOUT}:"
+              f" advertised {cluster.kubelet.plugin_resources()}")
         where = _setup(cluster)
         for pod, place in where.items():
             print(f"  workload {pod} on {place}")
@@ -244,23 +282,26 @@ def _run_demo(args: argparse.Namespace) -> int:
         if not _wait_for_state(cluster, watcher, START_LAYOUT, deadline):
             print("the agent did not report the starting layout in time", file=sys.stderr)
             return 1
-        before = cluster.kubelet.advertised()
+        before = cluster.kubelet.plugin_resources()
+        refused = REFUSED_LAYOUT.get(strategy)
+        if refused is not None and not _show_refusal(cluster, watcher, refused, deadline):
+            return 1
         observed_before = _observed(cluster)
         since = len(cluster.api.requests)
         node_name = cluster.config.node_name
-        watcher.say(f"admin: kubectl label node {node_name} {MIG_CONFIG_LABEL}={TARGET_LAYOUT} --overwrite")
-        cluster.label(TARGET_LAYOUT)
-        ok = _wait_for_state(cluster, watcher, TARGET_LAYOUT, deadline)
+        watcher.say(f"admin: kubectl label node {node_name} {MIG_CONFIG_LABEL}={target} --overwrite")
+        cluster.label(target)
+        ok = _wait_for_state(cluster, watcher, target, deadline)
         watcher.poll()
         _print_gpus(observed_before, _observed(cluster))
-        _print_table(before, cluster.kubelet.advertised())
+        _print_table(before, cluster.kubelet.plugin_resources())
         _print_pods(cluster, where)
         _print_requests(cluster, since)
-        _print_reproduction(cluster)
+        _print_reproduction(cluster, target)
         if not ok:
-            print(f"\nthe node did not reach {TARGET_LAYOUT} within {args.timeout:g}s", file=sys.stderr)
+            print(f"\nthe node did not reach {target} within {args.timeout:g}s", file=sys.stderr)
             return 1
-        print(f"\n{TARGET_LAYOUT} applied in {_CLOCK.monotonic() - watcher.started:.1f}s of demo time")
+        print(f"\n{target} applied in {_CLOCK.monotonic() - watcher.started:.1f}s of demo time")
         if args.linger > 0:
             print(f"metrics stay up for {args.linger:g}s more")
             _CLOCK.sleep(args.linger)
@@ -271,6 +312,10 @@ def _run_demo(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("demo", help=summary("demo"))
     parser.add_argument("--timeout", type=float, default=45.0, metavar="SECONDS", help="give up after this long")
+    parser.add_argument(
+        "--mig-strategy", choices=MIG_STRATEGIES, default=MigStrategy.MIXED.value,
+        help="the simulated device plugin's MIG strategy, and the agent's (single: nvidia.com/gpu per MIG device)",
+    )
     add_metrics_arguments(parser)
     parser.add_argument(
         "--linger", type=float, default=0.0, metavar="SECONDS",

@@ -18,7 +18,8 @@ from pathlib import Path
 from migagent.catalog import GpuModel, UnknownGpuModelError
 from migagent.errors import InvalidLayoutError, PermanentError
 from migagent.nvml.driver import GpuDriver
-from migagent.nvml.reset import NvidiaSmiResetRunner
+from migagent.nvml.driver_root import DEFAULT_DRIVER_ROOT, load_nvml_from
+from migagent.nvml.reset import NvidiaSmiResetRunner, run_command
 from migagent.nvml.system import system_nvml
 from migagent.reconcile.journal import FileJournal, Journal, MemoryJournal
 from migagent.reconcile.ports import RebootRequester
@@ -41,6 +42,14 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SPEC",
         default=os.environ.get("MIGAGENT_SIMULATE"),
         help="act on a simulated node instead of real GPUs, e.g. 8xH100-80GB-SXM or 2xA100-40GB,2xA30-24GB",
+    )
+    group.add_argument(
+        "--driver-root",
+        metavar="DIR",
+        default=os.environ.get("NVIDIA_DRIVER_ROOT", DEFAULT_DRIVER_ROOT),
+        help="where the NVIDIA driver's files are when libnvidia-ml.so.1 and nvidia-smi are not on the default"
+        f" paths: the GPU Operator's driver container root (default {DEFAULT_DRIVER_ROOT}) or the host root"
+        " mounted into the pod, e.g. /host (env NVIDIA_DRIVER_ROOT)",
     )
     group.add_argument(
         "--state",
@@ -140,7 +149,10 @@ def open_node(args: argparse.Namespace) -> Iterator[GpuDriver]:
     spec: str | None = args.simulate
     state = Path(args.state) if args.state else None
     if spec is None and state is None:
-        with GpuDriver(system_nvml(), reset_runner=NvidiaSmiResetRunner()) as driver:
+        files = load_nvml_from(Path(getattr(args, "driver_root", None) or DEFAULT_DRIVER_ROOT))
+        *prefix, nvidia_smi = files.nvidia_smi_argv()
+        reset = NvidiaSmiResetRunner(run=lambda argv: run_command([*prefix, *argv]), nvidia_smi=nvidia_smi)
+        with GpuDriver(system_nvml(), reset_runner=reset) as driver:
             yield driver
         return
     fake = _load_fake(spec, state)

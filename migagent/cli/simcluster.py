@@ -25,6 +25,7 @@ from migagent.kube.client import make_api_client
 from migagent.kube.names import MIG_CONFIG_LABEL, deploy_label
 from migagent.layout.parse import load_layout_file
 from migagent.layout.resolve import identity_of, resolve_config
+from migagent.layout.strategy import MigStrategy
 from migagent.nvml.driver import GpuDriver
 from migagent.reconcile.journal import FileJournal, MemoryJournal, desired_node_hash
 from migagent.reconcile.machine import ApplyEngine
@@ -34,6 +35,7 @@ from migagent.runtime.attempt import RetryBackoff
 from migagent.runtime.health import HealthState
 from migagent.runtime.listener import MetricsListener
 from migagent.runtime.ports import AgentSettings, PhaseHook
+from migagent.runtime.post_change import PostChangeSteps
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.fakelib_backend import nvml_for
 from migagent.sim.kube_apiserver import FakeApiServer
@@ -81,6 +83,15 @@ mig-configs:
       mig-enabled: true
       mig-devices:
         "7g.80gb": 1
+  all-3g.40gb:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        "3g.40gb": 2
+  all-disabled:
+    - devices: all
+      mig-enabled: false
+      mig-devices: {}
   not-advertisable:
     - devices: all
       mig-enabled: true
@@ -107,6 +118,8 @@ class SimClusterConfig:
     """Where the fake kubelet keeps the device-plugin pod (the standalone overlay: nvidia-device-plugin)."""
     plugin_labels: Mapping[str, str] | None = None
     """The plugin pod's labels (None: the GPU Operator's app=nvidia-device-plugin-daemonset)."""
+    mig_strategy: MigStrategy = MigStrategy.MIXED
+    """The device plugin's strategy; the agent's options() are set to the same."""
     watch_timeout_s: float = 30.0
 
 
@@ -198,6 +211,7 @@ class SimCluster:
             plugin_mode=self.config.plugin_mode,
             plugin_namespace=self.config.plugin_namespace,
             plugin_labels=self.config.plugin_labels,
+            mig_strategy=self.config.mig_strategy,
         )
         self._drivers: list[GpuDriver] = []
         self._running: list[RunningAgent] = []
@@ -239,7 +253,8 @@ class SimCluster:
     def options(self, **settings: Any) -> AgentOptions:
         """Fast options; keyword arguments replace AgentSettings fields (e.g. drain_timeout_s=1)."""
         base = fast_options(self.config.node_name, self.layout_file, self.socket_path)
-        return replace(base, settings=replace(base.settings, **settings)) if settings else base
+        settings = {"mig_strategy": self.config.mig_strategy, **settings}
+        return replace(base, settings=replace(base.settings, **settings))
 
     def driver(self) -> GpuDriver:
         driver = GpuDriver(nvml_for(self.fake), reset_runner=SimResetRunner(self.fake)).__enter__()
@@ -256,18 +271,14 @@ class SimCluster:
         reboot_requester: RebootRequester | None = None,
         clock: Clock | None = None,
         wrap_driver: Callable[[GpuDriver], NodeDriver] | None = None,
+        post_change: PostChangeSteps | None = None,
     ) -> tuple[Agent, NodeLabelSource]:
         """A fresh agent (new API client, driver handle, journal object) as a restarted pod would get.
 
         `wrap_driver` lets a test put a seam around the GPU driver (to crash mid-apply, say)."""
         options = options or self.options()
         clock = clock or SystemClock()
-        client = make_api_client(kubeconfig=None, api_server=self.api.url)
-        token = self.agent_token()
-        if token is not None:
-            client.configuration.api_key = {"authorization": token}
-            client.configuration.api_key_prefix = {"authorization": "Bearer"}
-        api = KubeApi(client, node_name=options.node_name, clock=clock, timeout=options.request_timeout)
+        api = self.agent_api(options, clock=clock)
         return build_agent(
             options,
             api=api,
@@ -278,7 +289,19 @@ class SimCluster:
             listener=listener,
             health=health,
             phase_hook=phase_hook,
+            post_change=post_change,
         )
+
+    def agent_api(self, options: AgentOptions | None = None, *, clock: Clock | None = None) -> KubeApi:
+        """A client of this API server as the agent's service account (its token, when access is enforced)."""
+        options = options or self.options()
+        client = make_api_client(kubeconfig=None, api_server=self.api.url)
+        token = self.agent_token()
+        if token is not None:
+            client.configuration.api_key = {"authorization": token}
+            client.configuration.api_key_prefix = {"authorization": "Bearer"}
+        clock = clock or SystemClock()
+        return KubeApi(client, node_name=options.node_name, clock=clock, timeout=options.request_timeout)
 
     def agent_token(self) -> str | None:
         """A fresh token for the agent's service account bound to this node (None without access control)."""

@@ -88,6 +88,7 @@ def pod_view(model: V1Pod) -> PodView:
         ),
         labels=dict((meta.labels if meta else None) or {}),
         owner_kinds=tuple(owner.kind for owner in ((meta.owner_references if meta else None) or ())),
+        owner_names=tuple(owner.name for owner in ((meta.owner_references if meta else None) or ())),
         is_mirror=MIRROR_POD_ANNOTATION in annotations,
         node_name=(spec.node_name if spec else None) or "",
         phase=(model.status.phase if model.status else None) or "",

@@ -6,6 +6,9 @@ apply it must restart. Strategies:
   §3.3): set each present `nvidia.com/gpu.deploy.<component>` label to `paused-for-mig-change`
   (a `false` stays `false`), wait until the components' pods have left the node, and afterwards
   put back exactly what was changed, which makes the operator recreate them.
+- `GpuOperatorPause(pause_absent=True)`, the `node-label` mode: the same label on a standalone
+  plugin whose DaemonSet is patched to avoid nodes where it is `false` or `paused-for-mig-change`
+  (deploy/overlays/standalone), so the plugin is off the GPUs while they change, not only after.
 - `DeletePod`: delete the plugin pod on this node and wait for its DaemonSet to replace it.
 - `NoRestart`: someone else restarts the plugin.
 `wait_for_advertisement` then polls the Node until allocatable shows the expected resources.
@@ -131,10 +134,19 @@ class GpuOperatorPause:
         namespace: str = DEFAULT_OPERATOR_NAMESPACE,
         timeout_s: float = 300.0,
         poll_interval_s: float = 1.0,
+        pod_selectors: Mapping[str, str] = COMPONENT_POD_SELECTORS,
+        pause_absent: bool = False,
+        owner_name: str | None = None,
     ) -> None:
+        """`pause_absent`: also pause a component whose label is absent (a standalone plugin whose
+        DaemonSet was patched to stay off nodes where the label is `false` or paused); its label is
+        left `true` afterwards. `owner_name`: only pods of the DaemonSet of that name count."""
         self._api = api
         self._clock = clock
         self._components = tuple(components)
+        self._pod_selectors = pod_selectors
+        self._pause_absent = pause_absent
+        self._owner_name = owner_name
         self._namespace = namespace
         self._timeout_s = timeout_s
         self._poll_interval_s = poll_interval_s
@@ -145,13 +157,13 @@ class GpuOperatorPause:
         selectors: list[str] = []
         for component in self._components:
             label = deploy_label(component)
-            value = labels.get(label)
+            value = labels.get(label) or (DEPLOY_TRUE if self._pause_absent else None)
             if not value or value == DEPLOY_FALSE:
                 continue  # absent labels are not added; `false` stays `false`
             # A label left paused by an interrupted change goes back to `true`, not to "paused".
             restore[label] = DEPLOY_TRUE if value == PAUSED_FOR_MIG_CHANGE else value
-            if component in COMPONENT_POD_SELECTORS:
-                selectors.append(COMPONENT_POD_SELECTORS[component])
+            if component in self._pod_selectors:
+                selectors.append(self._pod_selectors[component])
         paused = PausedComponents(restore=restore)
         changes = {label: PAUSED_FOR_MIG_CHANGE for label in restore if labels.get(label) != PAUSED_FOR_MIG_CHANGE}
         if changes:
@@ -191,6 +203,7 @@ class GpuOperatorPause:
             pod
             for selector in selectors
             for pod in self._api.list_pods_on_node(label_selector=selector, namespace=self._namespace)
+            if self._owner_name is None or self._owner_name in pod.owner_names
         ]
 
 
@@ -204,11 +217,13 @@ class DeletePod:
         label_selector: str = DEVICE_PLUGIN_SELECTOR,
         timeout_s: float = 120.0,
         poll_interval_s: float = 1.0,
+        owner_name: str | None = None,
     ) -> None:
         self._api = api
         self._clock = clock
         self._namespace = namespace
         self._selector = label_selector
+        self._owner_name = owner_name
         self._timeout_s = timeout_s
         self._poll_interval_s = poll_interval_s
 
@@ -236,7 +251,8 @@ class DeletePod:
         log.info("device_plugin_restarted", deleted=[str(p.ref) for p in old], replacement=str(new_pod.ref))
 
     def _plugin_pods(self) -> list[PodView]:
-        return self._api.list_pods_on_node(label_selector=self._selector, namespace=self._namespace)
+        pods = self._api.list_pods_on_node(label_selector=self._selector, namespace=self._namespace)
+        return [p for p in pods if self._owner_name is None or self._owner_name in p.owner_names]
 
 
 def wait_for_advertisement(

@@ -1,67 +1,84 @@
-"""What the NVIDIA device plugin (mixed strategy) advertises for a layout, and whether a Node shows it.
+"""What the NVIDIA device plugin advertises for a layout under its MIG strategy, and whether a Node shows it.
 
-Mixed strategy (reference/landscape.md §3.1): every MIG device, i.e. every compute instance,
-whose CI spans its whole GI (C == G) is one unit of `nvidia.com/mig-<profile>`, `+` written as
-`.`. A CI smaller than its GI (a `<C>c.<G>g.<GB>gb` profile) matches no resource pattern and
-makes the stock plugin exit, advertising nothing; `expected_resources` refuses such a layout
-instead of predicting counts that will never appear. A GI without compute instances is no MIG
+The rules per strategy are in migagent.layout.strategy. Mixed (reference/landscape.md §3.1):
+every compute instance spanning its whole GI (C == G) is one `nvidia.com/mig-<profile>`, `+`
+written as `.`; a CI smaller than its GI makes the stock plugin exit, advertising nothing. Single:
+every MIG device is one `nvidia.com/gpu`, and a non-uniform node makes it exit. None: whole GPUs.
+`expected_resources` refuses a layout the plugin would exit on instead of predicting counts that
+will never appear. A GI without compute instances is no MIG
 device and is not advertised. After a change, resources of profiles no longer present linger in
 Node status as "0" (kubelet behaviour), so "0" and absent mean the same.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 
 from migagent.errors import InvalidLayoutError
-from migagent.kube.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX, mig_resource_name
+from migagent.kube.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from migagent.layout.observed import Observation, ObservedGi, ObservedGpu
-from migagent.layout.profile import ci_profile_name
+from migagent.layout.profile import MigProfile, ci_profile_name
+from migagent.layout.strategy import GpuDevices, MigStrategy, advertised_counts, strategy_problems
 
 
 class NotAdvertisableError(InvalidLayoutError):
     """A layout the device plugin cannot advertise (compute instances smaller than their GI)."""
 
 
-def expected_resources(observation: Observation, *, include_full_gpus: bool = False) -> dict[str, int]:
-    """Resource name -> count the plugin advertises for this layout (MIG resources only by default).
+def expected_resources(
+    observation: Observation, *, strategy: MigStrategy = MigStrategy.MIXED, include_full_gpus: bool = False
+) -> dict[str, int]:
+    """Resource name -> count the plugin, run with `strategy`, advertises for this layout.
 
-    include_full_gpus: also expect `nvidia.com/gpu` for GPUs with MIG disabled (mixed strategy
-    advertises those as whole GPUs); off by default because only `nvidia.com/mig-*` is compared.
+    Raises NotAdvertisableError when that plugin would exit on it (see migagent.layout.strategy).
+    include_full_gpus (mixed only): also expect `nvidia.com/gpu` for GPUs with MIG disabled; off by
+    default because under mixed only `nvidia.com/mig-*` is compared. Single and none always expect
+    `nvidia.com/gpu`: it is the one resource they advertise.
     """
-    counts: Counter[str] = Counter()
-    for gpu in observation.gpus:
-        if gpu.mig_current:
-            for gi in gpu.gpu_instances:
-                counts.update(_gi_resources(gpu, gi))
-        elif include_full_gpus:
-            counts[GPU_RESOURCE] += 1
-    return dict(sorted(counts.items()))
+    gpus = observed_devices(observation)
+    problems = strategy_problems(strategy, gpus)
+    if problems:
+        raise NotAdvertisableError(
+            f"the NVIDIA device plugin ({strategy} strategy) exits on this layout and advertises nothing:"
+            f" {'; '.join(problems)}"
+        )
+    counts = advertised_counts(strategy, gpus)
+    if strategy is MigStrategy.MIXED and not include_full_gpus:
+        counts.pop(GPU_RESOURCE, None)
+    return counts
 
 
-def _gi_resources(gpu: ObservedGpu, gi: ObservedGi) -> list[str]:
+def observed_devices(observation: Observation) -> list[GpuDevices]:
+    """Each observed GPU as the device plugin sees it: MIG mode and the profile of every MIG device."""
+    return [
+        GpuDevices(
+            f"GPU {gpu.index}",
+            gpu.mig_current,
+            tuple(p for gi in gpu.gpu_instances for p in _gi_profiles(gpu, gi)) if gpu.mig_current else (),
+        )
+        for gpu in observation.gpus
+    ]
+
+
+def _gpu_label(gpu: ObservedGpu) -> str:
+    return f"GPU {gpu.index} ({gpu.name})"
+
+
+def _gi_profiles(gpu: ObservedGpu, gi: ObservedGi) -> list[MigProfile]:
     table = gpu.profiles
-    where = f"GPU {gpu.index} ({gpu.name}), GPU instance {gi.id} at {gi.placement}"
+    where = f"{_gpu_label(gpu)}, GPU instance {gi.id} at {gi.placement}"
     if table is None:
         raise InvalidLayoutError(f"{where}: no profile table for this GPU, so its MIG devices cannot be named")
     gi_profile = table.gi_profile(gi.profile_id)
     if gi_profile is None:
         raise InvalidLayoutError(f"{where}: GI profile id {gi.profile_id} is not in this GPU's profile table")
-    names = []
+    profiles = []
     for ci in gi.compute_instances:
         ci_profile = gi_profile.ci_profile(ci.profile_id)
         if ci_profile is None:
             raise InvalidLayoutError(f"{where}: CI profile id {ci.profile_id} is not offered by this GI profile")
-        profile = ci_profile_name(gi_profile, ci_profile, table)
-        if not profile.is_full_gi:
-            raise NotAdvertisableError(
-                f"{where}: compute instance profile {profile} is smaller than its GPU instance; the NVIDIA"
-                f" device plugin (mixed strategy) advertises only whole-GI devices and exits on this one."
-                f" Use {profile.gi_name} (one compute instance per GPU instance) instead"
-            )
-        names.append(mig_resource_name(str(profile)))
-    return names
+        profiles.append(ci_profile_name(gi_profile, ci_profile, table))
+    return profiles
 
 
 def advertisement_matches(

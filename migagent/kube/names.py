@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from types import MappingProxyType
 
+from migagent.layout import strategy as _strategy
+
 # --- GPU Operator compatible labels -------------------------------------------------------------
 
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
@@ -91,6 +93,7 @@ class ConditionReason(enum.StrEnum):
     LAYOUT_SELECTS_NO_GPU = "LayoutSelectsNoGpu"
     LAYOUT_DOES_NOT_FIT = "LayoutDoesNotFit"
     REBOOT_REQUIRED = "RebootRequired"
+    WAITING_FOR_DRIVER = "WaitingForDriver"
     UNKNOWN = "Unknown"
 
 
@@ -118,16 +121,11 @@ EVENT_COMPONENT = "migagent"
 
 # --- resources and well-known pod markers -------------------------------------------------------
 
-GPU_RESOURCE = "nvidia.com/gpu"
+GPU_RESOURCE = _strategy.GPU_RESOURCE
 SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
 """Time-sliced / MPS replicas when the plugin renames shared resources."""
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+MIG_RESOURCE_PREFIX = _strategy.MIG_RESOURCE_PREFIX
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
-
-
-def mig_resource_name(profile: str) -> str:
-    """The device plugin's mixed-strategy resource for a profile: `1g.10gb+me` -> `nvidia.com/mig-1g.10gb.me`."""
-    return MIG_RESOURCE_PREFIX + profile.replace("+", ".")
 
 
 def is_gpu_resource(resource: str) -> bool:

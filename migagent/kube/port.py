@@ -57,6 +57,8 @@ class PodView:
     ref: PodRef
     labels: Mapping[str, str] = field(default_factory=dict, hash=False)
     owner_kinds: tuple[str, ...] = ()
+    owner_names: tuple[str, ...] = ()
+    """Names of the owning controllers (a DaemonSet's name tells apart pods that share labels)."""
     is_mirror: bool = False
     node_name: str = ""
     phase: str = ""

@@ -2,8 +2,9 @@
 
 `eviction_reasons` says, per pod the drain moves, which device it holds and what the plan does to
 it, so Events and the demo can show why a pod moved (and, by omission, why the others stayed).
-`check_advertisable` refuses a layout the device plugin (mixed strategy) could never advertise,
-before anything on the node is touched.
+`check_advertisable` refuses a layout the device plugin, under its MIG strategy, could never
+advertise (mixed: C < G profiles; single: a node that is not uniform), before anything on the node
+is touched.
 """
 
 from __future__ import annotations
@@ -12,38 +13,40 @@ from collections.abc import Iterable, Sequence
 
 from migagent.catalog.model import Placement
 from migagent.kube.drain import PodDeviceHolding
-from migagent.kube.expected import NotAdvertisableError
+from migagent.kube.expected import NotAdvertisableError, observed_devices
 from migagent.kube.names import is_gpu_resource
 from migagent.kube.port import PodRef, PodView
-from migagent.layout.desired import DesiredNode
+from migagent.layout.desired import DesiredGpu, DesiredNode
 from migagent.layout.observed import Observation, ObservedGpu
-from migagent.layout.profile import ci_profile_name, gi_profile_name
+from migagent.layout.profile import MigProfile, ci_profile_name, gi_profile_name
+from migagent.layout.strategy import GpuDevices, MigStrategy, strategy_problems
 from migagent.planning import Plan
 
 
-def check_advertisable(desired: DesiredNode, observation: Observation) -> None:
-    """Raise NotAdvertisableError when the layout has compute instances smaller than their GI."""
-    problems: list[str] = []
-    for want in desired.gpus:
-        table = observation.gpu(want.index).profiles
-        if table is None:
-            continue
-        for gi in want.gpu_instances:
-            gi_profile = table.gi_profile(gi.profile_id)
-            if gi_profile is None:
-                continue
-            for ci_id in gi.ci_profile_ids:
-                ci_profile = gi_profile.ci_profile(ci_id)
-                if ci_profile is None:
-                    continue
-                name = ci_profile_name(gi_profile, ci_profile, table)
-                if not name.is_full_gi:
-                    problems.append(f"GPU {want.index}: {name} (use {name.gi_name}, one compute instance per GI)")
+def check_advertisable(desired: DesiredNode, observation: Observation, strategy: MigStrategy) -> None:
+    """Raise NotAdvertisableError when the device plugin, run with `strategy`, would exit on the node
+    this layout leaves: GPUs the layout selects as desired, the others as they are now."""
+    gpus = [_after_change(gpu, desired.gpu(gpu.index)) for gpu in observation.gpus]
+    problems = strategy_problems(strategy, gpus)
     if problems:
         raise NotAdvertisableError(
-            "the NVIDIA device plugin (mixed strategy) advertises only compute instances that span their whole"
-            f" GPU instance, and exits on others: {'; '.join(sorted(set(problems)))}"
+            f"the NVIDIA device plugin ({strategy} strategy) would exit on this layout and advertise nothing,"
+            f" so nothing was changed: {'; '.join(problems)}"
         )
+
+
+def _after_change(gpu: ObservedGpu, want: DesiredGpu | None) -> GpuDevices:
+    if want is None:
+        return observed_devices(Observation(gpus=(gpu,)))[0]
+    table = gpu.profiles
+    profiles: list[MigProfile] = []
+    for gi in want.gpu_instances if table is not None else ():
+        gi_profile = table.gi_profile(gi.profile_id) if table is not None else None
+        for ci_id in gi.ci_profile_ids:
+            ci_profile = gi_profile.ci_profile(ci_id) if gi_profile is not None else None
+            if table is not None and gi_profile is not None and ci_profile is not None:
+                profiles.append(ci_profile_name(gi_profile, ci_profile, table))
+    return GpuDevices(f"GPU {gpu.index}", want.mig_enabled, tuple(profiles))
 
 
 def plan_summary(plan: Plan) -> str:

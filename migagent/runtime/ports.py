@@ -13,9 +13,11 @@ from migagent.kube.deviceplugin import DevicePluginRestarter
 from migagent.kube.drain import Drainer, PodDeviceHolding
 from migagent.kube.port import KubePort
 from migagent.layout.observed import Observation
+from migagent.layout.strategy import MigStrategy
 from migagent.reconcile.machine import ApplyEngine
 from migagent.runtime.attempt import RetryBackoff
 from migagent.runtime.listener import AgentPhase, MetricsListener, NullListener, Outcome
+from migagent.runtime.post_change import PostChangeSteps
 
 PhaseHook = Callable[[AgentPhase], None]
 """Called as each phase starts; tests use it to stop or kill an agent at a chosen phase."""
@@ -60,6 +62,8 @@ class AgentPorts:
     drainer: Drainer
     clock: Clock
     listener: MetricsListener = field(default_factory=NullListener)
+    post_change: PostChangeSteps | None = None
+    """GPU Operator steps around a change (validators, CDI spec, host GPU clients); None: none."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,8 @@ class AgentSettings:
     plugin_settle_s: float = 60.0
     """When the GPUs already match but Node allocatable does not (a device plugin still starting), how
     long to wait for it before cordoning and restarting the plugin."""
+    mig_strategy: MigStrategy = MigStrategy.MIXED
+    """The device plugin's MIG strategy: which resources Node allocatable must show, which layouts it refuses."""
     force_delete: bool = False
     """Delete pods instead of evicting them (bypasses PodDisruptionBudgets)."""
     resync_period_s: float = 300.0

@@ -61,6 +61,7 @@ from migagent.runtime.gate import decide_drain
 from migagent.runtime.listener import AgentPhase, Outcome
 from migagent.runtime.notes import check_advertisable, eviction_reasons, gpu_pods_left_alone, plan_summary
 from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook, ReconcileReport
+from migagent.runtime.post_change import HOST_CLIENTS_UNDO, ChangeContext
 from migagent.runtime.supersede import CheckedNodeReads, LabelCheckpoint, LayoutSuperseded
 
 log = structlog.get_logger(__name__)
@@ -100,6 +101,7 @@ class NodeReconcile:
         self._stop = stop
         self._hook = phase_hook
         self._undo = UndoStack()
+        self._change_context: ChangeContext | None = None  # what before_change stopped, for a re-plan
         self._status = StatusReporter(ports.api)
         self._releases = NodeReleases(ports.api, ports.restarter, self._status, self._undo)
         self._phase: AgentPhase | None = None
@@ -136,7 +138,7 @@ class NodeReconcile:
             observation = self._p.driver.observe()
         with self._in_phase(AgentPhase.PLAN):
             desired = resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus])
-            check_advertisable(desired, observation)
+            check_advertisable(desired, observation, self._settings.mig_strategy)
             steps = plan(observation, desired)
         if steps.is_empty:
             advertising = self._advertising(node, observation)
@@ -167,7 +169,7 @@ class NodeReconcile:
 
         A plugin only starting (node boot, pod recreated) gets the settle period before anything is
         cordoned or restarted; after an interrupted or failed attempt it is known to be behind."""
-        expected = expected_resources(observation)
+        expected = expected_resources(observation, strategy=self._settings.mig_strategy)
         if advertisement_matches(node.allocatable, expected)[0]:
             return node
         if self._undo.names or node.labels.get(MIG_CONFIG_STATE_LABEL) not in (None, MigConfigState.SUCCESS):
@@ -221,7 +223,7 @@ class NodeReconcile:
                     observation = self._p.driver.observe()
                 with self._in_phase(AgentPhase.PLAN):
                     desired = resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus])
-                    check_advertisable(desired, observation)
+                    check_advertisable(desired, observation, self._settings.mig_strategy)
                     decided = self._decide(desired, observation)
                 self._report_pending(name, desired, decided.steps)
                 if DEVICE_PLUGIN not in self._undo:  # already resumed: pause again before the GPUs change
@@ -252,10 +254,12 @@ class NodeReconcile:
         with self._in_phase(AgentPhase.DRAIN):
             self._drain(steps, observation, checkpoint)
         with self._in_phase(AgentPhase.APPLY):
+            context = self._before_change()
             rebooting = self._apply(name, desired, layout_hash, decided, checkpoint)
         if rebooting:  # the node keeps its cordon and paused labels until the agent resumes after the reboot
             return Outcome.REBOOTING
         with self._in_phase(AgentPhase.RESTART_PLUGIN):
+            self._after_change(context)
             self._restart_plugin(paused)
         with self._in_phase(AgentPhase.READVERTISE):
             after = self._readvertise(name, checkpoint)
@@ -357,6 +361,28 @@ class NodeReconcile:
         self._status.event(EventReason.GPUS_RECONFIGURED, f"GPUs now hold layout {name}: {plan_summary(steps)}")
         return False
 
+    def _before_change(self) -> ChangeContext:
+        """Operator validators and host GPU clients let go of the GPUs (runtime.post_change).
+
+        Once per change: a layout superseded after this (re-planned in the same attempt) keeps the
+        host clients stopped and reuses what was stopped, so they are started again exactly once."""
+        steps = self._p.post_change
+        if steps is None:
+            return ChangeContext()
+        if self._change_context is not None and HOST_CLIENTS_UNDO in self._undo:
+            return self._change_context
+        context = steps.before_change()
+        if context.stopped_units:
+            self._undo.push(HOST_CLIENTS_UNDO, lambda: steps.restart_host_clients(context))
+        self._change_context = context
+        return context
+
+    def _after_change(self, context: ChangeContext) -> None:
+        """CDI spec, host GPU clients, validator restart: what the operator needs to see the new devices."""
+        if self._p.post_change is not None:
+            self._p.post_change.after_change(context)
+            self._undo.pop(HOST_CLIENTS_UNDO)
+
     def _restart_plugin(self, paused: PausedComponents) -> None:
         self._p.restarter.resume(paused)
         self._undo.pop(DEVICE_PLUGIN)  # only once resumed: a failed resume is retried by the undo
@@ -364,7 +390,7 @@ class NodeReconcile:
 
     def _readvertise(self, name: str, checkpoint: LabelCheckpoint) -> Observation:
         after = self._p.driver.observe()
-        expected = expected_resources(after)
+        expected = expected_resources(after, strategy=self._settings.mig_strategy)
         self._status.progress(
             ConditionReason.WAITING_FOR_DEVICE_PLUGIN,
             f"layout {name} is on the GPUs; waiting for the device plugin to advertise {len(expected)} resource(s)",

@@ -20,10 +20,17 @@ from typing import Any
 import grpc
 
 from migagent.clock import Clock, SystemClock
+from migagent.layout.strategy import MigStrategy
 from migagent.podresources import PodDevices, serve_pod_resources
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.kube_apiserver import FakeApiServer
-from migagent.sim.kubelet_devices import MIG_RESOURCE_PREFIX, PluginDevice, mig_resource_name, read_inventory
+from migagent.sim.kubelet_devices import (
+    MIG_RESOURCE_PREFIX,
+    PluginDevice,
+    is_plugin_resource,
+    mig_resource_name,
+    read_inventory,
+)
 from migagent.sim.kubelet_plugin import FakeDevicePlugin, PluginMode, random_suffix
 from migagent.sim.state import SimGpu, SimProcess
 
@@ -64,6 +71,8 @@ class FakeKubelet:
         plugin_namespace: str = "gpu-operator",
         plugin_labels: Mapping[str, str] | None = None,
         plugin_mode: PluginMode = "gpu-operator",
+        mig_strategy: MigStrategy = MigStrategy.MIXED,
+        plugin_daemonset: str = "nvidia-device-plugin-daemonset",
     ) -> None:
         self._api = api
         self._fake = fake_nvml
@@ -80,6 +89,8 @@ class FakeKubelet:
             lag_s=plugin_lag_s,
             clock=clock or SystemClock(),
             lock=self._lock,
+            strategy=mig_strategy,
+            daemonset=plugin_daemonset,
         )
         self._workloads: dict[tuple[str, str], Workload] = {}
         self.replacements: list[JsonDict] = []
@@ -145,6 +156,11 @@ class FakeKubelet:
         allocatable = self._api.node(self.node_name).get("status", {}).get("allocatable", {})
         return {name: int(value) for name, value in allocatable.items() if name.startswith(MIG_RESOURCE_PREFIX)}
 
+    def plugin_resources(self) -> dict[str, int]:
+        """The Node's allocatable for every resource the plugin owns (`nvidia.com/gpu` too), 0s included."""
+        allocatable = self._api.node(self.node_name).get("status", {}).get("allocatable", {})
+        return {name: int(value) for name, value in allocatable.items() if is_plugin_resource(name)}
+
     @property
     def plugin_pod(self) -> JsonDict | None:
         with self._lock:
@@ -200,24 +216,24 @@ class FakeKubelet:
             return pod
 
     def _choose_device(self, *, mig_uuid: str | None, profile: str | None) -> PluginDevice:
-        inventory = read_inventory(self._fake)
+        inventory = read_inventory(self._fake, self._plugin.strategy)
         wanted = mig_resource_name(profile) if profile is not None else None
         if mig_uuid is not None:
             device = inventory.by_uuid(mig_uuid)
             if device is None:
                 known = ", ".join(d.uuid for d in inventory.devices) or "none"
                 raise ValueError(f"mig_uuid {mig_uuid!r} is not a device of node {self.node_name}; devices: {known}")
-            if wanted is not None and device.resource_name != wanted:
-                raise ValueError(f"mig_uuid {mig_uuid} is a {device.resource_name} device, not {wanted}")
+            if wanted is not None and _mixed_name(device) != wanted:
+                raise ValueError(f"mig_uuid {mig_uuid} is a {_mixed_name(device)} device, not {wanted}")
             return device
         held = {w.device_uuid for w in self._workloads.values()} | self._uuids_with_processes()
         candidates = [
             d
             for d in inventory.devices
-            if d.profile is not None and (wanted is None or d.resource_name == wanted) and d.uuid not in held
+            if d.profile is not None and (wanted is None or _mixed_name(d) == wanted) and d.uuid not in held
         ]
         if not candidates:
-            free = sorted({d.resource_name for d in inventory.devices if d.profile is not None and d.uuid not in held})
+            free = sorted({_mixed_name(d) for d in inventory.devices if d.profile is not None and d.uuid not in held})
             raise ValueError(
                 f"no free MIG device{' of profile ' + str(profile) if profile else ''} on node {self.node_name}; "
                 f"free: {', '.join(free) or 'none'}"
@@ -279,6 +295,11 @@ class FakeKubelet:
             resources={workload.resource_name: "1"},
         )
         self.replacements.append(replacement)
+
+
+def _mixed_name(device: PluginDevice) -> str:
+    """The device's profile as a mixed-strategy resource name (how tests ask for a device, any strategy)."""
+    return mig_resource_name(device.profile) if device.profile is not None else device.resource_name
 
 
 def _processes(gpu: SimGpu) -> list[SimProcess]:

@@ -1,9 +1,10 @@
-"""What NVIDIA's device plugin (mixed MIG strategy) would advertise for the simulated node.
+"""What NVIDIA's device plugin would advertise for the simulated node, under each MIG strategy.
 
 Read straight from the FakeNvml state rather than through NVML calls, so the fake kubelet never
 consumes a fault a test injected for the code under test, nor shows up in `sim_mutations`.
 
-Rules (reference landscape.md §3.1, kubernetes.md §1.5):
+Rules (reference landscape.md §3.1, kubernetes.md §1.5; single and none: migagent.layout.strategy).
+Mixed strategy:
 - a MIG-enabled GPU offers one device per compute instance; resource `nvidia.com/mig-<profile>`
   with `+` written as `.` (`1g.10gb+me` -> `nvidia.com/mig-1g.10gb.me`); device id = the MIG UUID;
 - a GPU with MIG disabled stays `nvidia.com/gpu` (id = GPU UUID); a MIG-enabled GPU without
@@ -18,24 +19,31 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from migagent.layout.profile import MigProfile, ci_profile_name
+from migagent.layout.strategy import (
+    GPU_RESOURCE,
+    MIG_RESOURCE_PREFIX,
+    GpuDevices,
+    MigStrategy,
+    mig_resource_name,
+    strategy_problems,
+)
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.state import MIG_ENABLE
 
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
-GPU_RESOURCE = "nvidia.com/gpu"
+__all__ = [
+    "GPU_RESOURCE",
+    "MIG_RESOURCE_PREFIX",
+    "DeviceInventory",
+    "PluginDevice",
+    "is_plugin_resource",
+    "mig_resource_name",
+    "read_inventory",
+]
 
 
 def is_plugin_resource(name: str) -> bool:
-    """Resources the NVIDIA device plugin owns on a node (mixed strategy)."""
+    """Resources the NVIDIA device plugin owns on a node (any strategy)."""
     return name == GPU_RESOURCE or name.startswith(MIG_RESOURCE_PREFIX)
-
-
-def mig_resource_name(profile: MigProfile | str) -> str:
-    """`1g.10gb+me` -> `nvidia.com/mig-1g.10gb.me`; a resource name is passed through unchanged."""
-    text = str(profile)
-    if text.startswith(MIG_RESOURCE_PREFIX):
-        return text
-    return MIG_RESOURCE_PREFIX + text.replace("+", ".")
 
 
 @dataclass(frozen=True)
@@ -51,19 +59,28 @@ class PluginDevice:
 
 @dataclass(frozen=True)
 class DeviceInventory:
+    """What the plugin, run with `strategy`, announces: `devices` already carry the strategy's names."""
+
     devices: tuple[PluginDevice, ...]
+    gpus: tuple[GpuDevices, ...] = ()
+    strategy: MigStrategy = MigStrategy.MIXED
 
     @property
     def plugin_error(self) -> str | None:
         """Why the real plugin would exit on this layout, or None when it starts."""
-        for device in self.devices:
-            if device.profile is not None and not device.profile.is_full_gi:
-                return (
-                    f"MIG profile '{device.profile}' (device {device.uuid} on GPU {device.gpu_index}) does not "
-                    "match any resource patterns: the device plugin's mixed strategy only exposes compute "
-                    "instances that fill their GPU instance"
-                )
-        return None
+        problems = strategy_problems(self.strategy, self.gpus)
+        if not problems:
+            return None
+        if self.strategy is MigStrategy.MIXED:
+            profile = next(d.profile for d in self.devices if d.profile is not None and not d.profile.is_full_gi)
+            device = next(d for d in self.devices if d.profile == profile)
+            # The plugin's own words (internal/rm/device_map.go), then ours.
+            return (
+                f"MIG profile '{profile}' (device {device.uuid} on GPU {device.gpu_index}) does not match any"
+                f" resource patterns: the device plugin's mixed strategy only exposes compute instances that fill"
+                f" their GPU instance"
+            )
+        return f"invalid MIG configuration for the {self.strategy} strategy: {'; '.join(problems)}"
 
     def resources(self) -> dict[str, tuple[str, ...]]:
         """Resource name -> device ids the plugin registers (empty when the plugin would exit)."""
@@ -81,14 +98,35 @@ class DeviceInventory:
         return next((d for d in self.devices if d.uuid == uuid), None)
 
 
-def read_inventory(fake: FakeNvml) -> DeviceInventory:
-    return DeviceInventory(tuple(_devices(fake)))
+def read_inventory(fake: FakeNvml, strategy: MigStrategy = MigStrategy.MIXED) -> DeviceInventory:
+    mig_devices = list(_mig_devices(fake))
+    gpus = tuple(
+        GpuDevices(
+            f"GPU {index}",
+            gpu.mig_current == MIG_ENABLE,
+            tuple(d.profile for d in mig_devices if d.gpu_index == index and d.profile is not None),
+        )
+        for index, gpu in enumerate(list(fake.state.gpus))
+    )
+    return DeviceInventory(tuple(_announced(fake, mig_devices, strategy)), gpus, strategy)
 
 
-def _devices(fake: FakeNvml) -> Iterator[PluginDevice]:
+def _announced(fake: FakeNvml, mig_devices: list[PluginDevice], strategy: MigStrategy) -> Iterator[PluginDevice]:
+    for index, gpu in enumerate(list(fake.state.gpus)):
+        if strategy is MigStrategy.NONE or gpu.mig_current != MIG_ENABLE:
+            yield PluginDevice(gpu.uuid, index, GPU_RESOURCE)
+            continue
+        for device in (d for d in mig_devices if d.gpu_index == index):
+            if strategy is MigStrategy.SINGLE:
+                yield PluginDevice(device.uuid, index, GPU_RESOURCE, device.profile)
+            else:
+                yield device
+
+
+def _mig_devices(fake: FakeNvml) -> Iterator[PluginDevice]:
+    """Every MIG device (compute instance) with its mixed-strategy resource name."""
     for index, gpu in enumerate(list(fake.state.gpus)):
         if gpu.mig_current != MIG_ENABLE:
-            yield PluginDevice(gpu.uuid, index, GPU_RESOURCE)
             continue
         table = fake.model(index).profiles
         pairs = [(gi, ci) for gi in list(gpu.gpu_instances) for ci in list(gi.compute_instances)]

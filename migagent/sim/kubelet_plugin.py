@@ -3,6 +3,9 @@
 - "gpu-operator" mode: the plugin pod exists iff the node label `nvidia.com/gpu.deploy.device-plugin`
   is "true" (the operator's DaemonSet nodeSelector); any other value removes it.
 - "daemonset" mode: a deleted plugin pod is recreated at once with a new name and UID.
+- "node-label" mode: a standalone plugin DaemonSet patched with a node affinity on that label: the
+  pod runs unless the label is "false" or "paused-for-mig-change" (absent runs), and is recreated
+  when deleted.
 
 Node status follows the kubelet's device manager (reference kubernetes.md §5.3), simplified:
 - plugin pod gone (or the plugin exited): every plugin resource's allocatable reads "0", capacity is kept;
@@ -21,13 +24,16 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from migagent.clock import Clock
+from migagent.layout.strategy import MigStrategy
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.kube_apiserver import FakeApiServer
 from migagent.sim.kube_apiserver.errors import ApiError
 from migagent.sim.kubelet_devices import DeviceInventory, is_plugin_resource, read_inventory
 
-PluginMode = Literal["gpu-operator", "daemonset"]
-PLUGIN_MODES: tuple[PluginMode, ...] = ("gpu-operator", "daemonset")
+PluginMode = Literal["gpu-operator", "daemonset", "node-label"]
+PLUGIN_MODES: tuple[PluginMode, ...] = ("gpu-operator", "daemonset", "node-label")
+# What a DaemonSet patched as deploy/overlays/standalone says keeps it off a node (node affinity NotIn).
+NODE_LABEL_OFF = ("false", "paused-for-mig-change")
 DEPLOY_LABEL = "nvidia.com/gpu.deploy.device-plugin"
 PLUGIN_POD_PREFIX = "nvidia-device-plugin-daemonset-"
 JsonDict = dict[str, Any]
@@ -52,6 +58,8 @@ class FakeDevicePlugin:
         lag_s: float,
         clock: Clock,
         lock: threading.RLock,
+        strategy: MigStrategy = MigStrategy.MIXED,
+        daemonset: str = "nvidia-device-plugin-daemonset",
     ) -> None:
         if mode not in PLUGIN_MODES:
             raise ValueError(f"plugin_mode {mode!r} is not valid; valid modes: {', '.join(PLUGIN_MODES)}")
@@ -63,6 +71,8 @@ class FakeDevicePlugin:
         self._namespace = namespace
         self._labels = dict(labels)
         self._mode = mode
+        self.strategy = strategy
+        self._daemonset = daemonset
         self._lag_s = lag_s
         self._clock = clock
         self._lock = lock
@@ -113,6 +123,8 @@ class FakeDevicePlugin:
     def _should_run(self, node: JsonDict) -> bool:
         if self._mode == "daemonset":
             return True
+        if self._mode == "node-label":
+            return node["metadata"].get("labels", {}).get(DEPLOY_LABEL) not in NODE_LABEL_OFF
         return bool(node["metadata"].get("labels", {}).get(DEPLOY_LABEL) == "true")
 
     def _is_plugin_labelled(self, pod: JsonDict) -> bool:
@@ -126,6 +138,7 @@ class FakeDevicePlugin:
             name=PLUGIN_POD_PREFIX + random_suffix(),
             labels=self._labels,
             owner_kind="DaemonSet",
+            owner_name=self._daemonset,
         )
         self.pod = pod
         self._start_registration()
@@ -169,7 +182,7 @@ class FakeDevicePlugin:
     def _register(self, uid: str | None) -> None:
         if self.pod is None or self.pod["metadata"]["uid"] != uid:
             return
-        inventory: DeviceInventory = read_inventory(self._fake)
+        inventory: DeviceInventory = read_inventory(self._fake, self.strategy)
         self.error = inventory.plugin_error
         if self.error is not None:
             _LOG.warning("fake device plugin on %s exits: %s", self._node, self.error)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import threading
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from migagent.cli import demo, main
 from migagent.cli.simcluster import DEMO_LAYOUTS, SimCluster, SimClusterConfig
 from migagent.layout.parse import load_layout_file, parse_layout
 from migagent.layout.resolve import identity_of, resolve_config
+from migagent.layout.strategy import MigStrategy
 from migagent.nvml.driver import GpuDriver
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.reset import SimResetRunner
@@ -83,7 +85,7 @@ def test_the_demo_reconfigures_the_node_and_exits_zero(capsys: pytest.CaptureFix
     # Each GPU before and after, and which changed.
     assert "  0    1g.10gbx7  1g.10gbx2+2g.20gb+3g.40gb  (kept 2 GPU instance(s) in place)" in out
     assert "GPUs changed: 0, 1, 2, 3, 4, 5, 6, 7" in out
-    assert f"-f configs/mig-layouts/mig-layouts.yaml -c {demo.TARGET_LAYOUT}" in out
+    assert f"-f configs/mig-layouts/mig-layouts.yaml -c {demo.TARGET_LAYOUT[MigStrategy.MIXED]}" in out
 
 
 def test_the_demos_layouts_are_the_shipped_files_on_its_node() -> None:
@@ -93,7 +95,19 @@ def test_the_demos_layouts_are_the_shipped_files_on_its_node() -> None:
     fake = FakeNvml.from_spec(SimClusterConfig().spec)
     with GpuDriver(fake, reset_runner=SimResetRunner(fake)) as driver:
         gpus = [identity_of(gpu) for gpu in driver.observe().gpus]
-    for name in (demo.START_LAYOUT, demo.TARGET_LAYOUT):
+    for name in (demo.START_LAYOUT, *demo.TARGET_LAYOUT.values(), *demo.REFUSED_LAYOUT.values()):
         ours = resolve_config(demo_file, name, gpus)
         theirs = resolve_config(shipped, name, gpus)
         assert ours == theirs, name
+
+
+def test_the_single_strategy_demo_refuses_a_mixed_layout_untouched_then_advertises_nvidia_com_gpu(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["demo", "--mig-strategy", "single"]) == 0
+    out = capsys.readouterr().out
+    assert "all-balanced refused: nothing on the node changed" in out
+    table = out[out.index("advertised resource") :]
+    assert re.search(r"nvidia\.com/gpu\s+56\s+16", table), table
+    assert "nvidia.com/mig-" not in table
+    assert "all-3g.40gb applied" in out

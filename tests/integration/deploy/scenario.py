@@ -17,14 +17,24 @@ from pathlib import Path
 from migagent.cli import build_parser
 from migagent.cli.simcluster import GPU_OPERATOR_LABELS, PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig
 from migagent.kube.names import DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
+from migagent.layout.strategy import MigStrategy
+from migagent.runtime.post_change import CdiSettings, PostChangeSteps
 from migagent.sim.kube_apiserver.access import AccessControl
 from migagent.sim.kube_apiserver.faults import RecordedRequest
 from migagent.sim.kubelet import FakeKubelet
+from migagent.sim.kubelet_plugin import PluginMode
+from migagent.sim.nvidia_ctk import FakeNvidiaTools
 from tests.integration.deploy.manifests import Obj, agent_container, only
 from tests.integration.deploy.rbac import ApiCall
 
-START, TARGET = "all-1g.10gb", "all-balanced"
-# all-1g.10gb -> all-balanced destroys the 1g.10gb GPU instances at these (GPU, slot) places.
+START = "all-1g.10gb"
+# The single strategy advertises only one profile per node (all-balanced would be refused).
+TARGET = {MigStrategy.MIXED: "all-balanced", MigStrategy.SINGLE: "all-7g", MigStrategy.NONE: "all-balanced"}
+PLUGIN_MODE_FOR: dict[str, PluginMode] = {
+    "gpu-operator": "gpu-operator", "node-label": "node-label", "delete-pod": "daemonset", "none": "daemonset"
+}
+VALIDATORS = ("nvidia-cuda-validator", "nvidia-device-plugin-validator", "nvidia-operator-validator")
+# Both targets destroy the 1g.10gb GPU instances at these (GPU, slot) places.
 GUARDED_WORKLOAD = ("ml", "inference-0", (0, 4), {"app": "inference"})
 PLAIN_WORKLOAD = ("ml", "train-0", (1, 6), {"app": "train"})
 
@@ -37,12 +47,23 @@ class DeployedFlags:
     plugin_namespace: str
     plugin_selector: str
     force_delete: bool
+    plugin_daemonset: str | None = None
+    mig_strategy: MigStrategy = MigStrategy.MIXED
+    restart_validators: bool = False
+    cdi: bool = False
 
 
 def deployed_flags(objects: list[Obj]) -> DeployedFlags:
     args = build_parser().parse_args(agent_container(objects)["args"])
     return DeployedFlags(
-        args.device_plugin_restart, args.operator_namespace, args.device_plugin_selector, args.force_delete
+        args.device_plugin_restart,
+        args.operator_namespace,
+        args.device_plugin_selector,
+        args.force_delete,
+        plugin_daemonset=args.device_plugin_daemonset,
+        mig_strategy=MigStrategy(args.mig_strategy),
+        restart_validators=args.restart_operator_validator,
+        cdi=args.cdi,
     )
 
 
@@ -64,11 +85,13 @@ def run_agent_scenario(workdir: Path, objects: list[Obj]) -> ScenarioRecord:
     """The scenario with the rendered RBAC and admission policy enforced by the fake API server."""
     flags = deployed_flags(objects)
     operator = flags.restart == "gpu-operator"
+    target = TARGET[flags.mig_strategy]
     config = SimClusterConfig(
         spec="2xH100-80GB-SXM",
         start_layout=START,
-        plugin_mode="gpu-operator" if operator else "daemonset",
+        plugin_mode=PLUGIN_MODE_FOR[flags.restart],
         labels=dict(GPU_OPERATOR_LABELS) if operator else {},
+        mig_strategy=flags.mig_strategy,
     )
     account = only(objects, "ServiceAccount")["metadata"]
     access = AccessControl(objects)
@@ -83,6 +106,8 @@ def run_agent_scenario(workdir: Path, objects: list[Obj]) -> ScenarioRecord:
         plugin_mode=config.plugin_mode,
         plugin_namespace=flags.plugin_namespace,
         plugin_labels=_selector_labels(flags.plugin_selector),
+        mig_strategy=flags.mig_strategy,
+        plugin_daemonset=flags.plugin_daemonset or "nvidia-device-plugin-daemonset",
     )
     with cluster:
         for namespace, name, (gpu, slot), labels in (GUARDED_WORKLOAD, PLAIN_WORKLOAD):
@@ -95,16 +120,17 @@ def run_agent_scenario(workdir: Path, objects: list[Obj]) -> ScenarioRecord:
             restart=flags.restart,
             operator_namespace=flags.plugin_namespace,
             plugin_selector=flags.plugin_selector,
+            plugin_daemonset=flags.plugin_daemonset,
         )
-        running = cluster.start_agent(options)
+        running = cluster.start_agent(options, post_change=_post_change(cluster, flags, workdir))
         try:
             _wait(lambda: _state(cluster) == "success", what=f"the agent to report {START}")
-            cluster.label(TARGET)
+            cluster.label(target)
             _wait(lambda: _state(cluster) == "failed", what="the drain blocked by inference-pdb to fail")
             cluster.api.set_pdb_disruptions_allowed("ml", "inference-pdb", 1)
             _wait(
-                lambda: _state(cluster) == "success" and TARGET in _desired(cluster),
-                what=f"the retry to apply {TARGET}",
+                lambda: _state(cluster) == "success" and target in _desired(cluster),
+                what=f"the retry to apply {target}",
             )
         finally:
             running.stop()
@@ -114,6 +140,24 @@ def run_agent_scenario(workdir: Path, objects: list[Obj]) -> ScenarioRecord:
             if allowed and user.username.endswith(f":{account['namespace']}:{account['name']}")
         ]
         return ScenarioRecord(cluster.api.requests, checks)
+
+
+def _post_change(cluster: SimCluster, flags: DeployedFlags, workdir: Path) -> PostChangeSteps | None:
+    """The overlay's operator steps, on the simulator: validator pods to restart, a fake nvidia-ctk."""
+    if not (flags.restart_validators or flags.cdi):
+        return None
+    for app in VALIDATORS:
+        cluster.api.create_pod(
+            node_name=cluster.config.node_name, namespace=flags.plugin_namespace, name=f"{app}-x1",
+            labels={"app": app}, owner_kind="DaemonSet", owner_name=app,
+        )
+    return PostChangeSteps(
+        api=cluster.agent_api(),
+        namespace=flags.plugin_namespace,
+        restart_validators=flags.restart_validators,
+        cdi=CdiSettings(output=workdir / "cdi" / "management.nvidia.com-gpu.yaml") if flags.cdi else None,
+        run=FakeNvidiaTools(cluster.fake),
+    )
 
 
 def _selector_labels(selector: str) -> dict[str, str]:

@@ -14,10 +14,13 @@ import pytest
 import yaml
 
 from migagent.cli.simcluster import GPU_OPERATOR_LABELS, SimCluster, SimClusterConfig
+from migagent.layout.strategy import MigStrategy
 from migagent.sim.kube_apiserver.access import AccessControl
 from tests.integration.deploy.manifests import DEPLOY, Obj, kubectl, only, render
 from tests.integration.deploy.rbac import permissions_of
 from tests.integration.deploy.scenario import GUARDED_WORKLOAD, START, TARGET, _state, _wait, deployed_flags
+
+MIXED_TARGET = TARGET[MigStrategy.MIXED]  # the cluster below runs the plugin's default, mixed strategy
 
 WITH_FORCE_DELETE = """\
 apiVersion: kustomize.config.k8s.io/v1beta1
@@ -72,7 +75,7 @@ def _drain_with_force_delete(workdir: Path, objects: list[Obj]) -> SimCluster:
     cluster.api.add_pdb(namespace, "inference-pdb", match_labels=labels, disruptions_allowed=0)
     cluster.start_agent(cluster.options(drain_timeout_s=2.0, force_delete=True))
     _wait(lambda: _state(cluster) == "success", what=f"the agent to report {START}")
-    cluster.label(TARGET)
+    cluster.label(MIXED_TARGET)
     return cluster
 
 
@@ -88,10 +91,10 @@ def test_force_delete_drains_a_pdb_guarded_pod_with_the_manifests_that_enable_it
         _wait(
             lambda: (
                 _state(cluster) == "success"
-                and cluster.node()["metadata"]["labels"].get("nvidia.com/mig.config") == TARGET
+                and cluster.node()["metadata"]["labels"].get("nvidia.com/mig.config") == MIXED_TARGET
                 and cluster.api.pod(GUARDED_WORKLOAD[0], GUARDED_WORKLOAD[1]) is None
             ),
-            what=f"{TARGET} applied after the guarded pod was deleted",
+            what=f"{MIXED_TARGET} applied after the guarded pod was deleted",
         )
         assert _pod_deletes(cluster) == [200]
         assert [r.path for r in cluster.api.requests if r.status in (401, 403)] == []

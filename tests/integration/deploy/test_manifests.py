@@ -7,6 +7,10 @@ import pytest
 from kubernetes_validate.utils import all_versions, latest_version  # type: ignore[import-untyped]
 
 from migagent.cli import build_parser
+from migagent.cli.operator import post_change_from_args
+from migagent.clock import SystemClock
+from migagent.kube.adapter import KubeApi
+from migagent.kube.client import make_api_client
 from tests.integration.deploy.manifests import (
     BASE,
     KUSTOMIZATIONS,
@@ -88,7 +92,10 @@ def test_the_daemonset_mounts_the_host_paths_the_agent_uses(kustomization: str) 
     objects = render(kustomization)
     pod = daemonset_pod_spec(objects)
     host_paths = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
-    assert sorted(host_paths.values()) == ["/var/lib/kubelet/pod-resources", "/var/lib/migagent"]
+    # mig-manager's mounts on GPU Operator nodes: driver root, validation markers, CDI specs, host root.
+    operator = ["/", "/run/nvidia/driver", "/run/nvidia/validations", "/var/run/cdi"]
+    expected = ["/var/lib/kubelet/pod-resources", "/var/lib/migagent"]
+    assert sorted(host_paths.values()) == sorted(expected + (operator if "gpu-operator" in kustomization else []))
     container = agent_container(objects)
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     flags = flag_values(container["args"])
@@ -127,7 +134,7 @@ def test_the_probes_ask_the_metrics_port_the_agent_listens_on(kustomization: str
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_each_overlay_picks_its_device_plugin_restart_mode(overlay: str) -> None:
     flags = flag_values(agent_container(render(f"overlays/{overlay}"))["args"])
-    expected = {"gpu-operator": "gpu-operator", "standalone": "delete-pod"}[overlay]
+    expected = {"gpu-operator": "gpu-operator", "standalone": "node-label"}[overlay]
     assert flags["--device-plugin-restart"] == expected
 
 
@@ -200,3 +207,32 @@ def test_the_daemonset_args_are_flags_migagent_agent_accepts(kustomization: str)
     assert args.command == "agent"
     assert args.config_file == "/etc/migagent/mig-layouts.yaml"
     assert args.metrics_port == int(flag_values(container["args"])["--metrics-port"])
+
+
+def test_the_gpu_operator_overlay_runs_with_the_nvidia_runtime_class_host_pid_and_mig_managers_mounts() -> None:
+    objects = render("overlays/gpu-operator")
+    pod = daemonset_pod_spec(objects)
+    assert pod["runtimeClassName"] == "nvidia"
+    assert pod["hostPID"] is True
+    container = agent_container(objects)
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    flags = flag_values(container["args"])
+    assert flags["--driver-root"] in mounts
+    assert mounts[flags["--driver-root"]].get("mountPropagation") == "HostToContainer"
+    assert "/run/nvidia/validations" in mounts
+    assert "/var/run/cdi" in mounts
+    assert flags["--host-root"] in mounts
+    for step in ("--wait-for-operator", "--cdi", "--restart-operator-validator"):
+        assert step in container["args"], step
+    assert flags["--mig-strategy"] == "single"
+
+
+def test_the_gpu_operator_overlay_flags_wire_every_post_change_step_and_the_standalone_ones_none() -> None:
+    api = KubeApi(make_api_client(kubeconfig=None, api_server="http://127.0.0.1:9"), node_name="n", clock=SystemClock())
+    for overlay, wired in (("gpu-operator", True), ("standalone", False)):
+        args = build_parser().parse_args(agent_container(render(f"overlays/{overlay}"))["args"])
+        steps = post_change_from_args(args, api)
+        assert (steps is not None) is wired, overlay
+        if steps is not None:
+            assert steps.stops_host_clients
+            assert args.nvidia_ctk.startswith(args.host_root + "/")

@@ -63,12 +63,13 @@ def test_the_scenario_covers_a_drain_through_a_pdb_the_plugin_restart_events_and
     } <= made
 
 
-def test_only_the_standalone_agent_deletes_a_pod_and_only_in_the_plugin_namespace() -> None:
+def test_only_the_gpu_operator_agent_deletes_pods_and_only_in_the_operator_namespace() -> None:
+    # Its validators (mig-manager restarts them); the standalone plugin is paused by a node label.
     for overlay in OVERLAYS:
         objects = render(f"overlays/{overlay}")
         granted = permissions_of(objects, service_account=_service_account(objects))
         deletes = {(p.resource, p.namespace) for p in granted if p.verb == "delete"}
-        expected = {("pods", "nvidia-device-plugin")} if overlay == "standalone" else set()
+        expected = {("pods", "gpu-operator")} if overlay == "gpu-operator" else set()
         assert deletes == expected, overlay
 
 
@@ -99,6 +100,6 @@ def test_each_overlay_grants_exactly_the_listed_permissions_and_events_only_wher
         (p.verb, p.group, p.resource, "cluster-wide" if p.namespace is None else p.namespace)
         for p in permissions_of(objects, service_account=_service_account(objects))
     }
-    plugin_restart = {("delete", "", "pods", "nvidia-device-plugin")} if overlay == "standalone" else set()
-    expected = LEAST_PRIVILEGE | plugin_restart
+    validator_restart = {("delete", "", "pods", "gpu-operator")} if overlay == "gpu-operator" else set()
+    expected = LEAST_PRIVILEGE | validator_restart
     assert granted == expected

@@ -6,8 +6,8 @@ from hypothesis import strategies as st
 
 from migagent.errors import InvalidLayoutError
 from migagent.kube.expected import NotAdvertisableError, advertisement_matches, describe_diff, expected_resources
-from migagent.kube.names import mig_resource_name
 from migagent.layout.observed import Observation
+from migagent.layout.strategy import mig_resource_name
 
 from .support import mig_gpu
 

@@ -1,0 +1,106 @@
+"""The NVIDIA device plugin's MIG strategies: what a node advertises, and which layouts it refuses.
+
+The strategy is the plugin's `--mig-strategy` (the GPU Operator's `mig.strategy`, default `single`
+there, `none` in the plugin's own chart). Rules (reference/landscape.md §3.1, kubernetes.md §1.5):
+- `mixed`: each MIG device (compute instance) is one `nvidia.com/mig-<profile>` (`+` written `.`);
+  a CI smaller than its GI (C < G) matches no resource pattern and the plugin exits. GPUs with MIG
+  off stay `nvidia.com/gpu`; a MIG-enabled GPU without devices offers nothing.
+- `single`: every MIG device is one `nvidia.com/gpu`; the plugin exits unless every GPU has the
+  same MIG mode, every MIG-enabled GPU has devices, and all devices have one profile.
+- `none`: MIG is ignored; every GPU, MIG-enabled or not, is one `nvidia.com/gpu`.
+
+Pure: both the agent (expected allocatable, refusing a layout before the node is touched) and the
+simulator's device plugin read the same rules from here, from a `GpuDevices` view of each GPU.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from migagent.layout.profile import MigProfile
+
+GPU_RESOURCE = "nvidia.com/gpu"
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+
+
+class MigStrategy(StrEnum):
+    """How the device plugin turns MIG devices into extended resources."""
+
+    MIXED = "mixed"
+    """One resource per MIG profile, `nvidia.com/mig-<profile>`."""
+    SINGLE = "single"
+    """Every MIG device is a `nvidia.com/gpu`; the node's layout must be uniform."""
+    NONE = "none"
+    """MIG is ignored: every GPU is one `nvidia.com/gpu`."""
+
+
+MIG_STRATEGIES = tuple(s.value for s in MigStrategy)
+
+
+def mig_resource_name(profile: MigProfile | str) -> str:
+    """`1g.10gb+me` -> `nvidia.com/mig-1g.10gb.me` (mixed strategy); a resource name passes unchanged."""
+    text = str(profile)
+    return text if text.startswith(MIG_RESOURCE_PREFIX) else MIG_RESOURCE_PREFIX + text.replace("+", ".")
+
+
+@dataclass(frozen=True)
+class GpuDevices:
+    """One GPU as the device plugin sees it: MIG on or off, and the profile of each MIG device (CI)."""
+
+    label: str
+    """How messages name the GPU, e.g. `GPU 0`."""
+    mig_enabled: bool
+    profiles: tuple[MigProfile, ...] = ()
+
+
+def strategy_problems(strategy: MigStrategy, gpus: Sequence[GpuDevices]) -> list[str]:
+    """Why the plugin, run with `strategy`, would exit on these GPUs (empty: it advertises them)."""
+    if strategy is MigStrategy.MIXED:
+        return [
+            f"{gpu.label} has compute instance profile {profile}, smaller than its GPU instance."
+            f" Use {profile.gi_name} (one compute instance per GPU instance) instead"
+            for gpu in gpus
+            for profile in sorted(set(gpu.profiles), key=str)
+            if not profile.is_full_gi
+        ]
+    if strategy is MigStrategy.SINGLE:
+        return _single_problems(gpus)
+    return []
+
+
+def _single_problems(gpus: Sequence[GpuDevices]) -> list[str]:
+    problems: list[str] = []
+    modes = {gpu.mig_enabled for gpu in gpus}
+    if len(modes) > 1:
+        on = ", ".join(g.label for g in gpus if g.mig_enabled)
+        off = ", ".join(g.label for g in gpus if not g.mig_enabled)
+        problems.append(f"all GPUs of the node must have the same MIG mode (MIG on: {on}; MIG off: {off})")
+    problems += [f"{g.label} has MIG enabled but no MIG devices" for g in gpus if g.mig_enabled and not g.profiles]
+    kinds = Counter(str(profile) for gpu in gpus for profile in gpu.profiles)
+    if len(kinds) > 1:
+        holders = {
+            name: ", ".join(g.label for g in gpus if name in {str(p) for p in g.profiles}) for name in sorted(kinds)
+        }
+        problems.append(
+            "more than one MIG device type on the node ("
+            + "; ".join(f"{kinds[name]}x {name} on {where}" for name, where in holders.items())
+            + "); the single strategy needs one profile on every MIG GPU, e.g. an all-<profile> layout"
+        )
+    return problems
+
+
+def advertised_counts(strategy: MigStrategy, gpus: Sequence[GpuDevices]) -> dict[str, int]:
+    """Resource name -> count the plugin advertises (call `strategy_problems` first: on a layout it
+    refuses the plugin exits and advertises nothing)."""
+    counts: Counter[str] = Counter()
+    for gpu in gpus:
+        if strategy is MigStrategy.NONE or not gpu.mig_enabled:
+            counts[GPU_RESOURCE] += 1
+        elif strategy is MigStrategy.SINGLE:
+            counts[GPU_RESOURCE] += len(gpu.profiles)
+        else:
+            counts.update(mig_resource_name(profile) for profile in gpu.profiles)
+    return dict(sorted(counts.items()))
