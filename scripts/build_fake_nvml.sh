@@ -22,6 +22,13 @@ cc=${CC:-cc}
 python=${PYTHON:-$(command -v python3)}
 python=$(command -v "$python")
 case $python in /*) ;; *) python=$PWD/$python ;; esac
+# The fake nvidia-smi runs the simulator in this interpreter: refuse one that cannot, now, rather
+# than an Ampere reset failing later with an import error.
+if ! "$python" -c 'import migagent.sim.fake_nvidia_smi' 2>/dev/null; then
+  echo "build_fake_nvml.sh: $python cannot import migagent; set PYTHON to the interpreter migagent is" \
+    "installed in (e.g. PYTHON=.venv/bin/python)" >&2
+  exit 2
+fi
 mkdir -p "$out"
 "$cc" -std=c11 -O2 -Wall -Wextra -Werror -fPIC -shared -fvisibility=hidden "${defines[@]}" \
   -Wl,-soname,libnvidia-ml.so.1 -o "$out/libnvidia-ml.so.1" "$root"/native/fake_nvml/*.c -ldl -lpthread
