@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 import yaml
 
 from migagent.sim.fake_nvml import FakeNvml
@@ -42,13 +41,9 @@ def test_apply_export_and_assert_run_the_real_gpu_path_over_the_library(fake_nvm
     assert json.loads(state.with_name("node.json.clients").read_text()) == {}, "every client shut NVML down"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 10 item 2 (reset session, i10core): GpuDriver keeps NVML initialised while it runs"
-    " `nvidia-smi -r`, and nvidia-smi refuses a reset while an NVML client is attached. Remove this"
-    " marker when the driver shuts NVML down around the reset.",
-)
-def test_apply_that_enables_mig_on_ampere_resets_through_nvidia_smi(fake_nvml_dir: Path, tmp_path: Path) -> None:
+def test_apply_that_enables_mig_on_ampere_resets_through_nvidia_smi_after_releasing_nvml(
+    fake_nvml_dir: Path, tmp_path: Path
+) -> None:
     state = tmp_path / "node.json"
     env = library_env(fake_nvml_dir, state, spec="2xA100-80GB")
     journal = ["--journal-dir", str(tmp_path / "journal")]
