@@ -128,6 +128,9 @@ class DeviceApi(FakeCore):
     @nvml_api()
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]:  # noqa: N802
         """Parent: every process, with its GI/CI IDs; MIG handle: only that CI's processes."""
+        return self._running_processes(handle)
+
+    def _running_processes(self, handle: Any) -> list[Any]:
         target = self._target(handle, HandleKind.DEVICE, HandleKind.MIG_DEVICE)
         if target.kind is HandleKind.MIG_DEVICE:
             _index, gi, ci = self._compute_instance(handle, HandleKind.MIG_DEVICE)
@@ -137,6 +140,12 @@ class DeviceApi(FakeCore):
             rows = [(p, NO_INSTANCE_ID, NO_INSTANCE_ID) for p in gpu.processes]
             rows += [(p, gi.id, ci.id) for gi, ci in self._mig_devices(gpu) for p in ci.processes]
         return [_process_object(p, gi_id, ci_id) for p, gi_id, ci_id in rows]
+
+    @nvml_api()
+    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle: Any) -> list[Any]:  # noqa: N802
+        """The older entry point (same rows); a driver without `_v3` still has it. Inject
+        FUNCTION_NOT_FOUND into nvmlDeviceGetComputeRunningProcesses to model such a driver."""
+        return self._running_processes(handle)
 
     # --- MIG devices --------------------------------------------------------------------------
     @nvml_api()
