@@ -29,6 +29,13 @@ from migagent.errors import (
 
 T = TypeVar("T")
 
+# nvml.h's value; nvidia-ml-py names it only from 13.x on, and the floor we support is older.
+NVML_ERROR_RESET_TYPE_NOT_SUPPORTED = 30
+# Raised by nvidia-ml-py 12.560+ for some unversioned calls; older releases have no such class.
+_LIBRARY_MISMATCH: tuple[type[Exception], ...] = tuple(
+    cls for cls in (getattr(pynvml, "NVMLLibraryMismatchError", None),) if isinstance(cls, type)
+)
+
 # NVML return code -> constant name, read from pynvml itself so new codes are named too.
 _ERROR_NAMES: dict[int, str] = {
     value: name for name, value in vars(pynvml).items() if name.startswith("NVML_ERROR_") and isinstance(value, int)
@@ -50,7 +57,7 @@ _CLASS_BY_CODE: dict[int, type[PermanentError]] = {
     pynvml.NVML_ERROR_NOT_SUPPORTED: NotSupportedError,
     # A missing symbol means this driver is too old for the call: the driver does not support it.
     pynvml.NVML_ERROR_FUNCTION_NOT_FOUND: NotSupportedError,
-    pynvml.NVML_ERROR_RESET_TYPE_NOT_SUPPORTED: NotSupportedError,
+    NVML_ERROR_RESET_TYPE_NOT_SUPPORTED: NotSupportedError,
 }
 
 _HINTS: dict[int, str] = {
@@ -95,7 +102,7 @@ def nvml_call(what: str, gpu_label: str) -> Iterator[None]:
         yield
     except pynvml.NVMLError as exc:
         raise classify(exc, what=what, gpu_label=gpu_label) from exc
-    except pynvml.NVMLLibraryMismatchError as exc:
+    except _LIBRARY_MISMATCH as exc:
         # pynvml raises this instead of FUNCTION_NOT_FOUND for some unversioned calls.
         raise NotSupportedError(
             f"{gpu_label}: {what} failed: this pynvml does not match the installed NVML library"

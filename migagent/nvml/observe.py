@@ -15,12 +15,15 @@ from functools import partial
 import pynvml
 
 from migagent.catalog import Placement, ProfileTable
+from migagent.errors import PermanentError
 from migagent.layout.observed import ObservedCi, ObservedGi, ObservedProcess
 from migagent.nvml.device import Device
 from migagent.nvml.enumerate import profiles_by_enum
-from migagent.nvml.errors import nvml_call, nvml_probe
+from migagent.nvml.errors import classify, nvml_call, nvml_probe
 from migagent.nvml.lib import Handle, NvmlLib
 
+# pynvml's default (the driver's `_v3` entry point), then the older `_v2` one.
+_PROCESS_CALLS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2")
 _NO_MIG_DEVICE = frozenset({pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_ERROR_INVALID_ARGUMENT})
 
 
@@ -61,12 +64,24 @@ def read_mig_devices(lib: NvmlLib, device: Device) -> dict[tuple[int, int], MigD
 
 
 def read_processes(lib: NvmlLib, handle: Handle, *, what: str, gpu_label: str) -> tuple[ObservedProcess, ...]:
-    """The compute processes NVML reports for `handle` (a whole GPU, or one MIG device)."""
-    with nvml_call(f"nvmlDeviceGetComputeRunningProcesses ({what})", gpu_label):
-        return tuple(
-            ObservedProcess(pid=int(p.pid), used_memory_bytes=int(p.usedGpuMemory or 0))
-            for p in lib.nvmlDeviceGetComputeRunningProcesses(handle)
-        )
+    """The compute processes NVML reports for `handle` (a whole GPU, or one MIG device).
+
+    pynvml's default call is the `_v3` entry point; a driver too old to export it answers
+    FUNCTION_NOT_FOUND, and the `_v2` call (same fields) is asked instead of failing the observation.
+    """
+    for name in _PROCESS_CALLS:
+        call = getattr(lib, name, None)
+        if call is None:
+            continue
+        try:
+            found = call(handle)
+        except pynvml.NVMLError as exc:
+            if int(exc.value) == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND and name != _PROCESS_CALLS[-1]:
+                continue
+            raise classify(exc, what=f"{name} ({what})", gpu_label=gpu_label) from exc
+        # usedGpuMemory is None where NVML cannot tell (NVML_VALUE_NOT_AVAILABLE): counted as 0 bytes.
+        return tuple(ObservedProcess(pid=int(p.pid), used_memory_bytes=int(p.usedGpuMemory or 0)) for p in found)
+    raise PermanentError(f"{gpu_label}: this pynvml offers no nvmlDeviceGetComputeRunningProcesses call ({what})")
 
 
 def _read_mig_device(lib: NvmlLib, device: Device, handle: Handle, index: int) -> tuple[tuple[int, int], MigDevice]:

@@ -18,6 +18,12 @@ _ERROR_TEXTS = {
     pynvml.NVML_ERROR_IN_USE: "In use by another client",
     pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES: "Insufficient Resources",
 }
+def simulated_subsystem_id(pci_device_id: int) -> int:
+    """The simulated board's PCI subsystem id, 0xSSSSVVVV: an NVIDIA-built board (subsystem vendor
+    0x10DE) whose subsystem device is the chip's device id [inf: a stand-in, never 0 as no real board is]."""
+    return (pci_device_id & 0xFFFF0000) | 0x10DE
+
+
 def _text(value: str | bytes) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else value
 
@@ -106,7 +112,8 @@ class DeviceApi(FakeCore):
 
     @nvml_api()
     def nvmlDeviceGetPciInfo(self, handle: Any) -> Any:  # noqa: N802
-        """On a MIG handle this returns the parent's PCI info [?: undocumented in nvml.h]."""
+        """On a MIG handle this returns the parent's PCI info [?: undocumented in nvml.h]. Real boards
+        report a nonzero subsystem id, which subsystem-qualified device filters match on."""
         target = self._target(handle, HandleKind.DEVICE, HandleKind.MIG_DEVICE)
         gpu = self.state.gpus[target.gpu]
         domain, bus, device = parse_bus_id(gpu.pci_bus_id) or (0, 0, 0)
@@ -115,7 +122,7 @@ class DeviceApi(FakeCore):
         info.busIdLegacy = f"{domain:04X}:{bus:02X}:{device:02X}.0"
         info.domain, info.bus, info.device = domain, bus, device
         info.pciDeviceId = self.model(target.gpu).primary_pci_device_id
-        info.pciSubSystemId = 0
+        info.pciSubSystemId = simulated_subsystem_id(self.model(target.gpu).primary_pci_device_id)
         return info
 
     # --- memory and processes ---------------------------------------------------------------
@@ -141,6 +148,9 @@ class DeviceApi(FakeCore):
     @nvml_api()
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]:  # noqa: N802
         """Parent: every process, with its GI/CI IDs; MIG handle: only that CI's processes."""
+        return self._running_processes(handle)
+
+    def _running_processes(self, handle: Any) -> list[Any]:
         target = self._target(handle, HandleKind.DEVICE, HandleKind.MIG_DEVICE)
         if target.kind is HandleKind.MIG_DEVICE:
             _index, gi, ci = self._compute_instance(handle, HandleKind.MIG_DEVICE)
@@ -150,6 +160,12 @@ class DeviceApi(FakeCore):
             rows = [(p, NO_INSTANCE_ID, NO_INSTANCE_ID) for p in gpu.processes]
             rows += [(p, gi.id, ci.id) for gi, ci in self._mig_devices(gpu) for p in ci.processes]
         return [_process_object(p, gi_id, ci_id) for p, gi_id, ci_id in rows]
+
+    @nvml_api()
+    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle: Any) -> list[Any]:  # noqa: N802
+        """The older entry point (same rows); a driver without `_v3` still has it. Inject
+        FUNCTION_NOT_FOUND into nvmlDeviceGetComputeRunningProcesses to model such a driver."""
+        return self._running_processes(handle)
 
     # --- MIG devices --------------------------------------------------------------------------
     @nvml_api()

@@ -143,3 +143,25 @@ def test_failing_to_open_nvml_is_classified_for_the_node() -> None:
 class _NoReset:
     def reset(self, pci_bus_id: str) -> None:
         raise AssertionError(f"no reset expected, got {pci_bus_id}")
+
+
+def test_a_driver_without_the_v3_process_call_is_observed_through_the_v2_call(node: Node) -> None:
+    gi = node.fake.state.gpus[0].gpu_instance(node.three_g)
+    assert gi is not None
+    node.fake.sim_attach_process(gi.compute_instances[0].uuid, pid=77, used_memory_bytes=1 << 20)
+    node.fake.sim_inject_fault(
+        "nvmlDeviceGetComputeRunningProcesses", pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, times=None
+    )
+
+    observed = node.driver.observe().gpu(0).gi_at(Placement(0, 4))
+
+    assert observed is not None
+    assert [(p.pid, p.used_memory_bytes) for p in observed.compute_instances[0].processes] == [(77, 1 << 20)]
+
+
+def test_when_neither_process_call_exists_the_observation_fails_naming_the_older_call(node: Node) -> None:
+    for call in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2"):
+        node.fake.sim_inject_fault(call, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, times=None)
+
+    with pytest.raises(NotSupportedError, match="nvmlDeviceGetComputeRunningProcesses_v2"):
+        node.driver.observe()

@@ -10,6 +10,7 @@ import pynvml
 import pytest
 
 from migagent.catalog import model_by_key
+from migagent.catalog.model import CI_PROFILE_ENUM_COUNT
 from migagent.sim import FakeNvml
 from tests.unit.sim.helpers import create_gi, gi_profile, nvml_code, started
 
@@ -53,7 +54,7 @@ def test_a_ci_profile_the_gi_does_not_offer_is_not_supported() -> None:
     )
 
 
-@pytest.mark.parametrize(("profile", "engine_profile"), [(pynvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT, 0), (0, 1)])
+@pytest.mark.parametrize(("profile", "engine_profile"), [(CI_PROFILE_ENUM_COUNT, 0), (0, 1)])
 def test_a_ci_profile_or_engine_profile_out_of_range_is_invalid_argument(profile: int, engine_profile: int) -> None:
     fake, gi = gi_of("7g.40gb", 0, 8)
     assert nvml_code(lambda: fake.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, profile, engine_profile)) == (

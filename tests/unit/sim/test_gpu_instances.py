@@ -8,6 +8,7 @@ import pynvml
 import pytest
 
 from migagent.catalog import model_by_key
+from migagent.catalog.model import GI_PROFILE_ENUM_COUNT
 from migagent.layout.profile import gi_profile_name
 from migagent.sim import FakeNvml
 from tests.unit.sim.helpers import create_gi, gi_placement, gi_profile, gpu_instances, nvml_code, started
@@ -58,7 +59,7 @@ def test_an_enum_the_model_lacks_is_not_supported() -> None:
     assert nvml_code(call) == pynvml.NVML_ERROR_NOT_SUPPORTED
 
 
-@pytest.mark.parametrize("enum", [pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT, 99, -1])
+@pytest.mark.parametrize("enum", [GI_PROFILE_ENUM_COUNT, 99, -1])
 def test_an_enum_past_the_profile_count_is_invalid_argument(enum: int) -> None:
     fake = started(A100)
     device = fake.nvmlDeviceGetHandleByIndex(0)
