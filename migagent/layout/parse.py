@@ -91,12 +91,6 @@ def _show(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _bool_hint(value: object) -> str:
-    if isinstance(value, bool):
-        return " (YAML 1.1 reads unquoted y/n/yes/no/on/off/true/false as booleans)"
-    return ""
-
-
 def _config_name_problem(name: JsonKey) -> str | None:
     """Why a config name must be quoted: YAML read it as a boolean or number mig-parted renames."""
     if name.kind == "bool":

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from migagent.errors import InvalidLayoutError
@@ -213,6 +213,8 @@ def outcome(text: str) -> str:
     return "parsed"
 
 
+# No deadline: tests assert no wall-clock time, and the pure-Python YAML scan is slow on a loaded machine.
+@settings(deadline=None)
 @given(st.text(max_size=200))
 def test_arbitrary_text_either_parses_or_raises_invalid_layout_error(text: str) -> None:
     result = outcome(text)
@@ -229,6 +231,7 @@ _KEYS = st.sampled_from(
 _VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=4))
 
 
+@settings(deadline=None)
 @given(
     st.fixed_dictionaries(
         {"version": st.sampled_from(["v1", "v2"]), "mig-configs": st.dictionaries(st.text(max_size=5), _VALUES)}
