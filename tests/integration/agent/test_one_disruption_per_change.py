@@ -8,9 +8,6 @@ from __future__ import annotations
 import pytest
 
 from migagent.cli.simcluster import SimCluster
-from migagent.clock import SystemClock
-from migagent.kube.adapter import KubeApi
-from migagent.kube.client import make_api_client
 from migagent.kube.names import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
 from migagent.kube.port import NodeChangedError
 from migagent.reconcile.ports import NodeDriver
@@ -148,13 +145,12 @@ def test_success_is_not_written_for_a_label_changed_just_before_the_success_writ
 
 
 def test_a_conditional_write_at_a_stale_resource_version_is_refused_with_409(cluster: SimCluster) -> None:
-    with make_api_client(kubeconfig=None, api_server=cluster.api.url) as client:
-        api = KubeApi(client, node_name=cluster.config.node_name, clock=SystemClock())
-        stale = api.get_node().resource_version
-        cluster.label("all-7g")
-        with pytest.raises(NodeChangedError):
-            api.patch_metadata(labels={MIG_CONFIG_STATE_LABEL: "success"}, resource_version=stale)
-        fresh = api.get_node()
-        assert fresh.labels.get(MIG_CONFIG_STATE_LABEL) != "success", "the refused write changed nothing"
-        written = api.patch_metadata(labels={"x": "1"}, resource_version=fresh.resource_version)
-        assert written.labels["x"] == "1"
+    api = cluster.agent_api()  # as the agent's service account: RBAC and admission apply
+    stale = api.get_node().resource_version
+    cluster.label("all-7g")
+    with pytest.raises(NodeChangedError):
+        api.patch_metadata(labels={MIG_CONFIG_STATE_LABEL: "success"}, resource_version=stale)
+    fresh = api.get_node()
+    assert fresh.labels.get(MIG_CONFIG_STATE_LABEL) != "success", "the refused write changed nothing"
+    written = api.patch_metadata(labels={MIG_CONFIG_STATE_LABEL: "pending"}, resource_version=fresh.resource_version)
+    assert written.labels[MIG_CONFIG_STATE_LABEL] == "pending"

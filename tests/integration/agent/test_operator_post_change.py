@@ -10,9 +10,6 @@ from pathlib import Path
 import yaml
 
 from migagent.cli.simcluster import SimCluster, SimClusterConfig
-from migagent.clock import SystemClock
-from migagent.kube.adapter import KubeApi
-from migagent.kube.client import make_api_client
 from migagent.kube.names import deploy_label
 from migagent.runtime.listener import Outcome
 from migagent.runtime.post_change import CdiSettings, PostChangeSteps
@@ -34,13 +31,8 @@ def _validator(cluster: SimCluster, app: str) -> str:
 def _steps(
     cluster: SimCluster, tools: FakeNvidiaTools, spec: Path, services: RecordingServiceManager
 ) -> PostChangeSteps:
-    api = KubeApi(
-        make_api_client(kubeconfig=None, api_server=cluster.api.url),
-        node_name=cluster.config.node_name,
-        clock=SystemClock(),
-    )
     return PostChangeSteps(
-        api=api,
+        api=cluster.agent_api(),
         namespace=NS,
         restart_validators=True,
         cdi=CdiSettings(driver_root="/run/nvidia/driver", output=spec),

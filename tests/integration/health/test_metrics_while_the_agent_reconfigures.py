@@ -17,8 +17,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from migagent.cli.agent import build_agent
 from migagent.cli.simcluster import RunningAgent, SimCluster, SimClusterConfig
 from migagent.clock import SystemClock
-from migagent.kube.adapter import KubeApi
-from migagent.kube.client import make_api_client
 from migagent.kube.names import MIG_CONFIG_STATE_LABEL
 from migagent.reconcile.journal import FileJournal
 from migagent.runtime.health import HealthState
@@ -88,8 +86,7 @@ def test_metrics_expose_every_listed_series_during_and_after_a_reconfiguration(c
             during_drain.append(scrape(server.url))
 
     options = cluster.options()
-    client = make_api_client(kubeconfig=None, api_server=cluster.api.url)
-    api = KubeApi(client, node_name=options.node_name, clock=clock)
+    api = cluster.agent_api(options, clock=clock)
     agent, source = build_agent(
         options,
         api=api,
