@@ -75,7 +75,7 @@ def delete_pod(
 
     if dry_run:
         return mark(pod)
-    if terminator is None or removed_at_once(pod, grace_s):
+    if terminator is None or terminator.immediate or removed_at_once(pod, grace_s):
         return store.delete(PODS, namespace, name, finalize=mark)
     terminating = store.update(PODS, namespace, name, mark)
     terminator.schedule(terminating, terminating["metadata"]["deletionGracePeriodSeconds"])

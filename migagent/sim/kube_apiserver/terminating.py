@@ -5,7 +5,8 @@ The apiserver answers a graceful DELETE by setting `deletionTimestamp` (now + gr
 containers and the pod object is removed only then (a DELETED watch event; the kubelet's
 PodResources releases its devices at that point). Pods that never ran (no node, or already
 Succeeded/Failed) and a grace period of 0 are removed at once. `grace_scale` shrinks every grace
-period for tests (0.01: a 30 s grace period lasts 0.3 s); the timestamps still state the real one.
+period for tests (0.01: a 30 s grace period lasts 0.3 s; 0: removed within the DELETE, for tests whose
+waits run on a fake clock); the timestamps still state the real one.
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ class Terminator:
         self._grace_scale = grace_scale
         self._lock = threading.Lock()
         self._timers: dict[tuple[str, str, str], threading.Timer] = {}
+
+    @property
+    def immediate(self) -> bool:
+        """Grace periods scaled to nothing: deleted pods leave within the request that deletes them."""
+        return self._grace_scale == 0
 
     def schedule(self, pod: JsonDict, grace_s: int) -> None:
         """Remove `pod` (this uid) after `grace_s` seconds, or sooner if it was already due sooner."""

@@ -49,7 +49,9 @@ def logs() -> Iterator[list[dict[str, object]]]:
 
 @pytest.fixture
 def server() -> Iterator[FakeApiServer]:
-    with FakeApiServer(bookmark_interval_s=0.2, grace_scale=0.01) as fake:
+    # The drain tests wait on a fake clock: deleted pods leave at once here (grace_scale 0). Waiting
+    # for Terminating pods is covered by the kube_apiserver, kubelet and agent suites.
+    with FakeApiServer(bookmark_interval_s=0.2, grace_scale=0) as fake:
         fake.add_node(NODE, labels={"nvidia.com/mig.config": "all-1g.5gb"}, allocatable={"nvidia.com/mig-1g.5gb": 7})
         yield fake
 
