@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 import pynvml
 
-from migagent.catalog import CiProfile, Engines, GiProfile, Placement
+from migagent.catalog import CiProfile, GiProfile, Placement
 from migagent.nvml.device import Device, acquire, read_mig_mode
 from migagent.nvml.errors import classify, nvml_call, nvml_probe
 from migagent.nvml.lib import GpuInstanceProfileInfo, Handle, NvmlLib
 from migagent.nvml.observe import _gpu_instances_of
-from migagent.nvml.profiles import read_gi_placements, read_gi_profile_infos
+from migagent.nvml.profiles import gi_profile_from_info, read_gi_profile_infos
 
 _NODE = "node"
 _MIB = 1024 * 1024
@@ -85,7 +85,7 @@ def inspect_gpu(lib: NvmlLib, index: int) -> GpuReport:
         ci_profiles = _ci_profiles_of_a_live_gi(lib, device, info) if current else None
         if ci_profiles is not None:
             read.add(int(info.id))
-        gi_profiles.append(_gi_profile(lib, device, enum, info, ci_profiles or ()))
+        gi_profiles.append(gi_profile_from_info(lib, device, enum, info, ci_profiles or ()))
     memory = nvml_probe(
         lambda: lib.nvmlDeviceGetMemoryInfo(device.handle),
         absent=_MEMORY_UNREADABLE,
@@ -105,28 +105,6 @@ def inspect_gpu(lib: NvmlLib, index: int) -> GpuReport:
         total_memory_mb=int(memory.total) // _MIB if memory is not None else None,
         gi_profiles=tuple(sorted(gi_profiles, key=lambda gi: (gi.memory_mb, gi.slices, gi.enum_value))),
         ci_profiles_read=frozenset(read),
-    )
-
-
-def _gi_profile(
-    lib: NvmlLib, device: Device, enum: int, info: GpuInstanceProfileInfo, ci_profiles: tuple[CiProfile, ...]
-) -> GiProfile:
-    return GiProfile(
-        id=int(info.id),
-        enum_value=enum,
-        slices=int(info.sliceCount),
-        memory_mb=int(info.memorySizeMB),
-        sms=int(info.multiprocessorCount),
-        engines=Engines(
-            copy=int(info.copyEngineCount),
-            decoders=int(info.decoderCount),
-            encoders=int(info.encoderCount),
-            jpeg=int(info.jpegCount),
-            ofa=int(info.ofaCount),
-        ),
-        max_instances=int(info.instanceCount),
-        placements=read_gi_placements(lib, device, int(info.id)),
-        ci_profiles=ci_profiles,
     )
 
 

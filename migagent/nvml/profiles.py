@@ -14,7 +14,7 @@ from functools import partial
 
 import pynvml
 
-from migagent.catalog import Engines, GiProfile, GpuModel, Placement, ProfileTable, model_by_pci_device_id
+from migagent.catalog import CiProfile, Engines, GiProfile, GpuModel, Placement, ProfileTable, model_by_pci_device_id
 from migagent.nvml.ci_profiles import PLAIN_GI_ENUMS, inferred_ci_profiles
 from migagent.nvml.device import Device
 from migagent.nvml.enumerate import profiles_by_enum
@@ -96,8 +96,15 @@ def _gi_profile(
             gi_slices=int(info.sliceCount), gi_sms=int(info.multiprocessorCount), plain_sms_by_slices=plain_sms
         )
     )
+    return gi_profile_from_info(lib, device, enum, info, ci_profiles)
+
+
+def gi_profile_from_info(
+    lib: NvmlLib, device: Device, enum: int, info: GpuInstanceProfileInfo, ci_profiles: tuple[CiProfile, ...]
+) -> GiProfile:
+    """A GI profile as NVML describes it (placements read from the device), with the CI profiles given."""
     return GiProfile(
-        id=profile_id,
+        id=int(info.id),
         enum_value=enum,
         slices=int(info.sliceCount),
         memory_mb=int(info.memorySizeMB),
@@ -110,7 +117,7 @@ def _gi_profile(
             ofa=int(info.ofaCount),
         ),
         max_instances=int(info.instanceCount),
-        placements=read_gi_placements(lib, device, profile_id),
+        placements=read_gi_placements(lib, device, int(info.id)),
         ci_profiles=ci_profiles,
     )
 
