@@ -6,7 +6,7 @@ import pytest
 from migagent.cli.simcluster import SimCluster, SimClusterConfig
 from migagent.sim.kube_apiserver.access import AccessControl
 from tests.integration.agent.support import SMALL
-from tests.integration.deploy.manifests import only, render
+from tests.integration.deploy.manifests import only, render, render_with_components
 
 
 @pytest.fixture
@@ -14,11 +14,17 @@ def make_cluster(tmp_path: Path) -> Iterator[Callable[[SimClusterConfig], SimClu
     """Start simulated clusters (each in its own directory); all are stopped after the test.
 
     The fake API server enforces the RBAC and admission policy rendered from deploy/ (the standalone
-    overlay for a daemonset plugin, else gpu-operator), so a call the manifests deny fails the test."""
+    overlay with the delete-pod-restart component for a daemonset plugin, else gpu-operator), so a call
+    the manifests deny fails the test."""
     started: list[SimCluster] = []
 
     def make(config: SimClusterConfig = SMALL) -> SimCluster:
-        objects = render("overlays/standalone" if config.plugin_mode == "daemonset" else "overlays/gpu-operator")
+        objects = (
+            # a plugin restarted by deleting its pod: the standalone overlay with the component granting it
+            render_with_components("overlays/standalone", "components/delete-pod-restart")
+            if config.plugin_mode == "daemonset"
+            else render("overlays/gpu-operator")
+        )
         account = only(objects, "ServiceAccount")["metadata"]
         cluster = SimCluster(
             tmp_path / f"cluster-{len(started)}",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,32 @@ def _render_text(kustomization: str) -> str:
     if result.returncode != 0:
         pytest.fail(f"`kubectl kustomize deploy/{kustomization}` failed:\n{result.stderr}")
     return result.stdout
+
+
+@functools.cache
+def _render_site_text(resource: str, components: tuple[str, ...]) -> str:
+    with tempfile.TemporaryDirectory(prefix="migagent-site-") as workdir:
+        root = Path(workdir)
+        shutil.copytree(DEPLOY, root / "deploy")
+        (root / "site").mkdir()
+        kustomization = {
+            "apiVersion": "kustomize.config.k8s.io/v1beta1",
+            "kind": "Kustomization",
+            "resources": [f"../deploy/{resource}"],
+            "components": [f"../deploy/{component}" for component in components],
+        }
+        (root / "site" / "kustomization.yaml").write_text(yaml.safe_dump(kustomization), encoding="utf-8")
+        result = subprocess.run(
+            [kubectl(), "kustomize", str(root / "site")], capture_output=True, text=True, check=False, timeout=120
+        )
+    if result.returncode != 0:
+        pytest.fail(f"kustomize of deploy/{resource} with {', '.join(components)} failed:\n{result.stderr}")
+    return result.stdout
+
+
+def render_with_components(resource: str, *components: str) -> list[Obj]:
+    """What an admin's own kustomization renders: deploy/<resource> with deploy/<component>s added."""
+    return [doc for doc in yaml.safe_load_all(_render_site_text(resource, components)) if doc]
 
 
 def render(kustomization: str) -> list[Obj]:

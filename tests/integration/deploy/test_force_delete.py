@@ -6,44 +6,23 @@ PodDisruptionBudget allows no disruption, which only a plain DELETE gets past.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
 from migagent.cli.simcluster import GPU_OPERATOR_LABELS, SimCluster, SimClusterConfig
 from migagent.layout.strategy import MigStrategy
 from migagent.sim.kube_apiserver.access import AccessControl
-from tests.integration.deploy.manifests import DEPLOY, Obj, kubectl, only, render
+from tests.integration.deploy.manifests import Obj, only, render, render_with_components
 from tests.integration.deploy.rbac import permissions_of
 from tests.integration.deploy.scenario import GUARDED_WORKLOAD, START, TARGET, _state, _wait, deployed_flags
 
 MIXED_TARGET = TARGET[MigStrategy.MIXED]  # the cluster below runs the plugin's default, mixed strategy
 
-WITH_FORCE_DELETE = """\
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - ../deploy/overlays/gpu-operator
-components:
-  - ../deploy/components/force-delete
-"""
-
-
 @pytest.fixture(scope="module")
-def force_delete_objects(tmp_path_factory: pytest.TempPathFactory) -> list[Obj]:
+def force_delete_objects() -> list[Obj]:
     """The gpu-operator overlay with the force-delete component, as an admin's overlay would add it."""
-    root = tmp_path_factory.mktemp("force-delete")
-    shutil.copytree(DEPLOY, root / "deploy")
-    (root / "site").mkdir()
-    (root / "site" / "kustomization.yaml").write_text(WITH_FORCE_DELETE, encoding="utf-8")
-    result = subprocess.run(
-        [kubectl(), "kustomize", str(root / "site")], capture_output=True, text=True, check=False, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    return render_with_components("overlays/gpu-operator", "components/force-delete")
 
 
 def _account(objects: list[Obj]) -> tuple[str, str]:
