@@ -10,9 +10,11 @@ from migagent.sim.state import SimComputeInstance, SimGpu, SimProcess
 
 
 class SimControls(FakeCore):
-    def sim_attach_process(self, mig_uuid: str, *, pid: int, used_memory_bytes: int = 0) -> None:
-        """Start a process on the MIG device `mig_uuid` (or, with MIG disabled, on a `GPU-` UUID)."""
-        if pid <= 0 or used_memory_bytes < 0:
+    def sim_attach_process(self, mig_uuid: str, *, pid: int, used_memory_bytes: int | None = 0) -> None:
+        """Start a process on the MIG device `mig_uuid` (or, with MIG disabled, on a `GPU-` UUID).
+
+        `used_memory_bytes=None`: NVML cannot tell how much memory it uses (NVML_VALUE_NOT_AVAILABLE)."""
+        if pid <= 0 or (used_memory_bytes is not None and used_memory_bytes < 0):
             raise sim_error(f"pid must be positive and used_memory_bytes >= 0, got pid={pid}, {used_memory_bytes}")
         if self._find_process(pid) is not None:
             raise sim_error(f"pid {pid} is already attached to a GPU of this node; detach it first")

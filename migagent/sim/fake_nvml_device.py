@@ -133,11 +133,11 @@ class DeviceApi(FakeCore):
         if target.kind is HandleKind.DEVICE:
             gpu = self.state.gpus[target.gpu]
             total = self.model(target.gpu).profiles.total_memory_mb * _MIB
-            used = sum(p.used_memory_bytes for p in self._all_processes(gpu))
+            used = sum(p.used_memory_bytes or 0 for p in self._all_processes(gpu))
         else:
             gpu_index, gi, _ci = self._compute_instance(handle, HandleKind.MIG_DEVICE)
             total = self._gi_profile(gpu_index, gi).memory_mb * _MIB
-            used = sum(p.used_memory_bytes for ci in gi.compute_instances for p in ci.processes)
+            used = sum(p.used_memory_bytes or 0 for ci in gi.compute_instances for p in ci.processes)
         memory = pynvml.c_nvmlMemory_v2_t() if version else pynvml.c_nvmlMemory_t()
         if version:
             memory.version = version
@@ -216,7 +216,13 @@ class DeviceApi(FakeCore):
 
 def _process_object(process: SimProcess, gi_id: int, ci_id: int) -> Any:
     info = pynvml.c_nvmlProcessInfo_t()
-    info.pid, info.usedGpuMemory = process.pid, process.used_memory_bytes
+    unknown = process.used_memory_bytes is None
+    info.pid = process.pid
+    info.usedGpuMemory = pynvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value if unknown else process.used_memory_bytes
     info.gpuInstanceId, info.computeInstanceId = gi_id, ci_id
-    # pynvml hands callers this "friendly object" (pid, usedGpuMemory, gpuInstanceId, computeInstanceId).
-    return pynvml.nvmlStructToFriendlyObject(info)
+    # pynvml hands callers this "friendly object" (pid, usedGpuMemory, gpuInstanceId, computeInstanceId),
+    # with usedGpuMemory None where NVML answered NVML_VALUE_NOT_AVAILABLE.
+    friendly = pynvml.nvmlStructToFriendlyObject(info)
+    if unknown:
+        friendly.usedGpuMemory = None
+    return friendly

@@ -67,14 +67,18 @@ def _field(raw: Any, name: str, kind: type, where: str) -> Any:
 @dataclass(slots=True)
 class SimProcess:
     pid: int
-    used_memory_bytes: int = 0
+    used_memory_bytes: int | None = 0
+    """None: NVML cannot tell (it answers NVML_VALUE_NOT_AVAILABLE, which pynvml turns into None)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"pid": self.pid, "used_memory_bytes": self.used_memory_bytes}
 
     @classmethod
     def from_dict(cls, raw: Any, where: str = "process") -> SimProcess:
-        return cls(pid=_field(raw, "pid", int, where), used_memory_bytes=_field(raw, "used_memory_bytes", int, where))
+        pid = _field(raw, "pid", int, where)
+        if isinstance(raw, dict) and raw.get("used_memory_bytes", 0) is None:
+            return cls(pid=pid, used_memory_bytes=None)
+        return cls(pid=pid, used_memory_bytes=_field(raw, "used_memory_bytes", int, where))
 
 
 @dataclass(slots=True)

@@ -20,6 +20,7 @@ from migagent.errors import (
 )
 from migagent.nvml import GpuDriver
 from migagent.sim import FakeNvml
+from migagent.sim.state import SimProcess
 from tests.unit.nvml.conftest import DriverFactory
 
 
@@ -165,3 +166,23 @@ def test_when_neither_process_call_exists_the_observation_fails_naming_the_older
 
     with pytest.raises(NotSupportedError, match="nvmlDeviceGetComputeRunningProcesses_v2"):
         node.driver.observe()
+
+
+def test_a_process_whose_memory_nvml_cannot_tell_is_observed_as_using_none_and_still_named(node: Node) -> None:
+    """nvml.h: usedGpuMemory may be NVML_VALUE_NOT_AVAILABLE (pynvml: None), e.g. without the privilege
+    to read another container's usage; the process is still there and must block a destroy."""
+    gi = node.fake.state.gpus[0].gpu_instance(node.three_g)
+    assert gi is not None
+    node.fake.sim_attach_process(gi.compute_instances[0].uuid, pid=78, used_memory_bytes=None)
+    raw = node.fake.nvmlDeviceGetComputeRunningProcesses(node.fake.nvmlDeviceGetHandleByIndex(0))
+    assert [p.usedGpuMemory for p in raw] == [None]
+
+    observed = node.driver.observe().gpu(0).gi_at(Placement(0, 4))
+
+    assert observed is not None
+    assert [(p.pid, p.used_memory_bytes) for p in observed.compute_instances[0].processes] == [(78, 0)]
+
+
+def test_a_process_memory_nvml_cannot_tell_survives_the_state_file() -> None:
+    saved = SimProcess(pid=79, used_memory_bytes=None).to_dict()
+    assert SimProcess.from_dict(saved).used_memory_bytes is None
