@@ -22,16 +22,13 @@ import random
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from bench.layouts import resolve_node_layout
-from bench.simnode import holds, sim_node
+from bench.simnode import holds
 from bench.tables import render_table
-from bench.transitions import SUITE, Transition
+from bench.transitions import SUITE, Transition, at_start
 from migagent.catalog.model import Placement, ProfileTable
 from migagent.layout.desired import DesiredGpu, DesiredNode
 from migagent.layout.observed import Observation, ObservedGpu
 from migagent.planning import Plan, plan
-from migagent.sim.fake_nvml import FakeNvml
-from migagent.sim.spec import parse_node_spec
 
 PATTERNS = ("every-gi", "random", "adversarial")
 Workloads = Mapping[tuple[int, Placement], int]
@@ -106,12 +103,7 @@ def place_pods(
 
 
 def run(transition: Transition, pattern: str) -> EvictionRow:
-    models = parse_node_spec(transition.node)
-    start = resolve_node_layout(transition.start, models, name="start")
-    target = resolve_node_layout(transition.target, models, name="target")
-    with sim_node(FakeNvml.from_models(models, mig_enabled=False)) as node:
-        node.apply(start)
-        before = node.observe()
+    with at_start(transition) as (node, before, target):
         workloads = place_pods(before, target, pattern)
         ours = plan(before, target, workloads=workloads)
         node.execute(ours)

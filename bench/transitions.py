@@ -13,12 +13,13 @@ Each transition starts from a node built by planning and applying its start layo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from bench.layouts import BALANCED, DISABLED, NodeLayout, resolve_node_layout
 from bench.migparted import rebuild_cost
-from bench.simnode import gi_multiset, holds, sim_node, time_plan
+from bench.simnode import SimNode, gi_multiset, holds, sim_node, time_plan
 from migagent.layout.desired import DesiredNode
 from migagent.layout.observed import Observation
 from migagent.sim.fake_nvml import FakeNvml
@@ -120,7 +121,9 @@ def lower_bound(before: Observation, desired: DesiredNode) -> tuple[int, int]:
     return destroys, resets
 
 
-def run_transition(transition: Transition, *, plan_repeats: int = 1) -> TransitionRow:
+@contextmanager
+def at_start(transition: Transition) -> Iterator[tuple[SimNode, Observation, DesiredNode]]:
+    """A simulated node of the transition's GPUs in its start layout: (node, what it holds, the target)."""
     models = parse_node_spec(transition.node)
     start = resolve_node_layout(transition.start, models, name="start")
     target = resolve_node_layout(transition.target, models, name="target")
@@ -129,6 +132,11 @@ def run_transition(transition: Transition, *, plan_repeats: int = 1) -> Transiti
         before = node.observe()
         if not holds(before, start):  # pragma: no cover - the planner's own end-to-end guarantee
             raise AssertionError(f"{transition.name}: the start layout was not reached")
+        yield node, before, target
+
+
+def run_transition(transition: Transition, *, plan_repeats: int = 1) -> TransitionRow:
+    with at_start(transition) as (node, before, target):
         the_plan, report = node.apply(target)
         after = node.observe()
     destroys = sum(len(g.destroy) for g in the_plan.gpus)
@@ -137,7 +145,7 @@ def run_transition(transition: Transition, *, plan_repeats: int = 1) -> Transiti
     bound_destroys, bound_resets = lower_bound(before, target)
     return TransitionRow(
         name=transition.name,
-        gpus=len(models),
+        gpus=len(before.gpus),
         ours_destroys=destroys,
         ours_resets=resets,
         rebuild_destroys=rebuild.gis_destroyed,

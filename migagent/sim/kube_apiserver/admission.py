@@ -69,45 +69,26 @@ class _AuthorizerCheck(celtypes.MapType):
         self.authorize = authorize
 
 
-def _with(check: _AuthorizerCheck, **field: str) -> _AuthorizerCheck:
-    return _AuthorizerCheck(replace(check.attributes, **field), check.user, check.authorize)
+def _setter(attribute: str) -> Callable[[_AuthorizerCheck, Any], _AuthorizerCheck]:
+    """The CEL method that sets one attribute of the check being built (`.group(...)`, `.check(verb)`, ...)."""
 
+    def set_attribute(check: _AuthorizerCheck, value: Any) -> _AuthorizerCheck:
+        return _AuthorizerCheck(replace(check.attributes, **{attribute: str(value)}), check.user, check.authorize)
 
-def authorizer_group(check: _AuthorizerCheck, value: Any) -> _AuthorizerCheck:
-    return _with(check, group=str(value))
-
-
-def authorizer_resource(check: _AuthorizerCheck, value: Any) -> _AuthorizerCheck:
-    return _with(check, resource=str(value))
-
-
-def authorizer_subresource(check: _AuthorizerCheck, value: Any) -> _AuthorizerCheck:
-    return _with(check, subresource=str(value))
-
-
-def authorizer_namespace(check: _AuthorizerCheck, value: Any) -> _AuthorizerCheck:
-    return _with(check, namespace=str(value))
-
-
-def authorizer_name(check: _AuthorizerCheck, value: Any) -> _AuthorizerCheck:
-    return _with(check, name=str(value))
-
-
-def authorizer_check(check: _AuthorizerCheck, value: Any) -> _AuthorizerCheck:
-    return _with(check, verb=str(value))
+    return set_attribute
 
 
 def authorizer_allowed(check: _AuthorizerCheck) -> celtypes.BoolType:
     return celtypes.BoolType(check.authorize(check.user, check.attributes))
 
 
+# CEL method name -> the authorization attribute it sets (`check` names the verb).
+_ATTRIBUTE_OF_METHOD = {
+    "group": "group", "resource": "resource", "subresource": "subresource",
+    "namespace": "namespace", "name": "name", "check": "verb",
+}  # fmt: skip
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "group": authorizer_group,
-    "resource": authorizer_resource,
-    "subresource": authorizer_subresource,
-    "namespace": authorizer_namespace,
-    "name": authorizer_name,
-    "check": authorizer_check,
+    **{method: _setter(attribute) for method, attribute in _ATTRIBUTE_OF_METHOD.items()},
     "allowed": authorizer_allowed,
 }
 # Parsed once per expression. (cel-python 0.5's CompiledRunner would be faster than its interpreter,

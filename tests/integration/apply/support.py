@@ -196,8 +196,8 @@ class SimNode:
     def new_driver(self) -> GpuDriver:
         """A freshly initialised driver on the same simulated hardware, as a restarted agent has.
 
-        It is never shut down: a crashed process does not call nvmlShutdown either.
-        """
+        The previous driver is not shut down here (a crashed process does not call nvmlShutdown);
+        `restart_process` releases its NVML client as the kernel would."""
         return GpuDriver(nvml_for(self.fake), reset_runner=SimResetRunner(self.fake)).__enter__()
 
     def restart_process(self) -> None:
