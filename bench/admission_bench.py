@@ -19,11 +19,11 @@ from typing import Any
 import yaml
 
 from bench.tables import percentile, render_table
-from migagent.sim.kube_apiserver.access import ADMIN, AccessControl
-from migagent.sim.kube_apiserver.admission import AdmissionRequest
-from migagent.sim.kube_apiserver.errors import ApiError
-from migagent.sim.kube_apiserver.objects import node_object
-from migagent.sim.kube_apiserver.rbac import UserInfo
+from migagent_sim.apiserver.access import ADMIN, AccessControl
+from migagent_sim.apiserver.admission import AdmissionRequest
+from migagent_sim.apiserver.errors import ApiError
+from migagent_sim.apiserver.objects import node_object
+from migagent_sim.apiserver.rbac import UserInfo
 
 BASE = Path(__file__).resolve().parents[1] / "deploy" / "base"
 NODE = "gpu-1"

@@ -25,10 +25,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.tables import Cell, render_table
-from migagent.cli.simcluster import SimCluster, SimClusterConfig
 from migagent.kube.names import CONDITION_TYPE, DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
 from migagent.runtime.logging import configure_logging
 from migagent.sources.node_label import WatchSettings
+from migagent_sim.cluster import SimCluster, SimClusterConfig
 
 EIGHT_H100 = SimClusterConfig(spec="8xH100-80GB-SXM", start_layout="all-1g.10gb")
 TRANSITIONS = (("all-1g.10gb", "half-balanced"), ("all-1g.10gb", "all-balanced"), ("all-1g.10gb", "all-7g"))

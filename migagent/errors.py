@@ -59,3 +59,8 @@ class DrainBlockedError(PermanentError):
     def __init__(self, message: str, *, pods: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.pods = pods
+
+
+class UsageError(MigAgentError):
+    """A command-line flag or environment variable that cannot be used; the message names the flag
+    (or variable), the value and what would be valid. Not a layout problem: nothing was read yet."""

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Smoke-test an image archive from scripts/build_image.sh without a container engine: unpack its
 # rootfs with umoci and run, in a chroot, `migagent --version`, `migagent validate` on the shipped
-# layouts and `migagent demo` (all of the simulator, on loopback). Prints the unpacked size.
+# layouts, and `apply`, `assert` and `doctor` on a node simulated by FakeNvml (`--simulate` is a product
+# feature); checks that the Kubernetes simulator (`migagent_sim`, `migagent demo`) is NOT in the image.
+# Prints the unpacked size.
 #   scripts/smoke_image.sh OUT.tar [TAG]       (needs root, umoci; skopeo, when present, inspects)
 set -euo pipefail
 ARCHIVE=${1:?usage: scripts/smoke_image.sh OUT.tar [TAG]}
@@ -27,6 +29,14 @@ mount --bind /dev "$rootfs/dev"
 in_image() { env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root chroot "$rootfs" "$@"; }
 echo "== migagent --version"; in_image migagent --version
 echo "== migagent validate (shipped layouts)"; in_image migagent validate -f /usr/share/migagent/mig-layouts.yaml
-echo "== migagent demo"; in_image migagent demo --timeout 120 | tail -n 8
-echo "== migagent demo --mig-strategy single"; in_image migagent demo --mig-strategy single --timeout 120 | tail -n 4
+layouts=/usr/share/migagent/mig-layouts.yaml
+echo "== migagent apply/assert/doctor --simulate"
+in_image migagent apply --simulate 2xH100-80GB-SXM --state /tmp/smoke-node.json -f "$layouts" -c all-balanced 2>/dev/null
+in_image migagent assert --state /tmp/smoke-node.json -f "$layouts" -c all-balanced
+in_image migagent doctor --state /tmp/smoke-node.json -o json >/dev/null
+echo "== the simulator distribution is not in the image"
+if in_image /opt/migagent/bin/python -c 'import migagent_sim' 2>/dev/null; then
+  echo "migagent_sim is importable in the image: the product image must not ship the simulator" >&2; exit 1
+fi
+if in_image migagent demo --help >/dev/null 2>&1; then echo "'migagent demo' exists in the image" >&2; exit 1; fi
 echo "== smoke_image: ok"

@@ -81,7 +81,7 @@ def _main(words: list[str]) -> int:
 
 def _prefix(words: Sequence[str]) -> str:
     command = commands.requested_command(words)
-    known = any(candidate.name == command for candidate in commands.COMMANDS)
+    known = any(candidate.name == command for candidate in commands.all_commands())
     return f"migagent {command}" if known else "migagent"
 
 

@@ -1,9 +1,10 @@
-"""`migagent agent`: the Kubernetes node agent (a drop-in for k8s-mig-manager), and its wiring.
+"""`migagent agent`: the Kubernetes node agent (a drop-in for k8s-mig-manager): its flags.
 
 Flags mirror nvidia-mig-manager where one exists (NODE_NAME, CONFIG_FILE, KUBECONFIG). The agent
 applies the layout named by its Node's `nvidia.com/mig.config` label from the mounted layout file,
 draining only the pods whose MIG devices change; see migagent.runtime.reconcile_node.
-`build_agent` is shared with `migagent demo`, which runs the same wiring against the simulator.
+The flags resolve to `migagent.wiring.AgentOptions`; `migagent.wiring.build_agent` assembles the agent
+(shared with the simulator's `migagent demo`, which runs the same wiring).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import os
 import signal
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from migagent.cli.commands import summary
@@ -28,144 +28,24 @@ from migagent.cli.node import (
 )
 from migagent.cli.operator import add_operator_arguments, post_change_from_args, wait_for_operator
 from migagent.cli.signals import CtrlC, signals_handled
-from migagent.clock import Clock, SystemClock
-from migagent.errors import InvalidLayoutError
+from migagent.clock import SystemClock
+from migagent.errors import UsageError
 from migagent.kube.adapter import KubeApi
 from migagent.kube.client import make_api_client
-from migagent.kube.deviceplugin import DeletePod, DevicePluginRestarter, GpuOperatorPause, NoRestart
-from migagent.kube.drain import Drainer
 from migagent.kube.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_SELECTOR
-from migagent.kube.timeouts import DEFAULT_REQUEST_TIMEOUT_S, RequestTimeout
+from migagent.kube.timeouts import DEFAULT_REQUEST_TIMEOUT_S
 from migagent.layout.strategy import MIG_STRATEGIES, MigStrategy
-from migagent.podresources.client import DEFAULT_SOCKET_PATH, PodResourcesClient
-from migagent.reconcile.journal import Journal
-from migagent.reconcile.machine import ApplyEngine
-from migagent.reconcile.ports import NodeDriver, RebootRequester
-from migagent.runtime.agent import Agent
+from migagent.podresources.client import DEFAULT_SOCKET_PATH
 from migagent.runtime.attempt import RetryBackoff
 from migagent.runtime.health import DEFAULT_STALE_AFTER_S, HealthState
 from migagent.runtime.listener import MetricsListener, NullListener
-from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook
-from migagent.runtime.post_change import PostChangeSteps
+from migagent.runtime.ports import AgentSettings
 from migagent.runtime.serve import start_observability
-from migagent.sources.node_label import NodeLabelSource, WatchSettings
-
-RESTART_STRATEGIES = ("gpu-operator", "node-label", "delete-pod", "none")
-DEVICE_PLUGIN = "device-plugin"
+from migagent.sources.node_label import WatchSettings
+from migagent.wiring import RESTART_STRATEGIES, AgentOptions, build_agent
 
 # Kubernetes' own libraries log every retried connection at WARNING; our structured logs say it once.
 _NOISY_LOGGERS = ("urllib3.connectionpool", "kubernetes.client.rest")
-
-
-@dataclass(frozen=True)
-class AgentOptions:
-    """Everything `build_agent` needs besides the live objects: what the flags resolve to."""
-
-    node_name: str
-    settings: AgentSettings
-    podresources_socket: str = DEFAULT_SOCKET_PATH
-    restart: str = "gpu-operator"
-    operator_namespace: str = DEFAULT_OPERATOR_NAMESPACE
-    plugin_selector: str = DEVICE_PLUGIN_SELECTOR
-    plugin_daemonset: str | None = None
-    """Only pods of the DaemonSet of this name are the plugin's (the upstream chart labels GFD and
-    the MPS daemon like the plugin)."""
-    plugin_timeout_s: float = 300.0
-    poll_interval_s: float = 1.0
-    """How often pod departures, plugin pods and Node allocatable are re-read while waiting."""
-    watch: WatchSettings = field(default_factory=WatchSettings)
-    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
-    """Every API request's bound (the KubeApi the caller builds should use `request_timeout`)."""
-
-    @property
-    def request_timeout(self) -> RequestTimeout:
-        return RequestTimeout(self.request_timeout_s)
-
-
-def _restarter(options: AgentOptions, api: KubeApi, clock: Clock) -> DevicePluginRestarter:
-    if options.restart == "gpu-operator":
-        return GpuOperatorPause(
-            api,
-            clock=clock,
-            namespace=options.operator_namespace,
-            timeout_s=options.plugin_timeout_s,
-            poll_interval_s=options.poll_interval_s,
-        )
-    if options.restart == "node-label":
-        return GpuOperatorPause(
-            api,
-            clock=clock,
-            components=(DEVICE_PLUGIN,),
-            namespace=options.operator_namespace,
-            timeout_s=options.plugin_timeout_s,
-            poll_interval_s=options.poll_interval_s,
-            pod_selectors={DEVICE_PLUGIN: options.plugin_selector},
-            pause_absent=True,
-            owner_name=options.plugin_daemonset,
-        )
-    if options.restart == "delete-pod":
-        return DeletePod(
-            api,
-            clock=clock,
-            namespace=options.operator_namespace,
-            label_selector=options.plugin_selector,
-            timeout_s=options.plugin_timeout_s,
-            poll_interval_s=options.poll_interval_s,
-            owner_name=options.plugin_daemonset,
-        )
-    if options.restart == "none":
-        return NoRestart()
-    raise InvalidLayoutError(
-        f"--device-plugin-restart {options.restart!r} is not valid; valid: {', '.join(RESTART_STRATEGIES)}"
-    )
-
-
-def build_agent(
-    options: AgentOptions,
-    *,
-    api: KubeApi,
-    driver: NodeDriver,
-    journal: Journal,
-    clock: Clock,
-    reboot_requester: RebootRequester | None = None,
-    listener: MetricsListener | None = None,
-    health: HealthState | None = None,
-    phase_hook: PhaseHook | None = None,
-    post_change: PostChangeSteps | None = None,
-) -> tuple[Agent, NodeLabelSource]:
-    """The agent and its label source (not started: `source.start()` before `agent.run`)."""
-    ports = AgentPorts(
-        api=api,
-        driver=driver,
-        engine=ApplyEngine(
-            driver, journal, clock=clock, allow_reboot=reboot_requester is not None, reboot_requester=reboot_requester
-        ),
-        pod_resources=PodResourcesClient(options.podresources_socket),
-        restarter=_restarter(options, api, clock),
-        drainer=Drainer(
-            api,
-            clock=clock,
-            retry_initial_s=min(1.0, options.poll_interval_s),
-            retry_max_s=max(5.0 * options.poll_interval_s, 0.05),
-            poll_interval_s=options.poll_interval_s,
-        ),
-        clock=clock,
-        listener=listener or NullListener(),
-        post_change=post_change,
-    )
-    source = NodeLabelSource(api, clock=clock, settings=options.watch)
-    if health is not None:
-        health.add_liveness_check(source.stuck)
-        health.add_readiness_check(source.failing)
-    agent = Agent(
-        ports,
-        options.settings,
-        source=source,
-        health=health,
-        phase_hook=phase_hook,
-        current_label=lambda: source.desired,
-    )
-    return agent, source
 
 
 # -- the command ----------------------------------------------------------------------------------
@@ -174,20 +54,20 @@ def build_agent(
 def _positive(args: argparse.Namespace, *names: str) -> None:
     for name in names:
         if getattr(args, name) <= 0:
-            raise InvalidLayoutError(f"--{name.replace('_', '-')} must be a positive number of seconds")
+            raise UsageError(f"--{name.replace('_', '-')} must be a positive number of seconds")
 
 
 def _options(args: argparse.Namespace) -> AgentOptions:
     if not args.node_name:
-        raise InvalidLayoutError("the node name is required: set NODE_NAME (downward API) or pass --node-name")
+        raise UsageError("the node name is required: set NODE_NAME (downward API) or pass --node-name")
     if not args.config_file:
-        raise InvalidLayoutError("the layout file is required: pass --config-file (env CONFIG_FILE)")
+        raise UsageError("the layout file is required: pass --config-file (env CONFIG_FILE)")
     _positive(
         args, "drain_timeout", "readvertise_timeout", "resync_period", "retry_initial", "retry_max",
         "request_timeout", "liveness_timeout",
     )
     if args.device_plugin_settle < 0:
-        raise InvalidLayoutError("--device-plugin-settle must be zero or a positive number of seconds")
+        raise UsageError("--device-plugin-settle must be zero or a positive number of seconds")
     settings = AgentSettings(
         config_file=Path(args.config_file),
         drain_timeout_s=args.drain_timeout,

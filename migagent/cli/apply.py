@@ -24,7 +24,7 @@ from migagent.cli.node import (
     reboot_requester_for,
 )
 from migagent.clock import SystemClock
-from migagent.errors import InvalidLayoutError
+from migagent.errors import UsageError
 from migagent.layout.desired import DesiredNode
 from migagent.layout.observed import Observation
 from migagent.layout.parse import select_config
@@ -51,7 +51,7 @@ def _env_flag(name: str) -> bool:
         return True
     if value in _FALSE:
         return False
-    raise InvalidLayoutError(f"environment variable {name}={value!r}: expected true or false")
+    raise UsageError(f"environment variable {name}={value!r}: expected true or false")
 
 
 # Boolean flags whose environment variable also turns them on (read when the command runs, so a
@@ -85,7 +85,7 @@ def _offline_observation(specs: list[str]) -> Observation:
     try:
         models = [model for spec in specs for model in parse_node_spec(spec)]
     except NodeSpecError as exc:
-        raise InvalidLayoutError(f"--gpu-model: {exc}") from exc
+        raise UsageError(f"--gpu-model: {exc}") from exc
     return empty_observation(models)
 
 

@@ -5,6 +5,10 @@ name (rather than importing them) lets `main` import only the module of the comm
 Kubernetes client alone takes over a second to import, and `validate` or `plan` never talk to
 Kubernetes. The other commands get a placeholder parser carrying just their one-line help, so
 `migagent --help` still lists every command.
+
+Other distributions add commands through the `migagent.commands` entry-point group: each entry
+point names a `Command` in a module light enough to import for `--help`. The simulator
+(`migagent_sim`) adds `demo` this way, so the product never imports it.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import argparse
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
@@ -20,7 +25,7 @@ Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], No
 @dataclass(frozen=True)
 class Command:
     name: str
-    module: str  # under migagent.cli
+    module: str  # the module that holds the registrar: a name under migagent.cli, or a full dotted path
     registrar: str  # the function in that module that adds this command's parser
     summary: str  # the line `migagent --help` shows
 
@@ -45,20 +50,29 @@ COMMANDS: tuple[Command, ...] = (
         "report, read-only, what NVML says about each GPU's MIG support and how it differs from the catalog",
     ),
     Command("status", "status", "register", "one table for the fleet: each MIG node's layout, state and devices"),
-    Command(
-        "demo", "demo", "register",
-        "run the agent against a simulated 8-GPU node and a fake API server, printing each step",
-    ),
 )
+
+
+ENTRY_POINT_GROUP = "migagent.commands"
+
+
+def plugin_commands() -> tuple[Command, ...]:
+    """The commands other installed distributions add (the simulator's `demo`), sorted by name."""
+    found = [entry.load() for entry in entry_points(group=ENTRY_POINT_GROUP)]
+    return tuple(sorted((command for command in found if isinstance(command, Command)), key=lambda c: c.name))
+
+
+def all_commands() -> tuple[Command, ...]:
+    return COMMANDS + plugin_commands()
 
 
 def summary(name: str) -> str:
     """The one-line help of command `name`, for its own registrar to pass to `add_parser`."""
-    return next(command.summary for command in COMMANDS if command.name == name)
+    return next(command.summary for command in all_commands() if command.name == name)
 
 
 def registrar_of(command: Command) -> Registrar:
-    module = importlib.import_module(f"migagent.cli.{command.module}")
+    module = importlib.import_module(command.module if "." in command.module else f"migagent.cli.{command.module}")
     registrar: Registrar = getattr(module, command.registrar)
     return registrar
 
@@ -75,7 +89,7 @@ def register_commands(
     """Add every command. Given the command line `argv`, only the command it names is imported and
     registered fully, the rest as placeholders; without it (tests parsing many command lines), all."""
     wanted = None if argv is None else requested_command(argv)
-    for command in COMMANDS:
+    for command in all_commands():
         if argv is None or command.name == wanted:
             registrar_of(command)(subparsers)
         else:

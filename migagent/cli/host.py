@@ -25,7 +25,7 @@ from migagent.cli.node import (
 )
 from migagent.cli.signals import CtrlC, signals_handled
 from migagent.clock import SystemClock
-from migagent.errors import InvalidLayoutError
+from migagent.errors import UsageError
 from migagent.layout.parse import load_layout_file
 from migagent.nvml.driver import GpuDriver
 from migagent.reconcile.hooks import HookRunner, flag_environment, load_hooks_file
@@ -85,7 +85,7 @@ def _host_clients(args: argparse.Namespace) -> HostClients:
 def _settings(args: argparse.Namespace) -> HostSettings:
     for name in ("debounce", "retry_interval", "max_apply_seconds"):
         if getattr(args, name) <= 0:
-            raise InvalidLayoutError(f"--{name.replace('_', '-')} must be a positive number of seconds")
+            raise UsageError(f"--{name.replace('_', '-')} must be a positive number of seconds")
     return HostSettings(
         debounce_s=args.debounce, retry_interval_s=args.retry_interval, max_apply_s=args.max_apply_seconds
     )

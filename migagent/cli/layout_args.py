@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from migagent.errors import InvalidLayoutError
+from migagent.errors import UsageError
 from migagent.layout.parse import load_layout_file, parse_layout
 from migagent.layout.spec import LayoutFile
 
@@ -30,7 +30,7 @@ def add_selected_config_argument(parser: argparse.ArgumentParser) -> None:
 
 def read_layout(path: str) -> LayoutFile:
     if not path:
-        raise InvalidLayoutError("-f/--config-file is empty; give a layout file, or '-' for stdin")
+        raise UsageError("-f/--config-file is empty; give a layout file, or '-' for stdin")
     if path == "-":
         return parse_layout(sys.stdin.read(), source="<stdin>")
     return load_layout_file(path)

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from migagent.catalog import GpuModel, UnknownGpuModelError
-from migagent.errors import InvalidLayoutError, PermanentError
+from migagent.errors import PermanentError, UsageError
 from migagent.nvml.driver import GpuDriver
 from migagent.nvml.driver_root import DEFAULT_DRIVER_ROOT, load_nvml_from
 from migagent.nvml.reset import NvidiaSmiResetRunner, run_command
@@ -111,7 +111,7 @@ def _load_fake(spec: str | None, state: Path | None) -> FakeNvml:
                 raise PermanentError(str(exc)) from exc
         return fake
     if spec is None:
-        raise InvalidLayoutError("--state FILE does not exist yet; give --simulate SPEC to create the node")
+        raise UsageError("--state FILE does not exist yet; give --simulate SPEC to create the node")
     return FakeNvml.from_models(_parse_spec(spec))
 
 
@@ -140,7 +140,7 @@ def _crash_fault_from_environment(fake: FakeNvml) -> None:
     try:
         sigkill_after_mutations(fake, int(raw))
     except ValueError as exc:
-        raise InvalidLayoutError(f"{SIGKILL_AFTER_MUTATIONS_ENV}={raw!r}: expected a count of 1 or more") from exc
+        raise UsageError(f"{SIGKILL_AFTER_MUTATIONS_ENV}={raw!r}: expected a count of 1 or more") from exc
 
 
 @contextmanager

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from migagent.catalog import UnknownGpuModelError, model_by_key
 from migagent.cli.commands import summary
 from migagent.cli.layout_args import add_config_file_argument, add_selected_config_argument, read_layout
-from migagent.errors import InvalidLayoutError
+from migagent.errors import InvalidLayoutError, UsageError
 from migagent.planning.validation import ConfigReport, ConfigStatus, validate_layout
 
 
@@ -53,7 +53,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         models = [model_by_key(k) for k in args.gpu_model] if args.gpu_model else None
     except UnknownGpuModelError as exc:
-        raise InvalidLayoutError(f"--gpu-model: {exc}") from exc
+        raise UsageError(f"--gpu-model: {exc}") from exc
     reports = validate_layout(layout, config=args.selected_config, models=models)
     for report in reports:
         _print_config(report, verbose=args.verbose)

@@ -1,4 +1,6 @@
-"""The simulator shipped with migagent: a stateful FakeNvml (and, beside it, fake Kubernetes pieces)."""
+"""The simulator shipped with migagent: a stateful FakeNvml behind `--simulate`, its state file,
+and the Python side of the fake libnvidia-ml.so. The fake Kubernetes pieces (API server, kubelet,
+device plugin, the simulated cluster and `migagent demo`) are the separate `migagent_sim` distribution."""
 
 from __future__ import annotations
 

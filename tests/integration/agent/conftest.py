@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from migagent.cli.simcluster import SimCluster, SimClusterConfig
-from migagent.sim.kube_apiserver.access import AccessControl
+from migagent_sim.apiserver.access import AccessControl
+from migagent_sim.cluster import SimCluster, SimClusterConfig
 from tests.integration.agent.support import SMALL
 from tests.integration.deploy.manifests import only, render, render_with_components
 

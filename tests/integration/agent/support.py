@@ -8,7 +8,6 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from migagent.cli.simcluster import PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig
 from migagent.clock import SystemClock
 from migagent.kube.names import (
     CONDITION_TYPE,
@@ -19,6 +18,7 @@ from migagent.kube.names import (
 )
 from migagent.runtime.listener import AgentPhase
 from migagent.runtime.ports import PhaseHook
+from migagent_sim.cluster import PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig
 
 BLOCKING_FOR_NOW = PDB_BLOCKING_FOR_NOW
 T = TypeVar("T")

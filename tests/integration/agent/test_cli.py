@@ -11,14 +11,15 @@ from pathlib import Path
 import pytest
 import structlog
 
-from migagent.cli import demo, main
-from migagent.cli.simcluster import DEMO_LAYOUTS, SimCluster, SimClusterConfig
+from migagent.cli import main
 from migagent.layout.parse import load_layout_file, parse_layout
 from migagent.layout.resolve import identity_of, resolve_config
 from migagent.layout.strategy import MigStrategy
 from migagent.nvml.driver import GpuDriver
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.reset import SimResetRunner
+from migagent_sim import demo
+from migagent_sim.cluster import DEMO_LAYOUTS, SimCluster, SimClusterConfig
 from tests.integration.agent.support import condition_reason, eventually
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from migagent.cli.simcluster import SimCluster
 from migagent.kube.names import ATTEMPT_ANNOTATION
 from migagent.runtime.listener import AgentPhase, Outcome
+from migagent_sim.cluster import SimCluster
 from tests.integration.agent.support import (
     BLOCKING_FOR_NOW,
     SMALL_ALL_1G,

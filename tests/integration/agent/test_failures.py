@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from migagent.cli.simcluster import DEMO_LAYOUTS, SimCluster, SimClusterConfig
 from migagent.kube.names import ATTEMPT_ANNOTATION, LAST_ERROR_ANNOTATION, deploy_label
 from migagent.reconcile.reboot import RecordingRebootRequester
 from migagent.runtime.listener import Outcome
+from migagent_sim.cluster import DEMO_LAYOUTS, SimCluster, SimClusterConfig
 from tests.integration.agent.support import (
     BLOCKING_FOR_NOW,
     SMALL_ALL_1G,

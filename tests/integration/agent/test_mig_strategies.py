@@ -10,10 +10,10 @@ from dataclasses import replace
 
 import pytest
 
-from migagent.cli.simcluster import SimCluster, SimClusterConfig
 from migagent.kube.names import deploy_label
 from migagent.layout.strategy import MigStrategy
 from migagent.runtime.listener import Outcome
+from migagent_sim.cluster import SimCluster, SimClusterConfig
 from tests.integration.agent.support import (
     SMALL,
     JsonDict,

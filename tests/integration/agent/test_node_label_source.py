@@ -10,8 +10,8 @@ import pytest
 from migagent.clock import SystemClock
 from migagent.kube.adapter import KubeApi
 from migagent.kube.client import make_api_client
-from migagent.sim.kube_apiserver import FakeApiServer
 from migagent.sources.node_label import NodeLabelSource, WatchSettings
+from migagent_sim.apiserver import FakeApiServer
 from tests.integration.agent.support import eventually
 
 NODE = "gpu-node-1"

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import yaml
 
-from migagent.cli.simcluster import SimCluster, SimClusterConfig
 from migagent.kube.names import deploy_label
 from migagent.runtime.listener import Outcome
 from migagent.runtime.post_change import CdiSettings, PostChangeSteps
 from migagent.runtime.services import HostClients, RecordingServiceManager, ServiceCall
-from migagent.sim.nvidia_ctk import FakeNvidiaTools
+from migagent_sim.cluster import SimCluster, SimClusterConfig
+from migagent_sim.nvidia_ctk import FakeNvidiaTools
 from tests.integration.agent.support import SMALL, assert_released, condition, state
 
 NS = "gpu-operator"

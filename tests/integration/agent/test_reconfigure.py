@@ -6,7 +6,6 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 
-from migagent.cli.simcluster import SimCluster, SimClusterConfig
 from migagent.clock import FakeClock
 from migagent.kube.names import (
     DESIRED_ANNOTATION,
@@ -16,6 +15,7 @@ from migagent.kube.names import (
 )
 from migagent.runtime.health import HealthState
 from migagent.runtime.listener import AgentPhase, Outcome
+from migagent_sim.cluster import SimCluster, SimClusterConfig
 from tests.integration.agent.support import (
     SMALL_ALL_1G,
     SMALL_BALANCED,

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from migagent.cli.simcluster import SimCluster, SimClusterConfig
 from migagent.kube.names import deploy_label
 from migagent.runtime.listener import AgentPhase, Outcome
-from migagent.sim.kubelet import FakeKubelet
+from migagent_sim.cluster import SimCluster, SimClusterConfig
+from migagent_sim.kubelet import FakeKubelet
 from tests.integration.agent.support import assert_released, condition, state
 
 NS = "nvidia-device-plugin"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from migagent.cli.simcluster import SimCluster
 from migagent.podresources import PodResourcesClient
 from migagent.runtime.listener import AgentPhase, Outcome
+from migagent_sim.cluster import SimCluster
 
 
 def test_the_agent_applies_only_after_an_evicted_pod_has_finished_terminating_and_released_its_device(

@@ -24,7 +24,7 @@ def test_no_shell_example_calls_a_bare_migagent_that_the_quick_start_never_put_o
 
 
 def test_the_quick_start_installs_into_the_venv_the_examples_use() -> None:
-    assert "python3.11 -m venv .venv && .venv/bin/pip install -q . && .venv/bin/migagent demo" in README
+    assert "python3.11 -m venv .venv && .venv/bin/pip install -q . ./simulator && .venv/bin/migagent demo" in README
 
 
 def test_the_simulated_node_block_runs_as_written(

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from migagent.cli import main
-from migagent.cli.simcluster import SimCluster
 from migagent.kube.names import CONDITION_TYPE, LAST_ERROR_ANNOTATION, MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
+from migagent_sim.cluster import SimCluster
 from tests.integration.agent.support import SMALL, eventually, state
 
 FAILED_NODE = "gpu-node-2"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from migagent.sim.kube_apiserver.rbac import UserInfo
+from migagent_sim.apiserver.rbac import UserInfo
 from tests.integration.deploy.manifests import Obj, only
 
 

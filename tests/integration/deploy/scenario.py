@@ -15,15 +15,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from migagent.cli import build_parser
-from migagent.cli.simcluster import GPU_OPERATOR_LABELS, PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig
 from migagent.kube.names import DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
 from migagent.layout.strategy import MigStrategy
 from migagent.runtime.post_change import CdiSettings, PostChangeSteps
-from migagent.sim.kube_apiserver.access import AccessControl
-from migagent.sim.kube_apiserver.faults import RecordedRequest
-from migagent.sim.kubelet import FakeKubelet
-from migagent.sim.kubelet_plugin import PluginMode
-from migagent.sim.nvidia_ctk import FakeNvidiaTools
+from migagent_sim.apiserver.access import AccessControl
+from migagent_sim.apiserver.faults import RecordedRequest
+from migagent_sim.cluster import GPU_OPERATOR_LABELS, PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig
+from migagent_sim.kubelet import FakeKubelet
+from migagent_sim.kubelet_plugin import PluginMode
+from migagent_sim.nvidia_ctk import FakeNvidiaTools
 from tests.integration.deploy.manifests import Obj, agent_container, only
 from tests.integration.deploy.rbac import ApiCall
 

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 import yaml
 
-from migagent.sim.kube_apiserver.access import ADMIN, AccessControl
-from migagent.sim.kube_apiserver.admission import AdmissionRequest
-from migagent.sim.kube_apiserver.errors import ApiError
-from migagent.sim.kube_apiserver.rbac import Attributes, UserInfo
+from migagent_sim.apiserver.access import ADMIN, AccessControl
+from migagent_sim.apiserver.admission import AdmissionRequest
+from migagent_sim.apiserver.errors import ApiError
+from migagent_sim.apiserver.rbac import Attributes, UserInfo
 from tests.integration.deploy.access import agent_identity
 from tests.integration.deploy.manifests import DEPLOY, KUSTOMIZATIONS, Obj, kubectl, render
 

@@ -9,8 +9,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from migagent.sim.kube_apiserver import FakeApiServer
-from migagent.sim.kube_apiserver.access import AccessControl
+from migagent_sim.apiserver import FakeApiServer
+from migagent_sim.apiserver.access import AccessControl
 from tests.integration.deploy.access import agent_identity
 from tests.integration.deploy.manifests import render
 

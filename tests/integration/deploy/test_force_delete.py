@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from migagent.cli.simcluster import GPU_OPERATOR_LABELS, SimCluster, SimClusterConfig
 from migagent.layout.strategy import MigStrategy
-from migagent.sim.kube_apiserver.access import AccessControl
+from migagent_sim.apiserver.access import AccessControl
+from migagent_sim.cluster import GPU_OPERATOR_LABELS, SimCluster, SimClusterConfig
 from tests.integration.deploy.manifests import Obj, only, render, render_with_components
 from tests.integration.deploy.rbac import permissions_of
 from tests.integration.deploy.scenario import GUARDED_WORKLOAD, START, TARGET, _state, _wait, deployed_flags

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from migagent.cli.agent import build_agent
-from migagent.cli.simcluster import RunningAgent, SimCluster, SimClusterConfig
 from migagent.clock import SystemClock
 from migagent.kube.names import MIG_CONFIG_STATE_LABEL
 from migagent.reconcile.journal import FileJournal
 from migagent.runtime.health import HealthState
 from migagent.runtime.listener import AgentPhase
 from migagent.runtime.serve import start_observability
+from migagent.wiring import build_agent
+from migagent_sim.cluster import RunningAgent, SimCluster, SimClusterConfig
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

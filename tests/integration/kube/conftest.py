@@ -11,7 +11,7 @@ from kubernetes.client import ApiClient
 from migagent.clock import FakeClock
 from migagent.kube.adapter import KubeApi
 from migagent.kube.client import make_api_client
-from migagent.sim.kube_apiserver import FakeApiServer
+from migagent_sim.apiserver import FakeApiServer
 
 NODE = "gpu-node-1"
 

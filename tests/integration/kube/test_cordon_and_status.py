@@ -6,7 +6,7 @@ from migagent.kube.adapter import KubeApi
 from migagent.kube.cordon import Cordon
 from migagent.kube.names import ConditionReason
 from migagent.kube.status import StatusReporter
-from migagent.sim.kube_apiserver import FakeApiServer
+from migagent_sim.apiserver import FakeApiServer
 
 from .conftest import NODE
 

@@ -17,7 +17,7 @@ from migagent.kube.deviceplugin import (
     PausedComponents,
     wait_for_advertisement,
 )
-from migagent.sim.kube_apiserver import FakeApiServer
+from migagent_sim.apiserver import FakeApiServer
 
 from .conftest import NODE, HookedClock
 

@@ -8,7 +8,7 @@ from migagent.errors import DrainBlockedError
 from migagent.kube.adapter import KubeApi
 from migagent.kube.drain import Drainer, DrainPlanner
 from migagent.layout.observed import Observation
-from migagent.sim.kube_apiserver import FakeApiServer
+from migagent_sim.apiserver import FakeApiServer
 from tests.unit.kube.support import Holding, gpu_plan, mig_gpu, plan
 
 from .conftest import NODE, HookedClock

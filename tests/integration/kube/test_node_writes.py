@@ -7,7 +7,7 @@ from kubernetes.client import ApiClient
 
 from migagent.errors import PermanentError, TransientError
 from migagent.kube.adapter import KubeApi
-from migagent.sim.kube_apiserver import FakeApiServer
+from migagent_sim.apiserver import FakeApiServer
 
 from .conftest import NODE, HookedClock
 

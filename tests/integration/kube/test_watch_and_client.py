@@ -13,7 +13,7 @@ from migagent.errors import PermanentError, TransientError
 from migagent.kube.adapter import KubeApi
 from migagent.kube.client import make_api_client
 from migagent.kube.port import WatchExpired
-from migagent.sim.kube_apiserver import FakeApiServer
+from migagent_sim.apiserver import FakeApiServer
 
 from .conftest import NODE
 

@@ -19,9 +19,9 @@ from migagent.nvml import GpuDriver
 from migagent.planning.model import GpuPlan, Plan
 from migagent.podresources import PodResourcesClient
 from migagent.sim import FakeNvml
-from migagent.sim.kube_apiserver import FakeApiServer
-from migagent.sim.kubelet import FakeKubelet
 from migagent.sim.reset import SimResetRunner
+from migagent_sim.apiserver import FakeApiServer
+from migagent_sim.kubelet import FakeKubelet
 from tests.integration.kubelet.support import lay_out
 
 from .conftest import NODE

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from migagent.sim.kube_apiserver import FakeApiServer
+from migagent_sim.apiserver import FakeApiServer
 
 NODE = "gpu-node-1"
 

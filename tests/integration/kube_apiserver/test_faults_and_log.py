@@ -4,7 +4,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException, ConflictException, ServiceException
 
-from migagent.sim.kube_apiserver import FakeApiServer
+from migagent_sim.apiserver import FakeApiServer
 from tests.integration.kube_apiserver.conftest import NODE
 from tests.integration.kube_apiserver.support import parsed, status_body, watch_events
 

@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from migagent.sim.kube_apiserver import FakeApiServer
+from migagent_sim.apiserver import FakeApiServer
 from tests.integration.kube_apiserver.conftest import NODE
 
 

@@ -8,7 +8,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from migagent.sim.kube_apiserver import FakeApiServer, daemonset_object
+from migagent_sim.apiserver import FakeApiServer, daemonset_object
 from tests.integration.kube_apiserver.conftest import NODE
 from tests.integration.kube_apiserver.support import parsed, status_body
 

@@ -7,7 +7,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from migagent.sim.kube_apiserver import FakeApiServer
+from migagent_sim.apiserver import FakeApiServer
 from tests.integration.kube_apiserver.conftest import NODE
 from tests.integration.kube_apiserver.support import new_watch, parsed, watch_events, watch_stream
 

@@ -9,8 +9,8 @@ from kubernetes import client as k8s
 
 from migagent.podresources import PodResourcesClient
 from migagent.sim import FakeNvml
-from migagent.sim.kube_apiserver import FakeApiServer
-from migagent.sim.kubelet import FakeKubelet
+from migagent_sim.apiserver import FakeApiServer
+from migagent_sim.kubelet import FakeKubelet
 from tests.integration.kubelet.conftest import DEPLOY_LABEL
 from tests.integration.kubelet.support import NODE, GateClock, clear, eventually, lay_out
 

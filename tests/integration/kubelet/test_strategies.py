@@ -7,7 +7,7 @@ from collections.abc import Callable
 from migagent.layout.strategy import MigStrategy
 from migagent.podresources import PodResourcesClient
 from migagent.sim import FakeNvml
-from migagent.sim.kubelet import FakeKubelet
+from migagent_sim.kubelet import FakeKubelet
 from tests.integration.kubelet.support import lay_out
 
 

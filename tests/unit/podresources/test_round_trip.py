@@ -9,8 +9,9 @@ import grpc
 import pytest
 
 from migagent.errors import TransientError
-from migagent.podresources import PodDevices, PodResourcesClient, serve_pod_resources
+from migagent.podresources import PodDevices, PodResourcesClient
 from migagent.podresources.generated import api_pb2
+from migagent_sim.podresources_server import serve_pod_resources
 
 TRAIN = PodDevices("ml", "train-0", "main", "nvidia.com/mig-3g.40gb", ("MIG-11111111-2222-5333-8444-555555555555",))
 INFER = PodDevices("ml", "infer-0", "main", "nvidia.com/mig-1g.10gb", ("MIG-a", "MIG-b"))

@@ -15,9 +15,9 @@ import contextlib
 import threading
 from typing import Any
 
-from migagent.sim.kube_apiserver.errors import ApiError
-from migagent.sim.kube_apiserver.routing import PODS
-from migagent.sim.kube_apiserver.store import Store
+from migagent_sim.apiserver.errors import ApiError
+from migagent_sim.apiserver.routing import PODS
+from migagent_sim.apiserver.store import Store
 
 JsonDict = dict[str, Any]
 

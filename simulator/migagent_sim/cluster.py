@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from migagent.cli.agent import AgentOptions, build_agent
 from migagent.clock import Clock, FakeClock, SystemClock
 from migagent.kube.adapter import KubeApi
 from migagent.kube.client import make_api_client
@@ -38,15 +37,16 @@ from migagent.runtime.ports import AgentSettings, PhaseHook
 from migagent.runtime.post_change import PostChangeSteps
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.fakelib_backend import nvml_for
-from migagent.sim.kube_apiserver import FakeApiServer
-from migagent.sim.kube_apiserver.rbac import UserInfo
-from migagent.sim.kubelet import FakeKubelet
-from migagent.sim.kubelet_plugin import PluginMode
 from migagent.sim.reset import SimResetRunner
 from migagent.sources.node_label import NodeLabelSource, WatchSettings
+from migagent.wiring import AgentOptions, build_agent
+from migagent_sim.apiserver import FakeApiServer
+from migagent_sim.apiserver.rbac import UserInfo
+from migagent_sim.kubelet import FakeKubelet
+from migagent_sim.kubelet_plugin import PluginMode
 
 if TYPE_CHECKING:  # access control needs cel-python, a test dependency; the demo runs without it
-    from migagent.sim.kube_apiserver.access import AccessControl
+    from migagent_sim.apiserver.access import AccessControl
 
 JsonDict = dict[str, Any]
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from migagent.sim.kube_apiserver.errors import ApiError, bad_request, conflict
-from migagent.sim.kube_apiserver.jsonpatch import json_patch
-from migagent.sim.kube_apiserver.patch import merge_patch, parse_patch_type, strategic_merge_patch
-from migagent.sim.kube_apiserver.routing import NODES
-from migagent.sim.kube_apiserver.store import Store
-from migagent.sim.kube_apiserver.validation import require_object, validate_node
+from migagent_sim.apiserver.errors import ApiError, bad_request, conflict
+from migagent_sim.apiserver.jsonpatch import json_patch
+from migagent_sim.apiserver.patch import merge_patch, parse_patch_type, strategic_merge_patch
+from migagent_sim.apiserver.routing import NODES
+from migagent_sim.apiserver.store import Store
+from migagent_sim.apiserver.validation import require_object, validate_node
 
 JsonDict = dict[str, Any]
 Admit = Callable[[JsonDict, JsonDict], None]

@@ -14,11 +14,11 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from migagent.clock import Clock, SystemClock
-from migagent.sim.kube_apiserver.dispatch import Dispatcher, WatchSettings
-from migagent.sim.kube_apiserver.disruption import BudgetRule, DisruptionController
-from migagent.sim.kube_apiserver.faults import FaultInjector, RecordedRequest, RequestLog
-from migagent.sim.kube_apiserver.handler import ApiRequestHandler, LoopbackHttpServer
-from migagent.sim.kube_apiserver.objects import (
+from migagent_sim.apiserver.dispatch import Dispatcher, WatchSettings
+from migagent_sim.apiserver.disruption import BudgetRule, DisruptionController
+from migagent_sim.apiserver.faults import FaultInjector, RecordedRequest, RequestLog
+from migagent_sim.apiserver.handler import ApiRequestHandler, LoopbackHttpServer
+from migagent_sim.apiserver.objects import (
     daemonset_status,
     node_object,
     pdb_object,
@@ -26,13 +26,13 @@ from migagent.sim.kube_apiserver.objects import (
     pod_object,
     timestamp,
 )
-from migagent.sim.kube_apiserver.routing import CORE_EVENTS, DAEMONSETS, EVENTS_V1, NODES, PDBS, PODS
-from migagent.sim.kube_apiserver.store import Store, StoredEvent
-from migagent.sim.kube_apiserver.terminating import Terminator
+from migagent_sim.apiserver.routing import CORE_EVENTS, DAEMONSETS, EVENTS_V1, NODES, PDBS, PODS
+from migagent_sim.apiserver.store import Store, StoredEvent
+from migagent_sim.apiserver.terminating import Terminator
 
 if TYPE_CHECKING:
-    from migagent.sim.kube_apiserver.access import AccessControl
-    from migagent.sim.kube_apiserver.rbac import UserInfo
+    from migagent_sim.apiserver.access import AccessControl
+    from migagent_sim.apiserver.rbac import UserInfo
 
 JsonDict = dict[str, Any]
 

@@ -14,7 +14,7 @@ from enum import Enum
 from typing import Any
 
 from migagent.clock import Clock
-from migagent.sim.kube_apiserver.store import StoredEvent, Subscription
+from migagent_sim.apiserver.store import StoredEvent, Subscription
 
 JsonDict = dict[str, Any]
 Matcher = Callable[[JsonDict], bool]

@@ -15,11 +15,11 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from migagent.sim.kube_apiserver.admission import AdmissionChain, AdmissionRequest
-from migagent.sim.kube_apiserver.dispatch import ApiRequest
-from migagent.sim.kube_apiserver.errors import ApiError
-from migagent.sim.kube_apiserver.rbac import Attributes, RbacAuthorizer, UserInfo
-from migagent.sim.kube_apiserver.routing import rbac_verb
+from migagent_sim.apiserver.admission import AdmissionChain, AdmissionRequest
+from migagent_sim.apiserver.dispatch import ApiRequest
+from migagent_sim.apiserver.errors import ApiError
+from migagent_sim.apiserver.rbac import Attributes, RbacAuthorizer, UserInfo
+from migagent_sim.apiserver.routing import rbac_verb
 
 JsonDict = dict[str, Any]
 MASTERS = "system:masters"

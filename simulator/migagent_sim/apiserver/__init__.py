@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from migagent.sim.kube_apiserver.faults import RecordedRequest
-from migagent.sim.kube_apiserver.objects import daemonset_object, pod_object
-from migagent.sim.kube_apiserver.server import FakeApiServer
+from migagent_sim.apiserver.faults import RecordedRequest
+from migagent_sim.apiserver.objects import daemonset_object, pod_object
+from migagent_sim.apiserver.server import FakeApiServer
 
 __all__ = ["FakeApiServer", "RecordedRequest", "daemonset_object", "pod_object"]

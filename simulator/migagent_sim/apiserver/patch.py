@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from migagent.sim.kube_apiserver.errors import ApiError, bad_request
+from migagent_sim.apiserver.errors import ApiError, bad_request
 
 # Field name -> patchMergeKey (k8s.io/api core/v1 and meta/v1 struct tags).
 MERGE_KEYS = {

@@ -14,9 +14,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from migagent.sim.kube_apiserver.routing import PDBS, PODS
-from migagent.sim.kube_apiserver.selectors import label_selector_from_object
-from migagent.sim.kube_apiserver.store import Store, StoredEvent
+from migagent_sim.apiserver.routing import PDBS, PODS
+from migagent_sim.apiserver.selectors import label_selector_from_object
+from migagent_sim.apiserver.store import Store, StoredEvent
 
 JsonDict = dict[str, Any]
 

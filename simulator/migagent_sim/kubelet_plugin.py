@@ -26,9 +26,9 @@ from typing import Any, Literal
 from migagent.clock import Clock
 from migagent.layout.strategy import MigStrategy
 from migagent.sim.fake_nvml import FakeNvml
-from migagent.sim.kube_apiserver import FakeApiServer
-from migagent.sim.kube_apiserver.errors import ApiError
-from migagent.sim.kubelet_devices import DeviceInventory, is_plugin_resource, read_inventory
+from migagent_sim.apiserver import FakeApiServer
+from migagent_sim.apiserver.errors import ApiError
+from migagent_sim.kubelet_devices import DeviceInventory, is_plugin_resource, read_inventory
 
 PluginMode = Literal["gpu-operator", "daemonset", "node-label"]
 PLUGIN_MODES: tuple[PluginMode, ...] = ("gpu-operator", "daemonset", "node-label")

@@ -13,13 +13,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from migagent.clock import Clock
-from migagent.sim.kube_apiserver.errors import ApiError, bad_request, not_found
-from migagent.sim.kube_apiserver.objects import timestamp
-from migagent.sim.kube_apiserver.routing import PDBS, PODS
-from migagent.sim.kube_apiserver.selectors import label_selector_from_object
-from migagent.sim.kube_apiserver.store import Store
-from migagent.sim.kube_apiserver.terminating import Terminator, removed_at_once
-from migagent.sim.kube_apiserver.validation import check_namespace, require_object
+from migagent_sim.apiserver.errors import ApiError, bad_request, not_found
+from migagent_sim.apiserver.objects import timestamp
+from migagent_sim.apiserver.routing import PDBS, PODS
+from migagent_sim.apiserver.selectors import label_selector_from_object
+from migagent_sim.apiserver.store import Store
+from migagent_sim.apiserver.terminating import Terminator, removed_at_once
+from migagent_sim.apiserver.validation import check_namespace, require_object
 
 JsonDict = dict[str, Any]
 _DEFAULT_GRACE_S = 30

@@ -11,14 +11,14 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from migagent.sim.kube_apiserver.dispatch import ApiRequest, EventSource, JsonResponse
-from migagent.sim.kube_apiserver.errors import ApiError
-from migagent.sim.kube_apiserver.faults import RecordedRequest
-from migagent.sim.kube_apiserver.routing import parse_route, rbac_verb
-from migagent.sim.kube_apiserver.watch import WatchEnd
+from migagent_sim.apiserver.dispatch import ApiRequest, EventSource, JsonResponse
+from migagent_sim.apiserver.errors import ApiError
+from migagent_sim.apiserver.faults import RecordedRequest
+from migagent_sim.apiserver.routing import parse_route, rbac_verb
+from migagent_sim.apiserver.watch import WatchEnd
 
 if TYPE_CHECKING:
-    from migagent.sim.kube_apiserver.server import ServerContext
+    from migagent_sim.apiserver.server import ServerContext
 
 JsonDict = dict[str, Any]
 _LOG = logging.getLogger(__name__)

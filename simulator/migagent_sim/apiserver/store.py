@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from migagent.clock import Clock
-from migagent.sim.kube_apiserver.errors import ApiError, already_exists, invalid, not_found
-from migagent.sim.kube_apiserver.objects import new_uid, timestamp
-from migagent.sim.kube_apiserver.routing import ResourceType
+from migagent_sim.apiserver.errors import ApiError, already_exists, invalid, not_found
+from migagent_sim.apiserver.objects import new_uid, timestamp
+from migagent_sim.apiserver.routing import ResourceType
 
 JsonDict = dict[str, Any]
 Listener = Callable[["StoredEvent"], None]

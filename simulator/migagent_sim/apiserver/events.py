@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from migagent.sim.kube_apiserver.errors import invalid
-from migagent.sim.kube_apiserver.routing import CORE_EVENTS, ResourceType
-from migagent.sim.kube_apiserver.store import Store
-from migagent.sim.kube_apiserver.validation import check_namespace, metadata_problems, require_object
+from migagent_sim.apiserver.errors import invalid
+from migagent_sim.apiserver.routing import CORE_EVENTS, ResourceType
+from migagent_sim.apiserver.store import Store
+from migagent_sim.apiserver.validation import check_namespace, metadata_problems, require_object
 
 JsonDict = dict[str, Any]
 _MAX_SHORT = 128

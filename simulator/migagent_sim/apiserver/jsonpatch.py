@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from migagent.sim.kube_apiserver.errors import ApiError, bad_request
+from migagent_sim.apiserver.errors import ApiError, bad_request
 
 
 class _PatchFailedError(Exception):

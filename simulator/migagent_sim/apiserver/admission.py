@@ -22,8 +22,8 @@ from celpy.adapter import json_to_cel
 from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError
 
-from migagent.sim.kube_apiserver.errors import ApiError, qualified
-from migagent.sim.kube_apiserver.rbac import Attributes, UserInfo
+from migagent_sim.apiserver.errors import ApiError, qualified
+from migagent_sim.apiserver.rbac import Attributes, UserInfo
 
 JsonDict = dict[str, Any]
 Authorize = Callable[[UserInfo, Attributes], bool]

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from migagent.sim.kube_apiserver.errors import ApiError, qualified
+from migagent_sim.apiserver.errors import ApiError, qualified
 
 JsonDict = dict[str, Any]
 NODE_NAME_CLAIM = "authentication.kubernetes.io/node-name"

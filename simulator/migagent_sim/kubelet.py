@@ -21,18 +21,19 @@ import grpc
 
 from migagent.clock import Clock, SystemClock
 from migagent.layout.strategy import MigStrategy
-from migagent.podresources import PodDevices, serve_pod_resources
+from migagent.podresources import PodDevices
 from migagent.sim.fake_nvml import FakeNvml
-from migagent.sim.kube_apiserver import FakeApiServer
-from migagent.sim.kubelet_devices import (
+from migagent.sim.state import SimGpu, SimProcess
+from migagent_sim.apiserver import FakeApiServer
+from migagent_sim.kubelet_devices import (
     MIG_RESOURCE_PREFIX,
     PluginDevice,
     is_plugin_resource,
     mig_resource_name,
     read_inventory,
 )
-from migagent.sim.kubelet_plugin import FakeDevicePlugin, PluginMode, random_suffix
-from migagent.sim.state import SimGpu, SimProcess
+from migagent_sim.kubelet_plugin import FakeDevicePlugin, PluginMode, random_suffix
+from migagent_sim.podresources_server import serve_pod_resources
 
 __all__ = ["DEFAULT_PLUGIN_LABELS", "FakeKubelet", "PluginMode", "Workload"]
 

@@ -7,8 +7,8 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from migagent.sim.kube_apiserver.errors import ApiError, qualified, reason_for
-from migagent.sim.kube_apiserver.routing import Route
+from migagent_sim.apiserver.errors import ApiError, qualified, reason_for
+from migagent_sim.apiserver.routing import Route
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,6 @@ from typing import Any
 
 from migagent.cli.agent import add_metrics_arguments, observability_from_args
 from migagent.cli.commands import summary
-from migagent.cli.simcluster import PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig
 from migagent.clock import SystemClock
 from migagent.kube.fleet_rows import gpu_holdings
 from migagent.kube.names import (
@@ -41,6 +40,7 @@ from migagent.kube.names import (
 )
 from migagent.layout.strategy import MIG_STRATEGIES, MigStrategy
 from migagent.runtime.health import HealthState
+from migagent_sim.cluster import PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig
 
 # The demo is a real-time show: one wall clock, through the seam like everything else.
 _CLOCK = SystemClock()

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from migagent.sim.kube_apiserver.errors import ApiError, bad_request, invalid
-from migagent.sim.kube_apiserver.routing import ResourceType
+from migagent_sim.apiserver.errors import ApiError, bad_request, invalid
+from migagent_sim.apiserver.routing import ResourceType
 
 JsonDict = dict[str, Any]
 

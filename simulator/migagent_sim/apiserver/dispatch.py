@@ -8,16 +8,16 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from migagent.clock import Clock, SystemClock
-from migagent.sim.kube_apiserver.errors import ApiError, bad_request, success_status
-from migagent.sim.kube_apiserver.events import create_event
-from migagent.sim.kube_apiserver.nodes import patch_node, replace_node
-from migagent.sim.kube_apiserver.pods import create_pod, delete_pod, evict_pod
-from migagent.sim.kube_apiserver.rbac import UserInfo
-from migagent.sim.kube_apiserver.reads import get_object, list_objects, open_watch
-from migagent.sim.kube_apiserver.routing import CORE_EVENTS, EVENTS_V1, NODES, PODS, ResourceType, Route, is_watch
-from migagent.sim.kube_apiserver.store import Store
-from migagent.sim.kube_apiserver.terminating import Terminator
-from migagent.sim.kube_apiserver.watch import WatchEnd
+from migagent_sim.apiserver.errors import ApiError, bad_request, success_status
+from migagent_sim.apiserver.events import create_event
+from migagent_sim.apiserver.nodes import patch_node, replace_node
+from migagent_sim.apiserver.pods import create_pod, delete_pod, evict_pod
+from migagent_sim.apiserver.rbac import UserInfo
+from migagent_sim.apiserver.reads import get_object, list_objects, open_watch
+from migagent_sim.apiserver.routing import CORE_EVENTS, EVENTS_V1, NODES, PODS, ResourceType, Route, is_watch
+from migagent_sim.apiserver.store import Store
+from migagent_sim.apiserver.terminating import Terminator
+from migagent_sim.apiserver.watch import WatchEnd
 
 JsonDict = dict[str, Any]
 _JSON_MEDIA_TYPES = ("application/json", "")

@@ -6,11 +6,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from migagent.clock import Clock
-from migagent.sim.kube_apiserver.errors import ApiError, bad_request, not_found
-from migagent.sim.kube_apiserver.routing import ResourceType, Route
-from migagent.sim.kube_apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
-from migagent.sim.kube_apiserver.store import Store
-from migagent.sim.kube_apiserver.watch import WatchEnd, WatchOptions, WatchPump
+from migagent_sim.apiserver.errors import ApiError, bad_request, not_found
+from migagent_sim.apiserver.routing import ResourceType, Route
+from migagent_sim.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
+from migagent_sim.apiserver.store import Store
+from migagent_sim.apiserver.watch import WatchEnd, WatchOptions, WatchPump
 
 JsonDict = dict[str, Any]
 Matcher = Callable[[JsonDict], bool]

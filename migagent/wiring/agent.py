@@ -1,0 +1,143 @@
+"""From the agent's resolved options to its running parts: the one place the agent is assembled.
+
+`build_agent` turns frozen `AgentOptions` (what the flags resolved to) and the live adapters (the
+Kubernetes API, the node's GPUs, the journal, the clock) into an `Agent` and its label source. The
+CLI (`migagent agent`), the simulator's cluster and `migagent demo`, the tests and the bench all build
+the agent here, so they run the same wiring. No argparse here: `cli/` owns flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from migagent.clock import Clock
+from migagent.errors import UsageError
+from migagent.kube.adapter import KubeApi
+from migagent.kube.deviceplugin import DeletePod, DevicePluginRestarter, GpuOperatorPause, NoRestart
+from migagent.kube.drain import Drainer
+from migagent.kube.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_SELECTOR
+from migagent.kube.timeouts import DEFAULT_REQUEST_TIMEOUT_S, RequestTimeout
+from migagent.podresources.client import DEFAULT_SOCKET_PATH, PodResourcesClient
+from migagent.reconcile.journal import Journal
+from migagent.reconcile.machine import ApplyEngine
+from migagent.reconcile.ports import NodeDriver, RebootRequester
+from migagent.runtime.agent import Agent
+from migagent.runtime.health import HealthState
+from migagent.runtime.listener import MetricsListener, NullListener
+from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook
+from migagent.runtime.post_change import PostChangeSteps
+from migagent.sources.node_label import NodeLabelSource, WatchSettings
+
+RESTART_STRATEGIES = ("gpu-operator", "node-label", "delete-pod", "none")
+DEVICE_PLUGIN = "device-plugin"
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    """Everything `build_agent` needs besides the live objects: what the flags resolve to."""
+
+    node_name: str
+    settings: AgentSettings
+    podresources_socket: str = DEFAULT_SOCKET_PATH
+    restart: str = "gpu-operator"
+    operator_namespace: str = DEFAULT_OPERATOR_NAMESPACE
+    plugin_selector: str = DEVICE_PLUGIN_SELECTOR
+    plugin_daemonset: str | None = None
+    """Only pods of the DaemonSet of this name are the plugin's (the upstream chart labels GFD and
+    the MPS daemon like the plugin)."""
+    plugin_timeout_s: float = 300.0
+    poll_interval_s: float = 1.0
+    """How often pod departures, plugin pods and Node allocatable are re-read while waiting."""
+    watch: WatchSettings = field(default_factory=WatchSettings)
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+    """Every API request's bound (the KubeApi the caller builds should use `request_timeout`)."""
+
+    @property
+    def request_timeout(self) -> RequestTimeout:
+        return RequestTimeout(self.request_timeout_s)
+
+
+def _restarter(options: AgentOptions, api: KubeApi, clock: Clock) -> DevicePluginRestarter:
+    if options.restart == "gpu-operator":
+        return GpuOperatorPause(
+            api,
+            clock=clock,
+            namespace=options.operator_namespace,
+            timeout_s=options.plugin_timeout_s,
+            poll_interval_s=options.poll_interval_s,
+        )
+    if options.restart == "node-label":
+        return GpuOperatorPause(
+            api,
+            clock=clock,
+            components=(DEVICE_PLUGIN,),
+            namespace=options.operator_namespace,
+            timeout_s=options.plugin_timeout_s,
+            poll_interval_s=options.poll_interval_s,
+            pod_selectors={DEVICE_PLUGIN: options.plugin_selector},
+            pause_absent=True,
+            owner_name=options.plugin_daemonset,
+        )
+    if options.restart == "delete-pod":
+        return DeletePod(
+            api,
+            clock=clock,
+            namespace=options.operator_namespace,
+            label_selector=options.plugin_selector,
+            timeout_s=options.plugin_timeout_s,
+            poll_interval_s=options.poll_interval_s,
+            owner_name=options.plugin_daemonset,
+        )
+    if options.restart == "none":
+        return NoRestart()
+    raise UsageError(
+        f"--device-plugin-restart {options.restart!r} is not valid; valid: {', '.join(RESTART_STRATEGIES)}"
+    )
+
+
+def build_agent(
+    options: AgentOptions,
+    *,
+    api: KubeApi,
+    driver: NodeDriver,
+    journal: Journal,
+    clock: Clock,
+    reboot_requester: RebootRequester | None = None,
+    listener: MetricsListener | None = None,
+    health: HealthState | None = None,
+    phase_hook: PhaseHook | None = None,
+    post_change: PostChangeSteps | None = None,
+) -> tuple[Agent, NodeLabelSource]:
+    """The agent and its label source (not started: `source.start()` before `agent.run`)."""
+    ports = AgentPorts(
+        api=api,
+        driver=driver,
+        engine=ApplyEngine(
+            driver, journal, clock=clock, allow_reboot=reboot_requester is not None, reboot_requester=reboot_requester
+        ),
+        pod_resources=PodResourcesClient(options.podresources_socket),
+        restarter=_restarter(options, api, clock),
+        drainer=Drainer(
+            api,
+            clock=clock,
+            retry_initial_s=min(1.0, options.poll_interval_s),
+            retry_max_s=max(5.0 * options.poll_interval_s, 0.05),
+            poll_interval_s=options.poll_interval_s,
+        ),
+        clock=clock,
+        listener=listener or NullListener(),
+        post_change=post_change,
+    )
+    source = NodeLabelSource(api, clock=clock, settings=options.watch)
+    if health is not None:
+        health.add_liveness_check(source.stuck)
+        health.add_readiness_check(source.failing)
+    agent = Agent(
+        ports,
+        options.settings,
+        source=source,
+        health=health,
+        phase_hook=phase_hook,
+        current_label=lambda: source.desired,
+    )
+    return agent, source
