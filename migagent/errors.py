@@ -59,3 +59,14 @@ class DrainBlockedError(PermanentError):
     def __init__(self, message: str, *, pods: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.pods = pods
+
+
+class StorageError(PermanentError):
+    """A file migagent must write (the journal, a simulated node's state) cannot be written: a full
+    or read-only disk, a permission, a file-size limit, a path that is a directory. The message is
+    one line naming the path and the errno; `path` and `errno` carry them for callers."""
+
+    def __init__(self, message: str, *, path: str, errno: int | None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.errno = errno
