@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from migagent.kube.adapter import KubeApi
 from migagent.kube.client import make_api_client
 from migagent.kube.deviceplugin import DeletePod, DevicePluginRestarter, GpuOperatorPause, NoRestart
 from migagent.kube.drain import Drainer
-from migagent.kube.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_SELECTOR
+from migagent.kube.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_SELECTOR, ConditionReason
 from migagent.kube.timeouts import DEFAULT_REQUEST_TIMEOUT_S, RequestTimeout
 from migagent.layout.strategy import MIG_STRATEGIES, MigStrategy
 from migagent.podresources.client import DEFAULT_SOCKET_PATH, PodResourcesClient
@@ -48,6 +49,7 @@ from migagent.runtime.listener import MetricsListener, NullListener
 from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook
 from migagent.runtime.post_change import PostChangeSteps
 from migagent.runtime.serve import start_observability
+from migagent.runtime.unable import reported_if_unable
 from migagent.sources.node_label import NodeLabelSource, WatchSettings
 
 RESTART_STRATEGIES = ("gpu-operator", "node-label", "delete-pod", "none")
@@ -246,7 +248,9 @@ def _run_agent(args: argparse.Namespace) -> int:
     try:
         with signals_handled({signal.SIGTERM: stop.set, signal.SIGINT: ctrl_c}):
             wait_for_operator(args, api=api, clock=clock, stop=stop)
-        with open_node(args) as driver:
+        with ExitStack() as node_stack:
+            with reported_if_unable(api, ConditionReason.NVML_UNAVAILABLE, "cannot initialise NVML"):
+                driver = node_stack.enter_context(open_node(args))
             agent, source = build_agent(
                 options, api=api, driver=driver, journal=journal_for(args), clock=clock,
                 reboot_requester=reboot_requester_for(args), listener=listener, health=health,

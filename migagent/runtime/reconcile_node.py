@@ -199,6 +199,7 @@ class NodeReconcile:
         return Outcome.UNCHANGED
 
     def _reconfigure(self, name: str, desired: DesiredNode, observation: Observation, decided: _Decided) -> Outcome:
+        self._p.engine.check_storage(decided.steps)  # a full or read-only journal fails here, node untouched
         self._report_pending(name, desired, decided.steps)
         with self._in_phase(AgentPhase.CORDON):
             if self._releases.cordon.cordon():
