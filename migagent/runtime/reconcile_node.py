@@ -404,6 +404,8 @@ class NodeReconcile:
             clock=self._p.clock,
             poll_interval_s=self._settings.readvertise_poll_s,
             stop=self._stop,
+            updates=self._p.node_updates,
+            checkpoint=checkpoint,
         )
         self._p.listener.readvertise_wait(self._p.clock.monotonic() - started)
         return after
