@@ -64,3 +64,14 @@ class DrainBlockedError(PermanentError):
 class UsageError(MigAgentError):
     """A command-line flag or environment variable that cannot be used; the message names the flag
     (or variable), the value and what would be valid. Not a layout problem: nothing was read yet."""
+
+
+class StorageError(PermanentError):
+    """A file migagent must write (the journal, a simulated node's state) cannot be written: a full
+    or read-only disk, a permission, a file-size limit, a path that is a directory. The message is
+    one line naming the path and the errno; `path` and `errno` carry them for callers."""
+
+    def __init__(self, message: str, *, path: str, errno: int | None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.errno = errno

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from migagent import __version__
 from migagent.cli import commands
+from migagent.durable import ignore_file_size_signal
 from migagent.errors import MigAgentError
 
 EXIT_ERROR = 1
@@ -52,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(words: list[str]) -> int:
+    ignore_file_size_signal()  # past `ulimit -f` a write fails with EFBIG, reported in one line, not a core dump
     parser = build_parser(words)
     args = parser.parse_args(words)
     # structlog is imported here, not at the top: `--version` and `--help` need none of it.

@@ -15,6 +15,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 from migagent.cli.commands import summary
@@ -32,7 +33,7 @@ from migagent.clock import SystemClock
 from migagent.errors import UsageError
 from migagent.kube.adapter import KubeApi
 from migagent.kube.client import make_api_client
-from migagent.kube.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_SELECTOR
+from migagent.kube.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_SELECTOR, ConditionReason
 from migagent.kube.timeouts import DEFAULT_REQUEST_TIMEOUT_S
 from migagent.layout.strategy import MIG_STRATEGIES, MigStrategy
 from migagent.podresources.client import DEFAULT_SOCKET_PATH
@@ -41,6 +42,7 @@ from migagent.runtime.health import DEFAULT_STALE_AFTER_S, HealthState
 from migagent.runtime.listener import MetricsListener, NullListener
 from migagent.runtime.ports import AgentSettings
 from migagent.runtime.serve import start_observability
+from migagent.runtime.unable import reported_if_unable
 from migagent.sources.node_label import WatchSettings
 from migagent.wiring import RESTART_STRATEGIES, AgentOptions, build_agent
 
@@ -126,7 +128,9 @@ def _run_agent(args: argparse.Namespace) -> int:
     try:
         with signals_handled({signal.SIGTERM: stop.set, signal.SIGINT: ctrl_c}):
             wait_for_operator(args, api=api, clock=clock, stop=stop)
-        with open_node(args) as driver:
+        with ExitStack() as node_stack:
+            with reported_if_unable(api, ConditionReason.NVML_UNAVAILABLE, "cannot initialise NVML"):
+                driver = node_stack.enter_context(open_node(args))
             agent, source = build_agent(
                 options, api=api, driver=driver, journal=journal_for(args), clock=clock,
                 reboot_requester=reboot_requester_for(args), listener=listener, health=health,

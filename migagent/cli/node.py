@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from migagent.catalog import GpuModel, UnknownGpuModelError
-from migagent.errors import PermanentError, UsageError
+from migagent.errors import PermanentError, StorageError, UsageError
 from migagent.nvml.driver import GpuDriver
 from migagent.nvml.driver_root import DEFAULT_DRIVER_ROOT, load_nvml_from
 from migagent.nvml.reset import NvidiaSmiResetRunner, run_command
@@ -126,6 +126,9 @@ def _save_fake(fake: FakeNvml, state: Path, *, quiet: bool) -> None:
     # `quiet` when the command already failed: its own error says more than a failed save.
     try:
         fake.save(state)
+    except StorageError:
+        if not quiet:
+            raise  # one line naming the path and the errno
     except OSError as exc:
         if not quiet:
             raise PermanentError(f"--state {state}: cannot save the simulated node: {exc}") from exc

@@ -11,7 +11,8 @@ apply it must restart. Strategies:
   (deploy/overlays/standalone), so the plugin is off the GPUs while they change, not only after.
 - `DeletePod`: delete the plugin pod on this node and wait for its DaemonSet to replace it.
 - `NoRestart`: someone else restarts the plugin.
-`wait_for_advertisement` then polls the Node until allocatable shows the expected resources.
+`wait_for_advertisement` then follows the agent's Node watch (or polls the Node) until allocatable shows
+the expected resources.
 """
 
 from __future__ import annotations
@@ -38,10 +39,14 @@ from migagent.kube.names import (
     deploy_label,
 )
 from migagent.kube.port import NodeView, PodRef, PodView
+from migagent.kube.selectors import parse_equality
 
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
+
+FIRST_POLL_S = 0.05
+"""The first pause of a wait for pods to leave or come back; doubled each time up to the poll interval."""
 
 
 class DevicePluginPort(Protocol):
@@ -105,11 +110,15 @@ def poll_until(
     timeout_s: float,
     interval_s: float,
     stop: threading.Event | None = None,
+    first_interval_s: float | None = None,
 ) -> tuple[T | None, bool]:
     """Call `check` until it returns a value or `timeout_s` passes: (last value, in time).
 
-    Setting `stop` ends the wait early, as a timeout (the caller's stop request then explains it)."""
+    `first_interval_s`: the first pause, doubled after each check up to `interval_s` (what is waited
+    for is often quick; a fixed interval would only add latency). Setting `stop` ends the wait
+    early, as a timeout (the caller's stop request then explains it)."""
     deadline = clock.monotonic() + timeout_s
+    interval = interval_s if first_interval_s is None else min(first_interval_s, interval_s)
     while True:
         value = check()
         if value is not None:
@@ -117,7 +126,8 @@ def poll_until(
         remaining = deadline - clock.monotonic()
         if remaining <= 0:
             return None, False
-        pause = min(interval_s, remaining)
+        pause = min(interval, remaining)
+        interval = min(interval_s, interval * 2)
         if stop is None:
             clock.sleep(pause)
         elif clock.wait(stop, pause):
@@ -190,7 +200,13 @@ class GpuOperatorPause:
         def left() -> bool | None:
             return True if not self._remaining(selectors) else None
 
-        _, in_time = poll_until(left, clock=self._clock, timeout_s=self._timeout_s, interval_s=self._poll_interval_s)
+        _, in_time = poll_until(
+            left,
+            clock=self._clock,
+            timeout_s=self._timeout_s,
+            interval_s=self._poll_interval_s,
+            first_interval_s=FIRST_POLL_S,
+        )
         if not in_time:
             names = ", ".join(str(pod.ref) for pod in self._remaining(selectors))
             raise TransientError(
@@ -199,12 +215,19 @@ class GpuOperatorPause:
             )
 
     def _remaining(self, selectors: Sequence[str]) -> list[PodView]:
-        return [
-            pod
-            for selector in selectors
-            for pod in self._api.list_pods_on_node(label_selector=selector, namespace=self._namespace)
-            if self._owner_name is None or self._owner_name in pod.owner_names
-        ]
+        """The components' pods still on the node: one list of the namespace's pods on the node for
+        every equality-based selector, one list per other selector."""
+        if not selectors:
+            return []
+        matchers = [parse_equality(selector) for selector in selectors]
+        pods: list[PodView] = []
+        if any(m is not None for m in matchers):
+            listed = self._api.list_pods_on_node(namespace=self._namespace)
+            pods += [p for p in listed if any(m is not None and m(p.labels) for m in matchers)]
+        for selector, matcher in zip(selectors, matchers, strict=True):
+            if matcher is None:
+                pods += self._api.list_pods_on_node(label_selector=selector, namespace=self._namespace)
+        return [pod for pod in pods if self._owner_name is None or self._owner_name in pod.owner_names]
 
 
 class DeletePod:
@@ -241,7 +264,11 @@ class DeletePod:
             return next((p for p in self._plugin_pods() if p.ref.uid not in old_uids and not p.deleting), None)
 
         new_pod, in_time = poll_until(
-            replacement, clock=self._clock, timeout_s=self._timeout_s, interval_s=self._poll_interval_s
+            replacement,
+            clock=self._clock,
+            timeout_s=self._timeout_s,
+            interval_s=self._poll_interval_s,
+            first_interval_s=FIRST_POLL_S,
         )
         if not in_time or new_pod is None:
             raise TransientError(
@@ -255,6 +282,20 @@ class DeletePod:
         return [p for p in pods if self._owner_name is None or self._owner_name in p.owner_names]
 
 
+class NodeUpdates(Protocol):
+    """The agent's watch of its own Node (sources.node_label.NodeLabelSource)."""
+
+    def node_after(self, seen: int, timeout_s: float) -> tuple[int, NodeView | None]:
+        """(sequence, newest Node) once the watch has delivered one numbered past `seen`, or at timeout."""
+        ...
+
+
+WATCH_QUIET_S = 5.0
+"""While waiting on the watch: with no Node event for this long, read the Node (the stream may be down)."""
+_WATCH_SLICE_S = 0.25
+"""While waiting on the watch, a stop request is noticed at least this often."""
+
+
 def wait_for_advertisement(
     api: DevicePluginPort,
     expected: Mapping[str, int],
@@ -263,8 +304,19 @@ def wait_for_advertisement(
     clock: Clock,
     poll_interval_s: float = 2.0,
     stop: threading.Event | None = None,
+    updates: NodeUpdates | None = None,
+    checkpoint: Callable[[], None] | None = None,
 ) -> NodeView:
-    """Poll our Node until its allocatable matches `expected`; AdvertisementTimeoutError otherwise."""
+    """Wait until our Node's allocatable matches `expected`; AdvertisementTimeoutError otherwise.
+
+    With `updates` (the watch the agent holds anyway) each Node event is checked as it arrives and
+    the Node is read only when the watch has been quiet for WATCH_QUIET_S; without, the Node is
+    polled every `poll_interval_s`. `checkpoint` runs at every turn of the watch (a polling caller
+    puts it in `api.get_node`)."""
+    if updates is not None:
+        return _advertised_on_watch(
+            api, updates, expected, timeout_s=timeout_s, clock=clock, stop=stop, checkpoint=checkpoint
+        )
     last: list[dict[str, tuple[int, int]]] = [{}]
 
     def advertised() -> NodeView | None:
@@ -275,11 +327,52 @@ def wait_for_advertisement(
 
     node, in_time = poll_until(advertised, clock=clock, timeout_s=timeout_s, interval_s=poll_interval_s, stop=stop)
     if not in_time or node is None:
-        raise AdvertisementTimeoutError(
-            f"the device plugin did not advertise the new layout within {timeout_s:g}s: {describe_diff(last[0])}",
-            diff=last[0],
-        )
+        raise _advertisement_timeout(timeout_s, last[0])
     return node
+
+
+def _advertised_on_watch(
+    api: DevicePluginPort,
+    updates: NodeUpdates,
+    expected: Mapping[str, int],
+    *,
+    timeout_s: float,
+    clock: Clock,
+    stop: threading.Event | None,
+    checkpoint: Callable[[], None] | None,
+) -> NodeView:
+    now = clock.monotonic()
+    deadline, quiet_since = now + timeout_s, now
+    seq, node = updates.node_after(-1, 0.0)  # the newest the watch has: no request when it already matches
+    diff: dict[str, tuple[int, int]] = {}
+    while True:
+        if checkpoint is not None:
+            checkpoint()
+        if node is None:
+            node, quiet_since = api.get_node(), clock.monotonic()
+        ok, diff = advertisement_matches(node.allocatable, expected)
+        if ok:
+            return node
+        node = None
+        while node is None:
+            now = clock.monotonic()
+            if now >= deadline or (stop is not None and stop.is_set()):
+                raise _advertisement_timeout(timeout_s, diff)
+            if now - quiet_since >= WATCH_QUIET_S:
+                break  # read the Node ourselves
+            wait = min(_WATCH_SLICE_S, deadline - now, quiet_since + WATCH_QUIET_S - now)
+            newer, newest = updates.node_after(seq, wait)
+            if newer > seq and newest is not None:
+                seq, node, quiet_since = newer, newest, clock.monotonic()
+            elif checkpoint is not None:
+                checkpoint()  # a label change is a Node event too, but the watch may not carry it yet
+
+
+def _advertisement_timeout(timeout_s: float, diff: Mapping[str, tuple[int, int]]) -> AdvertisementTimeoutError:
+    return AdvertisementTimeoutError(
+        f"the device plugin did not advertise the new layout within {timeout_s:g}s: {describe_diff(dict(diff))}",
+        diff=diff,
+    )
 
 
 def advertised_within(

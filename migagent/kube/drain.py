@@ -3,7 +3,9 @@
 `DrainPlanner` (drain_scope.py) picks the pods; `Drainer` moves them, the way `kubectl drain`
 does (reference/kubernetes.md §2.3): a 429 (a PodDisruptionBudget allows no disruption now) is
 retried with back-off until the drain timeout, a 404 means done, and a pod counts as gone when
-looking it up by name finds nothing or a different UID (a same-named replacement). Plain DELETE,
+the node's pods no longer hold it by name, or hold a different UID under it (a same-named
+replacement). Progress costs one list of the node's pods per poll, however many pods are leaving;
+the polls start fast (terminations are often quick) and slow to `poll_interval_s`. Plain DELETE,
 which bypasses PDBs, is used only when the admin asked for `force_delete`. DaemonSet and mirror pods
 are never touched. On timeout, DrainBlockedError names every pod still in the way and the PDB that
 refused its last eviction, as the server's 429 named it.
@@ -37,6 +39,8 @@ __all__ = [
 log = structlog.get_logger(__name__)
 
 _MIN_SLEEP_S = 0.01
+FIRST_POLL_S = 0.05
+"""The first wait for evicted pods to go; each later one is twice as long, up to the poll interval."""
 
 
 class EvictionPort(Protocol):
@@ -46,7 +50,9 @@ class EvictionPort(Protocol):
 
     def delete_pod(self, ref: PodRef, *, grace_period_s: int | None = None) -> None: ...
 
-    def read_pod(self, ref: PodRef) -> PodView | None: ...
+    def list_pods_on_node(
+        self, *, label_selector: str | None = None, namespace: str | None = None
+    ) -> list[PodView]: ...
 
 
 class DrainInterruptedError(TransientError):
@@ -113,20 +119,23 @@ class Drainer:
             if not (pod.is_daemonset_pod or pod.is_mirror)
         ]
         removed: list[PodRef] = []
+        poll_s = min(FIRST_POLL_S, self._poll_interval_s)
         while True:
             if checkpoint is not None:
                 checkpoint()
-            for item in (p for p in progress if not p.done):
+            pending = [p for p in progress if not p.done]
+            for item in pending:
                 self._advance(item, force_delete=force_delete)
-                if item.done:
-                    removed.append(item.pod.ref)
+            self._check_gone([p for p in pending if p.requested and not p.done])
+            removed.extend(p.pod.ref for p in pending if p.done)
             remaining = [p for p in progress if not p.done]
             now = self._clock.monotonic()
             if not remaining:
                 return DrainResult(removed=tuple(removed), waited_s=now - start)
             if now >= deadline:
                 raise self._blocked(remaining, timeout_s)
-            pause = max(_MIN_SLEEP_S, self._next_wake(remaining, now, deadline) - now)
+            pause = max(_MIN_SLEEP_S, self._next_wake(remaining, now, deadline, poll_s) - now)
+            poll_s = min(self._poll_interval_s, poll_s * 2)
             if stop is None:
                 self._clock.sleep(pause)
             elif self._clock.wait(stop, pause):
@@ -136,11 +145,18 @@ class Drainer:
     def _advance(self, item: _PodProgress, *, force_delete: bool) -> None:
         if not item.requested and self._clock.monotonic() >= item.next_try:
             self._request(item, force_delete=force_delete)
-        if item.requested and not item.done:
-            current = self._api.read_pod(item.pod.ref)
-            item.done = current is None or current.ref.uid != item.pod.ref.uid
+
+    def _check_gone(self, leaving: list[_PodProgress]) -> None:
+        """One list of the node's pods settles every evicted pod: gone when absent or another UID."""
+        if not leaving:
+            return
+        present = {(p.ref.namespace, p.ref.name): p.ref.uid for p in self._api.list_pods_on_node()}
+        for item in leaving:
+            ref = item.pod.ref
+            key = (ref.namespace, ref.name)
+            item.done = key not in present or present[key] != ref.uid
             if item.done:
-                log.info("pod_gone", pod=str(item.pod.ref))
+                log.info("pod_gone", pod=str(ref))
 
     def _request(self, item: _PodProgress, *, force_delete: bool) -> None:
         ref = item.pod.ref
@@ -172,8 +188,8 @@ class Drainer:
         item.backoff_s = min(self._retry_max_s, item.backoff_s * 2)
         log.info("eviction_blocked", pod=str(item.pod.ref), tries=item.blocked_tries, reason=message)
 
-    def _next_wake(self, remaining: list[_PodProgress], now: float, deadline: float) -> float:
-        wakes = [now + self._poll_interval_s if p.requested else p.next_try for p in remaining]
+    def _next_wake(self, remaining: list[_PodProgress], now: float, deadline: float, poll_s: float) -> float:
+        wakes = [now + poll_s if p.requested else p.next_try for p in remaining]
         return min([*wakes, deadline])
 
     def _blocked(self, remaining: list[_PodProgress], timeout_s: float) -> DrainBlockedError:

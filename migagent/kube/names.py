@@ -94,6 +94,10 @@ class ConditionReason(enum.StrEnum):
     LAYOUT_DOES_NOT_FIT = "LayoutDoesNotFit"
     REBOOT_REQUIRED = "RebootRequired"
     WAITING_FOR_DRIVER = "WaitingForDriver"
+    STORAGE_UNWRITABLE = "StorageUnwritable"
+    """The journal (or another file the agent must write) cannot be written; the message names it."""
+    NVML_UNAVAILABLE = "NvmlUnavailable"
+    """NVML could not be initialised: the agent cannot see the GPUs, so it changes nothing."""
     UNKNOWN = "Unknown"
 
 

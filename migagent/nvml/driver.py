@@ -2,8 +2,9 @@
 
 Every public method re-acquires the device handle by index: GI/CI/MIG handles and even device
 handles are invalidated by a reset or a mode change, so none is kept between calls. Profile
-tables are cached per (GPU UUID, current MIG mode), since NVML documents them as immutable for the
-lifetime of a MIG mode; observations never are.
+tables are cached per (GPU UUID, current MIG mode), and the CI profiles offered inside a GI of each
+profile per GPU while MIG stays on, since NVML documents them as immutable for the lifetime of a MIG
+mode; observations never are.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from migagent.nvml.errors import classify, nvml_call, nvml_error_name
 from migagent.nvml.inspect import NodeReport, inspect_node
 from migagent.nvml.lib import Handle, NvmlLib
 from migagent.nvml.mode import ModeActivation, activation_of
-from migagent.nvml.observe import read_gpu_instances, read_processes
+from migagent.nvml.observe import CiProfileCounts, read_gpu_instances, read_processes
 from migagent.nvml.profiles import read_profile_table
 from migagent.nvml.reset import ResetRunner
 
@@ -36,10 +37,13 @@ class GpuDriver:
         self._lib = lib
         self._reset_runner = reset_runner
         self._profile_tables: dict[tuple[str, bool], ProfileTable] = {}
+        self._ci_profiles: dict[str, CiProfileCounts] = {}
+        """Per GPU UUID while MIG is on: the CI profiles NVML offers in a GI of each profile."""
 
     def __enter__(self) -> GpuDriver:
         with nvml_call("nvmlInit", _NODE):
             self._lib.nvmlInit()
+        self._ci_profiles.clear()  # a new session may face another driver
         return self
 
     def __exit__(
@@ -92,8 +96,9 @@ class GpuDriver:
         if current:
             if table is None:
                 raise NotSupportedError(_no_table_message(device, mig_enabled=True))
-            gpu_instances = read_gpu_instances(self._lib, device, table)
+            gpu_instances = read_gpu_instances(self._lib, device, table, self._ci_profiles.setdefault(uuid, {}))
         else:
+            self._ci_profiles.pop(uuid, None)  # read again once MIG is on again (another mode, maybe a driver)
             # A mode change must not pull the GPU from under these: the safety gate names them.
             processes = read_processes(self._lib, device.handle, what="whole GPU", gpu_label=device.label)
         return ObservedGpu(
@@ -160,6 +165,7 @@ class GpuDriver:
             # Initialised again whatever the reset did: the driver stays usable (and `__exit__` balanced).
             with nvml_call("nvmlInit (after the GPU reset)", gpu_label):
                 self._lib.nvmlInit()
+            self._ci_profiles.clear()
 
     # --- instances -----------------------------------------------------------------------------
 

@@ -35,10 +35,19 @@ class MigDevice:
     processes: tuple[ObservedProcess, ...]
 
 
-def read_gpu_instances(lib: NvmlLib, device: Device, table: ProfileTable) -> tuple[ObservedGi, ...]:
+CiProfileCounts = dict[int, tuple[tuple[int, int], ...]]
+"""GI profile id -> (CI profile id, instanceCount) as NVML answered for a GI of that profile."""
+
+
+def read_gpu_instances(
+    lib: NvmlLib, device: Device, table: ProfileTable, ci_profiles: CiProfileCounts | None = None
+) -> tuple[ObservedGi, ...]:
+    """`ci_profiles`: the CI profile answers already read for GIs of a profile (filled in as read);
+    they are fixed for the lifetime of a MIG mode, as the GI profile table is."""
     mig_devices = read_mig_devices(lib, device)
+    known = {} if ci_profiles is None else ci_profiles
     gis = [
-        _observe_gi(lib, device, gi_handle, mig_devices)
+        _observe_gi(lib, device, gi_handle, mig_devices, known)
         for profile in table.gi_profiles
         for gi_handle in _gpu_instances_of(lib, device, profile.id, capacity=profile.max_instances)
     ]
@@ -104,14 +113,21 @@ def _gpu_instances_of(lib: NvmlLib, device: Device, profile_id: int, *, capacity
 
 
 def _observe_gi(
-    lib: NvmlLib, device: Device, gi_handle: Handle, mig_devices: dict[tuple[int, int], MigDevice]
+    lib: NvmlLib,
+    device: Device,
+    gi_handle: Handle,
+    mig_devices: dict[tuple[int, int], MigDevice],
+    ci_profiles: CiProfileCounts,
 ) -> ObservedGi:
     with nvml_call("nvmlGpuInstanceGetInfo", device.label):
         info = lib.nvmlGpuInstanceGetInfo(gi_handle)
     gi_id = int(info.id)
+    profile_id = int(info.profileId)
+    if profile_id not in ci_profiles:
+        ci_profiles[profile_id] = _ci_profile_counts(lib, device, gi_handle, gi_id=gi_id)
     cis = [
         _observe_ci(lib, device, ci_handle, gi_id=gi_id, mig_devices=mig_devices)
-        for ci_handle in _compute_instances_of(lib, device, gi_handle, gi_id=gi_id)
+        for ci_handle in _compute_instances_of(lib, device, gi_handle, gi_id=gi_id, counts=ci_profiles[profile_id])
     ]
     return ObservedGi(
         id=gi_id,
@@ -121,9 +137,9 @@ def _observe_gi(
     )
 
 
-def _compute_instances_of(lib: NvmlLib, device: Device, gi_handle: Handle, *, gi_id: int) -> list[Handle]:
-    handles: list[Handle] = []
-    seen_profiles: set[int] = set()
+def _ci_profile_counts(lib: NvmlLib, device: Device, gi_handle: Handle, *, gi_id: int) -> tuple[tuple[int, int], ...]:
+    """(CI profile id, instanceCount) for each distinct CI profile NVML offers in this GI."""
+    counts: dict[int, int] = {}
     answers = profiles_by_enum(
         lambda enum: lib.nvmlGpuInstanceGetComputeInstanceProfileInfo(
             gi_handle, enum, pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
@@ -132,14 +148,20 @@ def _compute_instances_of(lib: NvmlLib, device: Device, gi_handle: Handle, *, gi
         gpu_label=device.label,
     )
     for _enum, info in answers:
-        if int(info.id) in seen_profiles or int(info.instanceCount) <= 0:
-            continue
-        seen_profiles.add(int(info.id))
-        capacity = int(info.instanceCount)
+        if int(info.id) not in counts and int(info.instanceCount) > 0:
+            counts[int(info.id)] = int(info.instanceCount)
+    return tuple(counts.items())
+
+
+def _compute_instances_of(
+    lib: NvmlLib, device: Device, gi_handle: Handle, *, gi_id: int, counts: tuple[tuple[int, int], ...]
+) -> list[Handle]:
+    handles: list[Handle] = []
+    for profile_id, capacity in counts:
         buffer = (pynvml.c_nvmlComputeInstance_t * capacity)()
         count = c_uint(capacity)
-        with nvml_call(f"nvmlGpuInstanceGetComputeInstances(GI {gi_id}, profile {info.id})", device.label):
-            lib.nvmlGpuInstanceGetComputeInstances(gi_handle, int(info.id), buffer, byref(count))
+        with nvml_call(f"nvmlGpuInstanceGetComputeInstances(GI {gi_id}, profile {profile_id})", device.label):
+            lib.nvmlGpuInstanceGetComputeInstances(gi_handle, profile_id, buffer, byref(count))
         handles.extend(buffer[i] for i in range(count.value))
     return handles
 

@@ -1,12 +1,19 @@
 """The write-ahead journal: what an apply was doing, so that a restarted engine can carry on safely.
 
 The engine writes "about to run step i" before it touches the GPU and "step i done" after verifying
-it. A record is small JSON in one file, replaced atomically (tmp + fsync + rename + fsync of the
-directory), so a crash leaves either the old record or the new one, never a torn one.
+it. On disk that costs a constant per step, whatever the plan's size: the whole record, plan
+included, is written once per attempt to `journal.json` (atomically: a uniquely named temporary
+file, fsync, rename, fsync of the directory), and each later record that differs from it only in
+its step index is one short line appended to `journal.log` and fdatasynced. A line names the
+record it refines by a token, so a log left from an older record is ignored; a line torn by a
+crash does not parse and is ignored too, leaving the step before it (steps are idempotent and
+checked against the node, so resuming one step early is safe).
 
 The journal is an optimisation and a memory of failures, not the source of truth: every step is
-checked against a fresh observation before it runs, so a record that cannot be read is dropped
-(with a warning) and the engine simply observes and plans again.
+checked against a fresh observation before it runs, so a record that cannot be read (any JSON that
+is not a journal record, any garbage) is dropped with a warning and the engine observes and plans
+again. A journal that cannot be *written* is a StorageError naming the path and the errno; the
+agent checks for that (`check_writable`) before it touches the Node.
 """
 
 from __future__ import annotations
@@ -20,12 +27,23 @@ from typing import Any, Protocol
 
 import structlog
 
+from migagent.durable import (
+    append_durably,
+    fsync_directory,
+    probe_room,
+    refuse_directory,
+    storage_error,
+    sweep_stale_temp_files,
+    write_atomically,
+)
 from migagent.layout.desired import DesiredNode
 from migagent.planning import Plan
 from migagent.reconcile.states import Phase
 
 JOURNAL_VERSION = 1
 JOURNAL_FILE = "journal.json"
+PROGRESS_FILE = "journal.log"
+_PROGRESS_KEY = "progress"
 
 log = structlog.get_logger(__name__)
 
@@ -65,7 +83,10 @@ class JournalRecord:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> JournalRecord:
+    def from_json(cls, data: Any) -> JournalRecord:
+        """Raises ValueError (or KeyError/TypeError) for anything that is not a journal record."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a journal record is a JSON object, got {type(data).__name__}")
         if data.get("version") != JOURNAL_VERSION:
             raise ValueError(f"journal version {data.get('version')!r}, expected {JOURNAL_VERSION}")
         plan = data.get("plan")
@@ -92,6 +113,10 @@ class Journal(Protocol):
 
     def clear(self) -> None: ...
 
+    def check_writable(self, plan: Plan | None) -> None:
+        """Raise StorageError unless a record holding `plan`, and its progress, can be written now."""
+        ...
+
 
 class MemoryJournal:
     """A journal that lives as long as the object: for tests and for throw-away simulated nodes."""
@@ -110,51 +135,121 @@ class MemoryJournal:
     def clear(self) -> None:
         self.record = None
 
+    def check_writable(self, plan: Plan | None) -> None:
+        return None
+
 
 class FileJournal:
-    """One JSON record in `directory/journal.json`, replaced atomically on every save."""
+    """`directory/journal.json` (the record, plan included) plus `directory/journal.log` (its progress)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.path = directory / JOURNAL_FILE
+        self.progress_path = directory / PROGRESS_FILE
+        self._base: JournalRecord | None = None
+        """The record journal.json holds as written by this object; None: write it afresh next save."""
+        self._token = ""
 
     def load(self) -> JournalRecord | None:
+        self._base = None  # another process may have written since: the next save writes the record afresh
+        sweep_stale_temp_files(self.path)
         try:
-            text = self.path.read_text(encoding="utf-8")
+            refuse_directory(self.path)
+            text = self.path.read_bytes()
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            raise storage_error("the journal", self.path, exc) from exc
         try:
-            return JournalRecord.from_json(json.loads(text))
-        except (ValueError, KeyError, TypeError) as exc:
+            data = json.loads(text)
+            record = JournalRecord.from_json(data)
+        except Exception as exc:
             # Safe to drop: the engine re-observes and re-plans without it.
-            log.warning("journal_unreadable", path=str(self.path), error=str(exc))
+            log.warning("journal_unreadable", path=str(self.path), error=f"{type(exc).__name__}: {exc}")
             return None
+        token = data.get(_PROGRESS_KEY)
+        if isinstance(token, str) and token:
+            step_index = self._logged_step_index(token)
+            if step_index is not None:
+                record = record.evolve(step_index=step_index)
+        return record
+
+    def _logged_step_index(self, token: str) -> int | None:
+        """The last step index the log holds for `token`; None when it holds none."""
+        try:
+            lines = self.progress_path.read_bytes().splitlines()
+        except OSError:
+            return None  # no log (or an unreadable one): the record's own index stands
+        found: int | None = None
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line a crash tore: the one before it stands
+            if isinstance(entry, dict) and entry.get(_PROGRESS_KEY) == token:
+                index = entry.get("step_index")
+                if isinstance(index, int) and not isinstance(index, bool) and index >= 0:
+                    found = index
+        return found
 
     def save(self, record: JournalRecord) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{JOURNAL_FILE}.tmp")
-        payload = json.dumps(record.to_json(), indent=2, sort_keys=True).encode("utf-8")
-        with open(tmp, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.path)
-        _fsync_directory(self.directory)
+        base = self._base
+        if base is not None and self._only_progress(base, record):
+            line = json.dumps({_PROGRESS_KEY: self._token, "step_index": record.step_index}, separators=(",", ":"))
+            append_durably(self.progress_path, (line + "\n").encode("ascii"), what="the journal")
+            return
+        self._write_record(record)
+
+    def _only_progress(self, base: JournalRecord, record: JournalRecord) -> bool:
+        if record.plan is not base.plan and record.plan != base.plan:
+            return False
+        if record.evolve(step_index=base.step_index, plan=base.plan) != base:
+            return False
+        self._base = replace(base, plan=record.plan)  # the caller's plan object: later checks are by identity
+        return True
+
+    def _write_record(self, record: JournalRecord) -> None:
+        self._base = None
+        token = _new_token()
+        data = record.to_json() | {_PROGRESS_KEY: token}
+        payload = json.dumps(data, separators=(",", ":"), sort_keys=True).encode("utf-8")
+        write_atomically(self.path, payload, what="the journal", sync_directory=False)
+        try:
+            # Emptied after the record is replaced: a crash in between leaves lines of the old token, ignored.
+            self.progress_path.write_bytes(b"")
+            fsync_directory(self.directory)
+        except OSError as exc:
+            raise storage_error("the journal", self.progress_path, exc) from exc
+        self._base, self._token = record, token
 
     def clear(self) -> None:
-        self.path.unlink(missing_ok=True)
-        _fsync_directory(self.directory)
+        self._base = None
+        try:
+            self.path.unlink(missing_ok=True)
+            self.progress_path.unlink(missing_ok=True)
+            if self.directory.exists():
+                fsync_directory(self.directory)
+        except OSError as exc:
+            raise storage_error("the journal", self.path, exc) from exc
+
+    def check_writable(self, plan: Plan | None) -> None:
+        """Write and sync as many bytes as the record with `plan` and a progress line per step take,
+        in the journal's directory, and remove them: a full, read-only or unwritable directory, a
+        size limit, or a journal path that is a directory shows here, before anything is changed."""
+        sweep_stale_temp_files(self.path)
+        try:
+            refuse_directory(self.path)
+            refuse_directory(self.progress_path)
+        except OSError as exc:
+            raise storage_error("the journal", self.path, exc) from exc
+        steps = 0 if plan is None else len(plan.steps)
+        record_bytes = 512 + (0 if plan is None else len(json.dumps(plan.to_json(), separators=(",", ":"))))
+        line_bytes = 64
+        probe_room(self.directory, record_bytes + line_bytes * (steps + 2), what="the journal directory")
 
 
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename itself durable: without this a power cut can bring the old file back."""
-    if not directory.exists():
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _new_token() -> str:
+    return os.urandom(8).hex()
 
 
 def desired_node_hash(desired: DesiredNode) -> str:

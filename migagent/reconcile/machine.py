@@ -114,6 +114,11 @@ class ApplyEngine:
         self._skip_reset = skip_reset
         self._planner = planner
 
+    def check_storage(self, plan: Plan | None) -> None:
+        """Raise StorageError unless the journal can hold an attempt at `plan` now (called before
+        anything on the node is disturbed, so a full or read-only disk fails the attempt cleanly)."""
+        self._journal.check_writable(plan)
+
     def apply(
         self,
         desired: DesiredNode,

@@ -25,6 +25,7 @@ from migagent.errors import (
     LayoutSelectsNoGpuError,
     MigAgentError,
     ResetRequiredError,
+    StorageError,
 )
 from migagent.kube.cordon import Cordon, cordoned_by_us
 from migagent.kube.deviceplugin import (
@@ -170,6 +171,7 @@ _REASONS: tuple[tuple[type[BaseException], ConditionReason], ...] = (
     (InvalidLayoutError, ConditionReason.INVALID_LAYOUT),
     (ResetRequiredError, ConditionReason.REBOOT_REQUIRED),
     (AdvertisementTimeoutError, ConditionReason.WAITING_FOR_DEVICE_PLUGIN),
+    (StorageError, ConditionReason.STORAGE_UNWRITABLE),
 )
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Protocol
 
 from migagent.clock import Clock
-from migagent.kube.deviceplugin import DevicePluginRestarter
+from migagent.kube.deviceplugin import DevicePluginRestarter, NodeUpdates
 from migagent.kube.drain import Drainer, PodDeviceHolding
 from migagent.kube.port import KubePort
 from migagent.layout.observed import Observation
@@ -64,6 +64,8 @@ class AgentPorts:
     listener: MetricsListener = field(default_factory=NullListener)
     post_change: PostChangeSteps | None = None
     """GPU Operator steps around a change (validators, CDI spec, host GPU clients); None: none."""
+    node_updates: NodeUpdates | None = None
+    """The agent's watch of its Node: the wait for the new advertisement follows it (None: polls)."""
 
 
 @dataclass(frozen=True)

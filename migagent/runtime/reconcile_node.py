@@ -199,6 +199,7 @@ class NodeReconcile:
         return Outcome.UNCHANGED
 
     def _reconfigure(self, name: str, desired: DesiredNode, observation: Observation, decided: _Decided) -> Outcome:
+        self._p.engine.check_storage(decided.steps)  # a full or read-only journal fails here, node untouched
         self._report_pending(name, desired, decided.steps)
         with self._in_phase(AgentPhase.CORDON):
             if self._releases.cordon.cordon():
@@ -403,6 +404,8 @@ class NodeReconcile:
             clock=self._p.clock,
             poll_interval_s=self._settings.readvertise_poll_s,
             stop=self._stop,
+            updates=self._p.node_updates,
+            checkpoint=checkpoint,
         )
         self._p.listener.readvertise_wait(self._p.clock.monotonic() - started)
         return after

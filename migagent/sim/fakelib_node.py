@@ -23,9 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from migagent.catalog import UnknownGpuModelError
+from migagent.durable import write_atomically
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.spec import NodeSpecError
 from migagent.sim.state import SimNodeState, StateFormatError
+from migagent.sim.state_check import check_profiles
 
 STATE_ENV = "MIGAGENT_FAKE_NVML_STATE"
 SPEC_ENV = "MIGAGENT_FAKE_NVML_SPEC"
@@ -106,12 +108,7 @@ def _alive(pid: int) -> bool:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    write_atomically(path, text.encode("utf-8"), what="the simulated node's NVML clients", sync_directory=False)
 
 
 class StateFileNode:
@@ -158,6 +155,7 @@ class StateFileNode:
     def _reloaded(self, previous: FakeNvml | None) -> FakeNvml:
         try:
             state = SimNodeState.load(self.path)
+            check_profiles(state)
             fresh = FakeNvml(state)
         except (OSError, UnicodeDecodeError, StateFormatError, UnknownGpuModelError) as exc:
             raise NodeConfigError(f"{STATE_ENV}={self.path}: cannot load the simulated node: {exc}") from exc

@@ -8,8 +8,6 @@ round-trip exactly.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from migagent.catalog import GpuModel, Placement
+from migagent.durable import sweep_stale_temp_files, write_atomically
 
 STATE_FORMAT_VERSION = 1
 GI_ID_MAPS = ("standard", "xor4")
@@ -256,22 +255,14 @@ class SimNodeState:
         )
 
     def save(self, path: Path) -> None:
-        """Write atomically (tmp + fsync + rename) so a crash never leaves a half-written node."""
+        """Write atomically (a uniquely named temporary file, fsync, rename) so a crash never leaves a
+        half-written node; StorageError (path, errno) when the disk refuses, with no temporary file left."""
         text = json.dumps(self.to_dict(), indent=2, sort_keys=True)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomically(path, text.encode("utf-8"), what="the simulated node's state", sync_directory=False)
 
     @classmethod
     def load(cls, path: Path) -> SimNodeState:
+        sweep_stale_temp_files(path)  # left by a writer killed mid-save
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:

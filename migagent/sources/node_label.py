@@ -98,6 +98,9 @@ class NodeLabelSource:
         self._failing: str | None = None
         self.relists = 0
         """How many times the node was (re-)listed: a figure for tests and the bench."""
+        self._node: NodeView | None = None
+        self._node_seq = 0
+        self._node_seen = threading.Event()
 
     # -- the agent's side ---------------------------------------------------------------------------
 
@@ -122,6 +125,25 @@ class NodeLabelSource:
                 return Wakeup()
             self._clock.wait(self._changed, min(_STOP_POLL_S, deadline - now, resync_at - now))
         return Wakeup()
+
+    def node_after(self, seen: int, timeout_s: float) -> tuple[int, NodeView | None]:
+        """(sequence, Node): the newest Node the watch delivered, as soon as its sequence number passes
+        `seen` or after `timeout_s` (then whatever is newest). One waiter at a time (the agent's loop):
+        waiting on the watch costs no request, where polling the Node costs one per poll."""
+        if timeout_s > 0:
+            self._node_seen.clear()
+            with self._lock:
+                newer = self._node_seq > seen
+            if not newer:
+                self._clock.wait(self._node_seen, timeout_s)
+        with self._lock:
+            return self._node_seq, self._node
+
+    def _publish(self, node: NodeView) -> None:
+        with self._lock:
+            self._node = node
+            self._node_seq += 1
+        self._node_seen.set()
 
     def _take_resync(self, now: float, resync_at: float) -> bool:
         if now < resync_at:
@@ -188,6 +210,7 @@ class NodeLabelSource:
         with self._lock:
             self._failing = None
         self.relists += 1
+        self._publish(node)
         self._deliver(node.labels.get(self._label))
         resource_version = node.resource_version
         for event in self._api.watch_node(resource_version, self._settings.watch_timeout_s):
@@ -197,6 +220,7 @@ class NodeLabelSource:
             if event.type == "DELETED":
                 self._deliver(None)
             elif event.node is not None:
+                self._publish(event.node)
                 self._deliver(event.node.labels.get(self._label))
         # The stream ended (server timeout or a dropped connection): the caller lists again.
 

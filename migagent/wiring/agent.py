@@ -109,6 +109,7 @@ def build_agent(
     post_change: PostChangeSteps | None = None,
 ) -> tuple[Agent, NodeLabelSource]:
     """The agent and its label source (not started: `source.start()` before `agent.run`)."""
+    source = NodeLabelSource(api, clock=clock, settings=options.watch)
     ports = AgentPorts(
         api=api,
         driver=driver,
@@ -127,8 +128,8 @@ def build_agent(
         clock=clock,
         listener=listener or NullListener(),
         post_change=post_change,
+        node_updates=source,
     )
-    source = NodeLabelSource(api, clock=clock, settings=options.watch)
     if health is not None:
         health.add_liveness_check(source.stuck)
         health.add_readiness_check(source.failing)

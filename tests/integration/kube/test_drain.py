@@ -121,8 +121,9 @@ def test_the_drain_needs_no_pod_get_and_no_pdb_access_only_pod_lists_and_evictio
     made = {(r.verb, r.api_group, r.resource, r.subresource) for r in populated.requests}
     assert made == {("list", "", "pods", None), ("create", "", "pods", "eviction")}
     selectors = [r.query.get("fieldSelector", "") for r in populated.requests if r.verb == "list"]
-    lookups = [s for s in selectors if not s.startswith("spec.nodeName=")]
-    assert set(lookups) == {"metadata.name=on-2g"}  # waiting for the evicted pod to go
+    # waiting for the evicted pod to go: lists of the node's pods, never a lookup per pod
+    assert selectors
+    assert all(s.startswith("spec.nodeName=") for s in selectors)
 
 
 def test_a_refused_eviction_whose_429_names_no_budget_is_still_blamed_on_a_pdb(

@@ -25,6 +25,7 @@ class MemoryCluster:
     """pod name -> the PDBs its 429 names (none: a 429 whose body names no budget)."""
     evictions: list[str] = field(default_factory=list)
     deletions: list[str] = field(default_factory=list)
+    lists: int = 0
 
     def evict(self, ref: PodRef) -> EvictionOutcome:
         self.evictions.append(ref.name)
@@ -54,6 +55,10 @@ class MemoryCluster:
 
     def read_pod(self, ref: PodRef) -> PodView | None:
         return self.pods.get(ref.name)
+
+    def list_pods_on_node(self, *, label_selector: str | None = None, namespace: str | None = None) -> list[PodView]:
+        self.lists += 1
+        return list(self.pods.values())
 
 
 def _cluster(*names: str) -> MemoryCluster:
@@ -129,3 +134,39 @@ def test_daemonset_and_mirror_pods_handed_to_the_drainer_are_left_alone() -> Non
     assert result.removed == ()
     assert cluster.evictions == []
     assert cluster.deletions == []
+
+
+@dataclass
+class SlowTermination(MemoryCluster):
+    """Evicted pods stay listed (Terminating) for `lists_left` more lists of the node's pods."""
+
+    lists_left: int = 3
+    leaving: dict[str, PodView] = field(default_factory=dict)
+
+    def _remove(self, name: str) -> None:
+        self.leaving[name] = self.pods.pop(name)
+
+    def list_pods_on_node(self, *, label_selector: str | None = None, namespace: str | None = None) -> list[PodView]:
+        self.lists += 1
+        listed = [*self.pods.values(), *self.leaving.values()]
+        self.lists_left -= 1
+        if self.lists_left <= 0:
+            self.leaving.clear()
+        return listed
+
+
+@pytest.mark.parametrize("count", [1, 10, 100])
+def test_drain_progress_costs_one_list_per_poll_whatever_the_number_of_pods(count: int) -> None:
+    names = [f"p{i}" for i in range(count)]
+    cluster = SlowTermination(pods={name: pod(name) for name in names})
+    result = Drainer(cluster, clock=FakeClock(), poll_interval_s=1.0).drain(list(cluster.pods.values()), timeout_s=60)
+    assert len(result.removed) == count
+    assert cluster.evictions == names
+    assert cluster.lists == 4  # three that still show them Terminating, one that shows them gone
+
+
+def test_the_polls_start_fast_and_slow_down_to_the_poll_interval() -> None:
+    cluster = SlowTermination(pods={"a": pod("a")}, lists_left=7)
+    clock = FakeClock()
+    Drainer(cluster, clock=clock, poll_interval_s=1.0).drain([cluster.pods["a"]], timeout_s=60)
+    assert clock.sleeps == pytest.approx([0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0])

@@ -101,7 +101,7 @@ def test_saving_replaces_the_record_and_leaves_no_temporary_file(tmp_path: Path)
     journal.save(_record(step_index=1))
     journal.save(_record(step_index=2))
     assert journal.load() == _record(step_index=2)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["journal.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["journal.json", "journal.log"]
 
 
 def test_clear_removes_the_record(tmp_path: Path) -> None:
