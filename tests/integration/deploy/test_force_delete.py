@@ -39,7 +39,8 @@ def test_the_component_adds_the_flag_and_exactly_the_delete_pods_grant(force_del
         (p.verb, p.group, p.resource, p.namespace)
         for p in permissions_of(force_delete_objects, service_account=_account(force_delete_objects))
     }
-    assert after - before == {("delete", "", "pods", None)}
+    # the grant, and the marker by which the admission policy lets it delete workload pods on its own node
+    assert after - before == {("delete", "", "pods", None), ("force-delete-on-own-node", "migagent.io", "nodeagents", None)}
     assert before <= after
     assert deployed_flags(force_delete_objects).force_delete is True
     assert deployed_flags(plain).force_delete is False
