@@ -108,7 +108,7 @@ def ensure_namespace(plane: ControlPlane, name: str) -> None:
             raise
 
 
-def ensure_owner(plane: ControlPlane, kind: str, namespace: str, name: str) -> str:
+def ensure_owner(plane: ControlPlane, kind: str, namespace: str, name: str, *, replicas: int = 1) -> str:
     """An inert DaemonSet or ReplicaSet (no controller runs them) so a pod may name it as its owner; its UID.
 
     The garbage collector deletes a pod whose owner does not exist, so an owner must be real."""
@@ -118,7 +118,10 @@ def ensure_owner(plane: ControlPlane, kind: str, namespace: str, name: str) -> s
         "metadata": {"labels": {"migagent-test-owner": name}},
         "spec": {"containers": [{"name": "main", "image": "example.com/app:1"}]},
     }
-    body: JsonDict = {"metadata": {"name": name}, "spec": {"selector": selector, "template": template}}
+    spec: JsonDict = {"selector": selector, "template": template}
+    if kind != "DaemonSet":
+        spec["replicas"] = replicas  # what the disruption controller counts as expected pods
+    body: JsonDict = {"metadata": {"name": name}, "spec": spec}
     read, create = (
         (apps.read_namespaced_daemon_set, apps.create_namespaced_daemon_set)
         if kind == "DaemonSet"
