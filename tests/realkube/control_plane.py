@@ -41,11 +41,14 @@ import yaml
 from kubernetes import client
 
 from tests.realkube.certs import CertPair, Pki
+from tests.realkube.rest import HttpError, Rest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = "scripts/control_plane.sh"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 ISSUER = "https://kubernetes.default.svc.cluster.local"
+IDENTITY_POD_LABEL = "migagent-test-identity"
+"""The label of the pods the agents' tokens are bound to (the harness's, not a scenario's)."""
 CONTROLLERS = ("disruption", "garbage-collector-controller", "namespace", "serviceaccount")
 JsonDict = dict[str, Any]
 
@@ -234,13 +237,13 @@ class ControlPlane:
             ],
         )
         # The serviceaccount controller's first act is `default` in every namespace: wait for it.
-        core = client.CoreV1Api(self.api_client(self.admin))
+        admin = self.rest(self.admin)
         deadline = time.monotonic() + 120
         while True:
             try:
-                core.read_namespaced_service_account("default", "default")
+                admin.get("/api/v1/namespaces/default/serviceaccounts/default")
                 return
-            except client.ApiException as error:
+            except HttpError as error:
                 if error.status != 404:
                     raise
             _, process = self._processes[-1]
@@ -270,7 +273,12 @@ class ControlPlane:
         return config
 
     def api_client(self, identity: Identity) -> client.ApiClient:
+        """A kubernetes client as `identity` (what the agent under test gets)."""
         return client.ApiClient(self.configuration(identity))
+
+    def rest(self, identity: Identity) -> Rest:
+        """Plain JSON requests as `identity` (what the harness sends)."""
+        return Rest(self.url, self.ssl_context(identity), token=identity.token)
 
     def node_identity(self, node: str) -> Identity:
         """The kubelet of `node`: `system:node:<node>` in `system:nodes`, by client certificate."""
@@ -318,34 +326,32 @@ class ControlPlane:
     # -- identities a cluster gives the agent ---------------------------------------------------
 
     def ensure_node(self, name: str, *, labels: Mapping[str, str] | None = None) -> JsonDict:
-        core = client.CoreV1Api(self.api_client(self.admin))
+        admin = self.rest(self.admin)
         try:
-            node = core.read_node(name)
-        except client.ApiException as error:
+            return admin.get(f"/api/v1/nodes/{name}")
+        except HttpError as error:
             if error.status != 404:
                 raise
-            node = core.create_node(
-                {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": dict(labels or {})}}
-            )
-        result: JsonDict = self.api_client(self.admin).sanitize_for_serialization(node)
-        return result
+        node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": dict(labels or {})}}
+        return admin.create("/api/v1/nodes", node)
 
     def bound_token(self, *, namespace: str, service_account: str, node: str, expiration_s: int = 3600) -> str:
         """A token for `service_account` from the TokenRequest API, bound to a Pod on `node` (created here),
         so the server puts `authentication.kubernetes.io/node-name: <node>` in the token's user info."""
-        core = client.CoreV1Api(self.api_client(self.admin))
+        admin = self.rest(self.admin)
         pod_name = f"{service_account}-{node}"
+        pods = f"/api/v1/namespaces/{namespace}/pods"
         try:
-            pod = core.read_namespaced_pod(pod_name, namespace)
-        except client.ApiException as error:
+            pod = admin.get(f"{pods}/{pod_name}")
+        except HttpError as error:
             if error.status != 404:
                 raise
-            pod = core.create_namespaced_pod(
-                namespace,
+            pod = admin.create(
+                pods,
                 {
                     "apiVersion": "v1",
                     "kind": "Pod",
-                    "metadata": {"name": pod_name, "labels": {"app.kubernetes.io/name": "migagent-test-identity"}},
+                    "metadata": {"name": pod_name, "labels": {"app.kubernetes.io/name": IDENTITY_POD_LABEL}},
                     "spec": {
                         "nodeName": node,
                         "serviceAccountName": service_account,
@@ -359,11 +365,11 @@ class ControlPlane:
             "kind": "TokenRequest",
             "spec": {
                 "expirationSeconds": expiration_s,
-                "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": pod.metadata.uid},
+                "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": pod["metadata"]["uid"]},
             },
         }
-        answer = core.create_namespaced_service_account_token(service_account, namespace, request)
-        token: str = answer.status.token
+        answer = admin.create(f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token", request)
+        token: str = answer["status"]["token"]
         return token
 
     def agent_identity(self, *, namespace: str, service_account: str, node: str) -> Identity:
@@ -372,10 +378,10 @@ class ControlPlane:
 
     def whoami(self, identity: Identity) -> JsonDict:
         """The user info the server derives from `identity` (SelfSubjectReview)."""
-        api = client.AuthenticationV1Api(self.api_client(identity))
-        review = api.create_self_subject_review({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
-        result: JsonDict = self.api_client(identity).sanitize_for_serialization(review.status.user_info)
-        return result
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        answer = self.rest(identity).create("/apis/authentication.k8s.io/v1/selfsubjectreviews", review)
+        user: JsonDict = answer["status"]["userInfo"]
+        return user
 
 
 def new_workdir() -> Path:

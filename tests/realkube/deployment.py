@@ -8,16 +8,15 @@ never the namespace or the service account: the agent's pod-bound token names th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from kubernetes import client
 
 from tests.integration.deploy.manifests import only, render, render_with_components
 from tests.realkube.control_plane import ControlPlane, Identity
 from tests.realkube.policy_cases import NODE, Case, stored_node
+from tests.realkube.rest import HttpError
 
 JsonDict = dict[str, Any]
 Key = tuple[str, str, str]  # kind, namespace, name
@@ -100,10 +99,11 @@ def _dump(objects: list[JsonDict]) -> str:
 
 
 def ensure_namespace(plane: ControlPlane, name: str) -> None:
-    core = client.CoreV1Api(plane.api_client(plane.admin))
     try:
-        core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    except client.ApiException as error:
+        plane.rest(plane.admin).create(
+            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        )
+    except HttpError as error:
         if error.status != 409:
             raise
 
@@ -112,44 +112,37 @@ def ensure_owner(plane: ControlPlane, kind: str, namespace: str, name: str, *, r
     """An inert DaemonSet or ReplicaSet (no controller runs them) so a pod may name it as its owner; its UID.
 
     The garbage collector deletes a pod whose owner does not exist, so an owner must be real."""
-    apps = client.AppsV1Api(plane.api_client(plane.admin))
-    selector = {"matchLabels": {"migagent-test-owner": name}}
-    template = {
-        "metadata": {"labels": {"migagent-test-owner": name}},
-        "spec": {"containers": [{"name": "main", "image": "example.com/app:1"}]},
+    admin = plane.rest(plane.admin)
+    collection = f"/apis/apps/v1/namespaces/{namespace}/{'daemonsets' if kind == 'DaemonSet' else 'replicasets'}"
+    spec: JsonDict = {
+        "selector": {"matchLabels": {"migagent-test-owner": name}},
+        "template": {
+            "metadata": {"labels": {"migagent-test-owner": name}},
+            "spec": {"containers": [{"name": "main", "image": "example.com/app:1"}]},
+        },
     }
-    spec: JsonDict = {"selector": selector, "template": template}
     if kind != "DaemonSet":
         spec["replicas"] = replicas  # what the disruption controller counts as expected pods
-    body: JsonDict = {"metadata": {"name": name}, "spec": spec}
-    read, create = (
-        (apps.read_namespaced_daemon_set, apps.create_namespaced_daemon_set)
-        if kind == "DaemonSet"
-        else (apps.read_namespaced_replica_set, apps.create_namespaced_replica_set)
-    )
     try:
-        found = read(name, namespace)
-    except client.ApiException as error:
+        found = admin.get(f"{collection}/{name}")
+    except HttpError as error:
         if error.status != 404:
             raise
-        found = create(namespace, {"apiVersion": "apps/v1", "kind": kind, **body})
-    uid: str = found.metadata.uid
+        found = admin.create(
+            collection, {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+        )
+    uid: str = found["metadata"]["uid"]
     return uid
 
 
-def create_pod(plane: ControlPlane, pod: JsonDict, *, owner_uids: Mapping[str, str] | None = None) -> JsonDict:
-    """Create `pod` as the admin (bound to its node by spec.nodeName), owners made real first."""
+def create_pod(plane: ControlPlane, pod: JsonDict) -> JsonDict:
+    """Create `pod` as the admin (bound to its node by spec.nodeName), its owners made real first."""
     metadata = pod["metadata"]
     namespace = metadata["namespace"]
     ensure_namespace(plane, namespace)
     for reference in metadata.get("ownerReferences") or []:
-        reference["uid"] = (owner_uids or {}).get(reference["name"]) or ensure_owner(
-            plane, reference["kind"], namespace, reference["name"]
-        )
-    api = plane.api_client(plane.admin)
-    created = client.CoreV1Api(api).create_namespaced_pod(namespace, pod)
-    result: JsonDict = api.sanitize_for_serialization(created)
-    return result
+        reference["uid"] = ensure_owner(plane, reference["kind"], namespace, reference["name"])
+    return plane.rest(plane.admin).create(f"/api/v1/namespaces/{namespace}/pods", pod)
 
 
 def merge_patch(old: Any, new: Any) -> Any:
@@ -171,13 +164,12 @@ def reset_node(plane: ControlPlane, case: Case, name: str = NODE) -> JsonDict:
     """As the admin: put the Node back to `stored_node` with the case's `before`; returns that state."""
     target = stored_node(name)
     case.before(target)
-    core = client.CoreV1Api(plane.api_client(plane.admin))
-    plane.ensure_node(name)
-    current = plane.api_client(plane.admin).sanitize_for_serialization(core.read_node(name))
+    admin = plane.rest(plane.admin)
+    current = plane.ensure_node(name)
     current["metadata"]["labels"] = target["metadata"]["labels"]
     current["metadata"]["annotations"] = target["metadata"]["annotations"]
     current["spec"] = target["spec"]
-    updated = plane.api_client(plane.admin).sanitize_for_serialization(core.replace_node(name, current))
+    updated = admin.replace(f"/api/v1/nodes/{name}", current)
     updated["status"] = target["status"]
-    core.replace_node_status(name, updated)
+    admin.replace(f"/api/v1/nodes/{name}/status", updated)
     return target

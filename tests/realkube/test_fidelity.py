@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from kubernetes import client
 
 from migagent.sim.kube_apiserver import FakeApiServer
 from migagent.sim.kube_apiserver.access import AccessControl
@@ -292,39 +291,34 @@ def fake_endpoint() -> Iterator[Endpoint]:
 def real_endpoint(control_plane: ControlPlane) -> Endpoint:
     deployer = Deployer(control_plane)
     objects = deployer.install(GPU_OPERATOR)
-    admin = control_plane.api_client(control_plane.admin)
-    core = client.CoreV1Api(admin)
+    admin = control_plane.rest(control_plane.admin)
+    node_path = f"/api/v1/nodes/{NODE}"
     # The node as the fake has it: the two labels, nothing cordoned, no condition.
     reset_node(control_plane, Case("fidelity", lambda node: None, True))
-    node = admin.sanitize_for_serialization(core.read_node(NODE))
+    node = admin.get(node_path)
     node["metadata"]["labels"] = dict(LABELS)
     node["metadata"]["annotations"] = {}
     node["spec"] = {}
+    node = admin.replace(node_path, node)
     node["status"] = {}
-    core.replace_node_status(NODE, core.replace_node(NODE, node))
+    admin.replace(f"{node_path}/status", node)
     ensure_namespace(control_plane, WORK)
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "w1-owner", "uid": "", "controller": True}
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {
-            "name": "w1",
-            "namespace": WORK,
-            "labels": {"app": "work"},
-            "ownerReferences": [
-                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "w1-owner", "uid": "x", "controller": True}
-            ],
-        },
+        "metadata": {"name": "w1", "namespace": WORK, "labels": {"app": "work"}, "ownerReferences": [owner]},
         "spec": {"nodeName": NODE, "containers": [{"name": "main", "image": "example.com/app:1"}]},
     }
     create_pod(control_plane, pod)
-    kubelet = client.CoreV1Api(control_plane.api_client(control_plane.node_identity(NODE)))
-    kubelet.patch_namespaced_pod_status(
-        "w1",
-        WORK,
+    kubelet = control_plane.rest(control_plane.node_identity(NODE))
+    kubelet.patch(
+        f"/api/v1/namespaces/{WORK}/pods/w1/status",
         {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
     )
-    client.PolicyV1Api(admin).create_namespaced_pod_disruption_budget(
-        WORK,
+    budgets = f"/apis/policy/v1/namespaces/{WORK}/poddisruptionbudgets"
+    admin.create(
+        budgets,
         {
             "apiVersion": "policy/v1",
             "kind": "PodDisruptionBudget",
@@ -334,16 +328,17 @@ def real_endpoint(control_plane: ControlPlane) -> Endpoint:
     )
     deadline = time.monotonic() + 60
     while True:  # the disruption controller has looked at the budget (else a 429 says "try again")
-        pdb = client.PolicyV1Api(admin).read_namespaced_pod_disruption_budget("work", WORK)
-        if pdb.status and pdb.status.observed_generation == pdb.metadata.generation and pdb.status.current_healthy == 1:
+        pdb = admin.get(f"{budgets}/work")
+        status = pdb.get("status") or {}
+        if status.get("observedGeneration") == pdb["metadata"]["generation"] and status.get("currentHealthy") == 1:
             break
-        assert time.monotonic() < deadline, "the disruption controller never observed the budget"
+        assert time.monotonic() < deadline, f"the disruption controller never observed the budget: {status}"
         time.sleep(0.5)
     agent = deployer.agent(objects, NODE)
     assert agent.token is not None
 
     def admin_edit(labels: dict[str, str]) -> None:
-        core.patch_node(NODE, {"metadata": {"labels": labels}})
+        admin.patch(node_path, {"metadata": {"labels": labels}})
 
     # TLS that trusts the server's CA but presents no client certificate: the token alone says who asks.
     return Endpoint(control_plane.url, control_plane.ssl_context(agent), agent.token, admin_edit)

@@ -11,11 +11,9 @@ error. What decides is cel-go in the real admission plugin, with its type checke
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 import pytest
-from kubernetes import client
 
 from tests.realkube.control_plane import ControlPlane, Identity
 from tests.realkube.deployment import (
@@ -40,6 +38,7 @@ from tests.realkube.policy_cases import (
     pod_object,
     stored_node,
 )
+from tests.realkube.rest import MERGE, HttpError
 
 JsonDict = dict[str, Any]
 NODE_POLICY = "migagent-own-node-only"
@@ -58,30 +57,26 @@ def operator_agent(deployer: Deployer) -> Identity:
     return deployer.agent(objects, NODE)
 
 
-def agent_update(plane: ControlPlane, agent: Identity, case: Case, name: str = NODE) -> client.ApiException | None:
+def agent_update(plane: ControlPlane, agent: Identity, case: Case, name: str = NODE) -> HttpError | None:
+    """The case's change as one JSON merge patch by `agent` (on /status for a status case); the refusal, if any."""
     old = reset_node(plane, case, name)
     new = copy.deepcopy(old)
     case.edit(new)
-    patch = merge_patch(old, new)
-    core = client.CoreV1Api(plane.api_client(agent))
+    path = f"/api/v1/nodes/{name}" + ("/status" if case.subresource == "status" else "")
     try:
-        if case.subresource == "status":
-            core.patch_node_status(name, patch, _content_type="application/merge-patch+json")
-        else:
-            core.patch_node(name, patch, _content_type="application/merge-patch+json")
-    except client.ApiException as error:
+        plane.rest(agent).patch(path, merge_patch(old, new), content_type=MERGE)
+    except HttpError as error:
         return error
     return None
 
 
-def assert_refused_by(error: client.ApiException | None, policy: str) -> None:
+def assert_refused_by(error: HttpError | None, policy: str) -> None:
     assert error is not None, "allowed"
     assert error.status == 403, (error.status, error.body)
-    body = json.loads(error.body)
-    assert f"ValidatingAdmissionPolicy '{policy}'" in body["message"], body["message"]
+    assert f"ValidatingAdmissionPolicy '{policy}'" in error.message, error.message
     # refused by a rule, not because an expression failed to compile or evaluate (failurePolicy: Fail)
-    assert "resulted in error" not in body["message"], body["message"]
-    assert "compil" not in body["message"], body["message"]
+    assert "resulted in error" not in error.message, error.message
+    assert "compil" not in error.message, error.message
 
 
 @pytest.mark.parametrize("case", ALLOWED, ids=lambda c: c.what)
@@ -93,9 +88,7 @@ def test_the_agent_may_make_each_change_a_mig_change_needs_on_its_own_node(
     expected = stored_node()
     case.before(expected)
     case.edit(expected)
-    node = control_plane.api_client(control_plane.admin).sanitize_for_serialization(
-        client.CoreV1Api(control_plane.api_client(control_plane.admin)).read_node(NODE)
-    )
+    node = control_plane.rest(control_plane.admin).get(f"/api/v1/nodes/{NODE}")
     assert node["metadata"]["labels"] == expected["metadata"]["labels"]
     assert node["metadata"].get("annotations", {}) == expected["metadata"]["annotations"]
     assert bool(node["spec"].get("unschedulable")) == bool(expected["spec"].get("unschedulable"))
@@ -115,7 +108,7 @@ def test_the_agent_may_not_change_another_node_even_where_its_own_would_be_allow
     error = agent_update(control_plane, operator_agent, case, name=OTHER_NODE)
     assert_refused_by(error, NODE_POLICY)
     assert error is not None
-    assert f"migagent running on node {NODE} may not change node {OTHER_NODE}" in json.loads(error.body)["message"]
+    assert f"migagent running on node {NODE} may not change node {OTHER_NODE}" in error.message
 
 
 def test_the_servers_token_carries_the_pods_node_and_the_agents_groups(
@@ -131,15 +124,15 @@ def test_the_servers_token_carries_the_pods_node_and_the_agents_groups(
 def test_a_token_without_the_node_claim_is_refused_with_the_reason(
     control_plane: ControlPlane, operator_agent: Identity
 ) -> None:
-    core = client.CoreV1Api(control_plane.api_client(control_plane.admin))
-    answer = core.create_namespaced_service_account_token(
-        "migagent", "migagent", {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+    answer = control_plane.rest(control_plane.admin).create(
+        "/api/v1/namespaces/migagent/serviceaccounts/migagent/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
     )
-    unbound = Identity("unbound", token=answer.status.token)
+    unbound = Identity("unbound", token=answer["status"]["token"])
     error = agent_update(control_plane, unbound, ALLOWED[0])
     assert_refused_by(error, NODE_POLICY)
     assert error is not None
-    assert "authentication.kubernetes.io/node-name" in json.loads(error.body)["message"]
+    assert "authentication.kubernetes.io/node-name" in error.message
 
 
 def test_the_admin_is_not_judged_by_the_policy(control_plane: ControlPlane, operator_agent: Identity) -> None:
@@ -152,11 +145,11 @@ def test_the_kubelet_of_the_node_may_publish_its_status_but_not_another_nodes(
     """The Node authorizer as the simulated kubelet meets it: its own Node's status, no other's."""
     reset_node(control_plane, ALLOWED[0])
     reset_node(control_plane, ALLOWED[0], OTHER_NODE)
-    kubelet = client.CoreV1Api(control_plane.api_client(control_plane.node_identity(NODE)))
+    kubelet = control_plane.rest(control_plane.node_identity(NODE))
     patch = {"status": {"allocatable": {"cpu": "63", "nvidia.com/mig-1g.10gb": "0"}}}
-    kubelet.patch_node_status(NODE, patch)
-    with pytest.raises(client.ApiException) as refused:
-        kubelet.patch_node_status(OTHER_NODE, patch)
+    kubelet.patch(f"/api/v1/nodes/{NODE}/status", patch)
+    with pytest.raises(HttpError) as refused:
+        kubelet.patch(f"/api/v1/nodes/{OTHER_NODE}/status", patch)
     assert refused.value.status == 403
 
 
@@ -191,19 +184,16 @@ def test_pod_deletes_by_the_agent_only_on_its_node_and_only_of_the_kinds_it_rest
     agent = deployer.agent(objects, NODE)
     name = f"target-{abs(hash(request.node.nodeid)) % 10**8}"
     create_pod(control_plane, pod_object(case, name))
-    core = client.CoreV1Api(control_plane.api_client(agent))
+    pod = f"/api/v1/namespaces/{case.namespace}/pods/{name}"
     expected = _expected(variant, case)
     if expected == "allowed":
-        core.delete_namespaced_pod(name, case.namespace, grace_period_seconds=0)
+        control_plane.rest(agent).delete(pod, {"gracePeriodSeconds": 0})
         return
-    with pytest.raises(client.ApiException) as refused:
-        core.delete_namespaced_pod(name, case.namespace, grace_period_seconds=0)
-    client.CoreV1Api(control_plane.api_client(control_plane.admin)).delete_namespaced_pod(
-        name, case.namespace, grace_period_seconds=0
-    )
+    with pytest.raises(HttpError) as refused:
+        control_plane.rest(agent).delete(pod, {"gracePeriodSeconds": 0})
+    control_plane.rest(control_plane.admin).delete(pod, {"gracePeriodSeconds": 0})
     assert refused.value.status == 403, (refused.value.status, refused.value.body)
-    message = json.loads(refused.value.body)["message"]
     if expected == "policy":
-        assert f"ValidatingAdmissionPolicy '{POD_POLICY}'" in message, message
+        assert f"ValidatingAdmissionPolicy '{POD_POLICY}'" in refused.value.message, refused.value.message
     else:
-        assert "cannot delete resource" in message, message
+        assert "cannot delete resource" in refused.value.message, refused.value.message

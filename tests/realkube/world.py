@@ -29,8 +29,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from kubernetes import client, watch
-
 from migagent.cli.simcluster import SimCluster, SimClusterConfig
 from migagent.clock import Clock, SystemClock
 from migagent.kube.adapter import KubeApi
@@ -39,8 +37,9 @@ from migagent.sim.kube_apiserver.errors import ApiError
 from migagent.sim.kube_apiserver.objects import pod_object
 from migagent.sim.kube_apiserver.rbac import UserInfo
 from migagent.sim.kubelet import FakeKubelet
-from tests.realkube.control_plane import ControlPlane, Identity
+from tests.realkube.control_plane import IDENTITY_POD_LABEL, ControlPlane, Identity
 from tests.realkube.deployment import ensure_namespace, ensure_owner
+from tests.realkube.rest import HttpError
 
 if TYPE_CHECKING:
     from migagent.cli.agent import AgentOptions
@@ -48,12 +47,7 @@ if TYPE_CHECKING:
 JsonDict = dict[str, Any]
 Listener = Callable[[JsonDict], None]
 _LOG = logging.getLogger(__name__)
-_IDENTITY_POD_LABEL = "migagent-test-identity"
-
-
-def _plain(api: client.ApiClient, model: Any) -> JsonDict:
-    result: JsonDict = api.sanitize_for_serialization(model)
-    return result
+_IDENTITY = "app.kubernetes.io/name"
 
 
 class RealKubeApi:
@@ -61,10 +55,8 @@ class RealKubeApi:
         self.plane = plane
         self.node_name = node_name
         self.agent_account = agent_account
-        self._admin = plane.api_client(plane.admin)
-        self._kubelet = plane.api_client(plane.node_identity(node_name))
-        self._admin_core = client.CoreV1Api(self._admin)
-        self._kubelet_core = client.CoreV1Api(self._kubelet)
+        self._admin = plane.rest(plane.admin)
+        self._kubelet = plane.rest(plane.node_identity(node_name))
         self._node_listeners: list[Listener] = []
         self._pod_listeners: list[Listener] = []
         self._finished: set[str] = set()
@@ -83,8 +75,14 @@ class RealKubeApi:
         return self.plane  # not None: every agent request carries its token
 
     def start(self) -> str:
-        for target in (self._watch_node, self._watch_pods):
-            thread = threading.Thread(target=target, name=f"realkube-{target.__name__}", daemon=True)
+        watches = (
+            ("/api/v1/nodes", {"fieldSelector": f"metadata.name={self.node_name}"}, self._node_event),
+            ("/api/v1/pods", {"fieldSelector": f"spec.nodeName={self.node_name}"}, self._pod_event),
+        )
+        for path, query, handle in watches:
+            thread = threading.Thread(
+                target=self._watch_loop, args=(path, query, handle), name=f"realkube-watch{path}", daemon=True
+            )
             self._threads.append(thread)
             thread.start()
         return self.url
@@ -106,35 +104,34 @@ class RealKubeApi:
             node["spec"] = {}
             node["status"] = {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}
 
-        self._clear_pods(name)
+        self._clear(name)
         return self.update_node(name, fresh)
 
     def node(self, name: str) -> JsonDict:
         try:
-            return _plain(self._admin, self._admin_core.read_node(name))
-        except client.ApiException as error:
+            return self._admin.get(f"/api/v1/nodes/{name}")
+        except HttpError as error:
             if error.status == 404:
                 raise KeyError(name) from error
             raise
 
     def update_node(self, name: str, fn: Callable[[JsonDict], None]) -> JsonDict:
         """Edit the Node: metadata and spec as the admin, status as the node's kubelet; retried on 409."""
+        path = f"/api/v1/nodes/{name}"
         for _ in range(20):
             current = self.node(name)
             edited = copy.deepcopy(current)
             fn(edited)
             try:
                 if (edited["metadata"], edited.get("spec")) != (current["metadata"], current.get("spec")):
-                    edited = _plain(self._admin, self._admin_core.replace_node(name, edited)) | {
-                        "status": edited.get("status", {})
-                    }
-                if edited.get("status") != current.get("status"):
-                    status_writer = self._kubelet_core if name == self.node_name else self._admin_core
-                    stored = self.node(name)
+                    stored = self._admin.replace(path, edited)
                     stored["status"] = edited.get("status", {})
-                    return _plain(self._admin, status_writer.replace_node_status(name, stored))
+                    edited = stored
+                if edited.get("status") != current.get("status"):
+                    writer = self._kubelet if name == self.node_name else self._admin
+                    return writer.replace(f"{path}/status", edited)
                 return self.node(name)
-            except client.ApiException as error:
+            except HttpError as error:
                 if error.status != 409:
                     raise
         raise RuntimeError(f"node {name} kept changing under update_node")
@@ -148,17 +145,14 @@ class RealKubeApi:
     # -- pods ---------------------------------------------------------------------------------
 
     def pods(self, node_name: str | None = None) -> list[JsonDict]:
-        selector = f"spec.nodeName={node_name}" if node_name else ""
-        items = self._admin_core.list_pod_for_all_namespaces(field_selector=selector).items
-        pods = [_plain(self._admin, p) for p in items]
-        return [
-            p for p in pods if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/name") != _IDENTITY_POD_LABEL
-        ]
+        query = {"fieldSelector": f"spec.nodeName={node_name}"} if node_name else {}
+        items: list[JsonDict] = self._admin.get("/api/v1/pods", **query)["items"]
+        return [p for p in items if (p["metadata"].get("labels") or {}).get(_IDENTITY) != IDENTITY_POD_LABEL]
 
     def pod(self, namespace: str, name: str) -> JsonDict | None:
         try:
-            return _plain(self._admin, self._admin_core.read_namespaced_pod(name, namespace))
-        except client.ApiException as error:
+            return self._admin.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+        except HttpError as error:
             if error.status == 404:
                 return None
             raise
@@ -198,7 +192,7 @@ class RealKubeApi:
             reference["uid"] = ensure_owner(
                 self.plane, reference["kind"], namespace, reference["name"], replicas=replicas
             )
-        created = _plain(self._admin, self._admin_core.create_namespaced_pod(namespace, wanted))
+        created = self._admin.create(f"/api/v1/namespaces/{namespace}/pods", wanted)
         if node_name is None:
             return created
         created["status"] = {**created.get("status", {}), **status}
@@ -214,48 +208,36 @@ class RealKubeApi:
 
     def _write_pod_status(self, pod: JsonDict) -> JsonDict:
         metadata = pod["metadata"]
-        writer = self._kubelet_core if pod["spec"].get("nodeName") == self.node_name else self._admin_core
-        return _plain(self._admin, writer.replace_namespaced_pod_status(metadata["name"], metadata["namespace"], pod))
+        writer = self._kubelet if pod["spec"].get("nodeName") == self.node_name else self._admin
+        return writer.replace(f"/api/v1/namespaces/{metadata['namespace']}/pods/{metadata['name']}/status", pod)
 
     def delete_pod(self, namespace: str, name: str) -> JsonDict:
         """Delete as the controller that owns it would (graceful); the kubelet then finishes it."""
         try:
-            return _plain(self._admin, self._admin_core.delete_namespaced_pod(name, namespace))
-        except client.ApiException as error:
-            raise ApiError(error.status or 500, str(error.reason)) from error
-
-    def set_pod_ready(self, namespace: str, name: str, ready: bool) -> JsonDict:
-        def mark(pod: JsonDict) -> None:
-            for condition in pod["status"].get("conditions", []):
-                if condition["type"] in ("Ready", "ContainersReady"):
-                    condition["status"] = "True" if ready else "False"
-
-        return self.update_pod(namespace, name, mark)
+            return self._admin.delete(f"/api/v1/namespaces/{namespace}/pods/{name}")
+        except HttpError as error:
+            raise ApiError(error.status, error.message) from error
 
     # -- budgets ------------------------------------------------------------------------------
 
     def add_pdb(self, namespace: str, name: str, *, match_labels: Mapping[str, str], max_unavailable: int) -> JsonDict:
         """A budget the disruption controller keeps the status of; waits until it has looked at it."""
         ensure_namespace(self.plane, namespace)
-        policy = client.PolicyV1Api(self._admin)
-        policy.create_namespaced_pod_disruption_budget(
-            namespace,
-            {
-                "apiVersion": "policy/v1",
-                "kind": "PodDisruptionBudget",
-                "metadata": {"name": name},
-                "spec": {"maxUnavailable": max_unavailable, "selector": {"matchLabels": dict(match_labels)}},
-            },
-        )
+        budget = {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": name},
+            "spec": {"maxUnavailable": max_unavailable, "selector": {"matchLabels": dict(match_labels)}},
+        }
+        self._admin.create(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets", budget)
         return self.pdb_status(namespace, name)
 
     def pdb_status(self, namespace: str, name: str, *, allowed: int | None = None, timeout_s: float = 60) -> JsonDict:
         """The budget's status once the controller observed its spec (and, if given, allows `allowed`)."""
-        policy = client.PolicyV1Api(self._admin)
         deadline = time.monotonic() + timeout_s
         while True:
-            pdb = _plain(self._admin, policy.read_namespaced_pod_disruption_budget(name, namespace))
-            status = pdb.get("status") or {}
+            pdb = self._admin.get(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/{name}")
+            status: JsonDict = pdb.get("status") or {}
             observed = status.get("observedGeneration") == pdb["metadata"].get("generation")
             if observed and (allowed is None or status.get("disruptionsAllowed") == allowed):
                 return status
@@ -266,6 +248,7 @@ class RealKubeApi:
     # -- identities ---------------------------------------------------------------------------
 
     def issue_token(self, user: UserInfo) -> str:
+        """The agent's token, bound to its pod on this node (`user` is the fake's notion; the account is ours)."""
         namespace, name = self.agent_account
         if self._agent is None:
             self._agent = self.plane.agent_identity(namespace=namespace, service_account=name, node=self.node_name)
@@ -274,44 +257,29 @@ class RealKubeApi:
 
     # -- the kubelet's watches ----------------------------------------------------------------
 
-    def _watch_node(self) -> None:
-        core = client.CoreV1Api(self.plane.api_client(self.plane.admin))
-        self._watch_loop(core.list_node, {"field_selector": f"metadata.name={self.node_name}"}, self._node_event)
-
-    def _watch_pods(self) -> None:
-        core = client.CoreV1Api(self.plane.api_client(self.plane.admin))
-        self._watch_loop(
-            core.list_pod_for_all_namespaces, {"field_selector": f"spec.nodeName={self.node_name}"}, self._pod_event
-        )
-
-    def _watch_loop(
-        self, lister: Callable[..., Any], selector: Mapping[str, str], handle: Callable[[str, JsonDict], None]
-    ) -> None:
-        resource_version = lister(**selector).metadata.resource_version
+    def _watch_loop(self, path: str, query: Mapping[str, str], handle: Callable[[str, JsonDict], None]) -> None:
+        resource_version = ""
         while not self._stop.is_set():
-            stream = watch.Watch()  # type: ignore[no-untyped-call]
             try:
-                for event in stream.stream(lister, resource_version=resource_version, timeout_seconds=2, **selector):
-                    obj = _plain(self._admin, event["object"])
-                    resource_version = obj["metadata"].get("resourceVersion", resource_version)
-                    try:
-                        handle(event["type"], obj)
-                    except Exception:
-                        _LOG.exception("simulated kubelet failed on a %s event", event["type"])
-                    if self._stop.is_set():
+                if not resource_version:
+                    resource_version = self._admin.get(path, **query)["metadata"]["resourceVersion"]
+                for event in self._admin.watch(path, resource_version=resource_version, timeout_s=2, **query):
+                    if event["type"] == "ERROR":
+                        resource_version = ""  # expired: list again
                         break
-            except client.ApiException as error:
-                if error.status == 410:
-                    resource_version = lister(**selector).metadata.resource_version
-                    continue
-                if self._stop.is_set():
-                    return
-                _LOG.warning("simulated kubelet watch failed: %s", error)
-                time.sleep(0.2)
+                    obj = event["object"]
+                    resource_version = obj["metadata"].get("resourceVersion", resource_version)
+                    if event["type"] != "BOOKMARK":
+                        try:
+                            handle(event["type"], obj)
+                        except Exception:
+                            _LOG.exception("simulated kubelet failed on a %s event", event["type"])
+                    if self._stop.is_set():
+                        return
             except Exception:
                 if self._stop.is_set():
                     return
-                _LOG.exception("simulated kubelet watch broke")
+                _LOG.exception("simulated kubelet watch of %s broke", path)
                 time.sleep(0.2)
 
     def _node_event(self, kind: str, node: JsonDict) -> None:
@@ -329,28 +297,29 @@ class RealKubeApi:
         for listener in list(self._pod_listeners):
             listener(pod)  # the containers stop: the workload's process ends
         if kind != "DELETED":
+            path = f"/api/v1/namespaces/{metadata['namespace']}/pods/{metadata['name']}"
             try:
-                self._kubelet_core.delete_namespaced_pod(
-                    metadata["name"],
-                    metadata["namespace"],
-                    grace_period_seconds=0,
-                    body={"preconditions": {"uid": uid}},
-                )
-            except client.ApiException as error:
+                self._kubelet.delete(path, {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
+            except HttpError as error:
                 if error.status not in (404, 409):
                     raise
 
-    def _clear_pods(self, node_name: str) -> None:
+    def _clear(self, node_name: str) -> None:
         """Remove the pods and budgets a previous scenario left (not the agent's identity pod)."""
-        policy = client.PolicyV1Api(self._admin)
-        for pdb in policy.list_pod_disruption_budget_for_all_namespaces().items:
-            policy.delete_namespaced_pod_disruption_budget(pdb.metadata.name, pdb.metadata.namespace)
+        budgets: list[JsonDict] = self._admin.get("/apis/policy/v1/poddisruptionbudgets")["items"]
+        for pdb in budgets:
+            metadata = pdb["metadata"]
+            self._admin.delete(
+                f"/apis/policy/v1/namespaces/{metadata['namespace']}/poddisruptionbudgets/{metadata['name']}"
+            )
         for pod in self.pods(node_name):
             metadata = pod["metadata"]
             self._finished.add(metadata["uid"])
             try:
-                self._admin_core.delete_namespaced_pod(metadata["name"], metadata["namespace"], grace_period_seconds=0)
-            except client.ApiException as error:
+                self._admin.delete(
+                    f"/api/v1/namespaces/{metadata['namespace']}/pods/{metadata['name']}", {"gracePeriodSeconds": 0}
+                )
+            except HttpError as error:
                 if error.status != 404:
                     raise
 
