@@ -27,7 +27,7 @@ from migagent.sim.kube_apiserver import FakeApiServer
 from migagent.sim.kube_apiserver.access import AccessControl
 from migagent.sim.kube_apiserver.fidelity import DELIBERATE_DIFFERENCES
 from migagent.sim.kube_apiserver.rbac import UserInfo
-from tests.realkube.control_plane import ControlPlane
+from tests.realkube.control_plane import IDENTITY_POD_LABEL, ControlPlane
 from tests.realkube.deployment import GPU_OPERATOR, Deployer, create_pod, ensure_namespace, reset_node
 from tests.realkube.policy_cases import NODE, Case
 
@@ -120,7 +120,12 @@ def summary(status: int, body: Any, headers: dict[str, str]) -> JsonDict:
         )
         record["resourceVersion is a string"] = isinstance(metadata.get("resourceVersion"), str)
     elif body.get("kind", "").endswith("List"):
-        record["items"] = sorted(i["metadata"]["name"] for i in body.get("items") or [])
+        record["items"] = sorted(
+            i["metadata"]["name"]
+            for i in body.get("items") or []
+            # the pod the real server's agent token is bound to is the harness's, not the world's
+            if (i["metadata"].get("labels") or {}).get("app.kubernetes.io/name") != IDENTITY_POD_LABEL
+        )
         record["resourceVersion is a string"] = isinstance(metadata.get("resourceVersion"), str)
     elif body.get("kind") == "Event":
         record["involvedObject"] = (body.get("involvedObject") or {}).get("name")
