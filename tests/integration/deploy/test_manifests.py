@@ -164,7 +164,9 @@ def test_the_admission_policy_judges_whoever_holds_the_marker_granted_with_patch
 
 def test_the_admission_policy_compares_the_token_node_claim_with_the_node_changed() -> None:
     (policy,) = (
-        p["spec"] for p in of_kind(render("base"), "ValidatingAdmissionPolicy") if p["metadata"]["name"].endswith("only")
+        p["spec"]
+        for p in of_kind(render("base"), "ValidatingAdmissionPolicy")
+        if p["metadata"]["name"].endswith("only")
     )
     (rule,) = policy["matchConstraints"]["resourceRules"]
     assert rule["operations"] == ["UPDATE"]
