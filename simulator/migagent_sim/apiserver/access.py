@@ -3,7 +3,7 @@
 Off by default (every request is served, as before). With an `AccessControl`, the server answers as a
 real one with RBAC and ValidatingAdmissionPolicies enabled: a request without a bearer token the
 server issued is 401, one the RBAC objects do not allow is 403 (worded like the RBAC authorizer),
-and a Node write a policy denies is 403 (worded like the admission plugin). Members of
+and a Node write or Pod delete a policy denies is 403 (worded like the admission plugin). Members of
 `system:masters` pass authorization, as they do on a real server. Needs cel-python (admission).
 """
 
@@ -90,6 +90,26 @@ class AccessControl:
                 user=request.user,
                 object=new,
                 old_object=old,
+            )
+        )
+
+    def admit_pod_delete(self, request: ApiRequest, pod: JsonDict) -> None:
+        """Validating admission of a Pod DELETE: `oldObject` is the stored pod, `object` is null."""
+        if request.user is None:
+            raise ApiError(401, "Unauthorized")
+        route = request.route
+        self.admit(
+            AdmissionRequest(
+                operation="DELETE",
+                group=route.group,
+                version=route.version,
+                resource=route.plural,
+                subresource="",
+                namespace=route.namespace or "",
+                name=route.name or "",
+                user=request.user,
+                object=None,
+                old_object=pod,
             )
         )
 

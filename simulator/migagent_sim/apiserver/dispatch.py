@@ -70,6 +70,8 @@ def decode_body(request: ApiRequest, *, is_patch: bool = False) -> Any:
 class NodeAdmission(Protocol):
     def admit_node(self, request: ApiRequest, old: JsonDict, new: JsonDict) -> None: ...
 
+    def admit_pod_delete(self, request: ApiRequest, pod: JsonDict) -> None: ...
+
 
 class Dispatcher:
     def __init__(
@@ -101,6 +103,9 @@ class Dispatcher:
             return self._post(resource, request)
         if method == "DELETE" and resource == PODS and request.route.name and not request.route.subresource:
             options = decode_body(request) or {}
+            stored = self._store.get(PODS, request.route.namespace or "", request.route.name)
+            if self._admission is not None and stored is not None:
+                self._admission.admit_pod_delete(request, stored)
             pod = delete_pod(
                 self._store,
                 request.route.namespace or "",

@@ -1,4 +1,6 @@
-"""The rendered ValidatingAdmissionPolicy, evaluated on a table of Node updates as the fake API server does.
+"""The rendered ValidatingAdmissionPolicies, evaluated on tables of Node updates and Pod deletes as the fake
+API server does. The tables are tests/realkube/policy_cases.py, which tests/realkube sends to the real
+kube-apiserver (the proof); here cel-python must decide each case the same way.
 
 The API server evaluates CEL with cel-go; cel-python evaluates the same expressions here, which checks
 the policy's logic (whom it judges, what it allows) but not cel-go's type checker: the test names say
@@ -11,9 +13,6 @@ from __future__ import annotations
 import copy
 import shutil
 import subprocess
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
 import yaml
@@ -23,202 +22,20 @@ from migagent_sim.apiserver.admission import AdmissionRequest
 from migagent_sim.apiserver.errors import ApiError
 from migagent_sim.apiserver.rbac import Attributes, UserInfo
 from tests.integration.deploy.access import agent_identity
-from tests.integration.deploy.manifests import DEPLOY, KUSTOMIZATIONS, Obj, kubectl, render
+from tests.integration.deploy.manifests import DEPLOY, KUSTOMIZATIONS, Obj, kubectl, render, render_with_components
+from tests.realkube.policy_cases import (
+    ALLOWED,
+    FAKE_ONLY_ESCALATIONS,
+    NODE,
+    POD_CASES,
+    Case,
+    PodCase,
+    pod_object,
+    stored_node,
+)
+from tests.realkube.policy_cases import ESCALATIONS as REAL_ESCALATIONS
 
-NODE = "gpu-1"
-Edit = Callable[[Obj], None]
-
-
-def stored_node(name: str = NODE) -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "resourceVersion": "42",
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "nvidia.com/mig.config": "all-1g.10gb",
-                "nvidia.com/mig.config.state": "success",
-                "nvidia.com/gpu.deploy.device-plugin": "true",
-                "nvidia.com/gpu.deploy.dcgm": "false",
-                "node-role.kubernetes.io/gpu": "",
-            },
-            "annotations": {"migagent.io/desired": "{}", "node.alpha.kubernetes.io/ttl": "0"},
-        },
-        "spec": {
-            "podCIDR": "10.0.1.0/24",
-            "providerID": "aws:///i-1",
-            "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
-        },
-        "status": {
-            "capacity": {"cpu": "64", "nvidia.com/mig-1g.10gb": "7"},
-            "allocatable": {"cpu": "63", "nvidia.com/mig-1g.10gb": "7"},
-            "conditions": [
-                {"type": "Ready", "status": "True", "reason": "KubeletReady"},
-                {"type": "MigConfigReady", "status": "True", "reason": "Applied"},
-            ],
-            "addresses": [{"type": "InternalIP", "address": "10.0.0.5"}],
-            "nodeInfo": {"kubeletVersion": "v1.32.0"},
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-        },
-    }
-
-
-def labels(**changes: str | None) -> Edit:
-    """Set (or, with None, remove) labels; keys use __ for / and _ for . (python names)."""
-
-    def edit(node: Obj) -> None:
-        for key, value in changes.items():
-            name = key.replace("__", "/").replace("_", ".")
-            if value is None:
-                node["metadata"]["labels"].pop(name, None)
-            else:
-                node["metadata"]["labels"][name] = value
-
-    return edit
-
-
-def at(path: str, value: object) -> Edit:
-    """Set (or, with None, remove) the member at a dotted path (list indices as numbers)."""
-
-    def edit(node: Obj) -> None:
-        *parents, last = path.split(".")
-        target: Any = node
-        for part in parents:
-            target = target[int(part)] if isinstance(target, list) else target.setdefault(part, {})
-        if isinstance(target, list):
-            target[int(last)] = value
-        elif value is None:
-            target.pop(last, None)
-        else:
-            target[last] = value
-
-    return edit
-
-
-def annotation(name: str, value: str | None) -> Edit:
-    def edit(node: Obj) -> None:
-        if value is None:
-            node["metadata"]["annotations"].pop(name, None)
-        else:
-            node["metadata"]["annotations"][name] = value
-
-    return edit
-
-
-def both(*edits: Edit) -> Edit:
-    def edit(node: Obj) -> None:
-        for one in edits:
-            one(node)
-
-    return edit
-
-
-@dataclass(frozen=True)
-class Case:
-    what: str
-    edit: Edit
-    allowed: bool
-    subresource: str = ""
-
-
-MIG_READY_FALSE = {"type": "MigConfigReady", "status": "False", "reason": "Applying"}
-
-# Changes a MIG change needs: allowed for the agent on its own Node.
-ALLOWED = [
-    Case("state label to pending", labels(nvidia_com__mig_config_state="pending"), True),
-    Case("state label to rebooting", labels(nvidia_com__mig_config_state="rebooting"), True),
-    Case("state label to failed", labels(nvidia_com__mig_config_state="failed"), True),
-    Case("state label removed", labels(nvidia_com__mig_config_state=None), True),
-    Case("pause the device plugin", labels(nvidia_com__gpu_deploy_device_plugin="paused-for-mig-change"), True),
-    Case("a false deploy label stays false", labels(nvidia_com__gpu_deploy_dcgm="false"), True),
-    Case("pause a new operand label", labels(nvidia_com__gpu_deploy_dcgm_exporter="paused-for-mig-change"), True),
-    Case("restore a deploy label", labels(nvidia_com__gpu_deploy_device_plugin="true"), True),
-    Case("remove a deploy label", labels(nvidia_com__gpu_deploy_dcgm=None), True),
-    Case("own annotation changed", annotation("migagent.io/desired", '{"layout": "all-7g"}'), True),
-    Case("own annotation added", annotation("migagent.io/last-error", "drain timed out"), True),
-    Case("own annotation removed", annotation("migagent.io/desired", None), True),
-    Case("cordon", at("spec.unschedulable", True), True),
-    Case("nothing changed", lambda node: None, True),
-    Case("MigConfigReady condition changed", at("status.conditions.1", MIG_READY_FALSE), True, "status"),
-    Case(
-        "MigConfigReady condition added",
-        at("status.conditions", [{"type": "Ready", "status": "True", "reason": "KubeletReady"}, MIG_READY_FALSE]),
-        True,
-        "status",
-    ),
-    Case(
-        "state, annotation and cordon at once",
-        both(
-            labels(nvidia_com__mig_config_state="pending"),
-            annotation("migagent.io/cordoned-by-migagent", "true"),
-            at("spec.unschedulable", True),
-        ),
-        True,
-    ),
-]
-
-# Anything else: denied to the agent even on its own Node.
-ESCALATIONS = [
-    Case("the admin's layout label", labels(nvidia_com__mig_config="all-7g"), False),
-    Case("the admin's layout label removed", labels(nvidia_com__mig_config=None), False),
-    Case("a node-restriction label", labels(**{"node-restriction.kubernetes.io__trusted": "true"}), False),
-    Case("a node role label removed", labels(**{"node-role.kubernetes.io__gpu": None}), False),
-    Case("the hostname label", labels(kubernetes_io__hostname="gpu-9"), False),
-    Case("a label that merely contains the prefix", labels(**{"evil__nvidia_com__gpu_deploy_x": "1"}), False),
-    Case("state label set to a value outside the contract", labels(nvidia_com__mig_config_state="owned"), False),
-    Case("the node's mig.capable label", labels(nvidia_com__mig_capable="true"), False),
-    Case("another annotation changed", annotation("node.alpha.kubernetes.io/ttl", "30"), False),
-    Case("another annotation added", annotation("cluster-autoscaler.kubernetes.io/scale-down-disabled", "true"), False),
-    Case("another annotation removed", annotation("node.alpha.kubernetes.io/ttl", None), False),
-    Case("an annotation under a look-alike prefix", annotation("migagent.io.evil/x", "1"), False),
-    Case("taints removed", at("spec.taints", None), False),
-    Case(
-        "a taint added",
-        at("spec.taints", [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}, {"key": "x", "effect": "NoExecute"}]),
-        False,
-    ),
-    Case(
-        "a taint's effect changed", at("spec.taints.0", {"key": "nvidia.com/gpu", "effect": "PreferNoSchedule"}), False
-    ),
-    Case("podCIDR changed", at("spec.podCIDR", "10.9.9.0/24"), False),
-    Case("providerID changed", at("spec.providerID", "aws:///i-2"), False),
-    Case(
-        "addresses rewritten", at("status.addresses", [{"type": "InternalIP", "address": "6.6.6.6"}]), False, "status"
-    ),
-    Case(
-        "allocatable raised", at("status.allocatable", {"cpu": "63", "nvidia.com/mig-1g.10gb": "70"}), False, "status"
-    ),
-    Case("capacity changed", at("status.capacity", {"cpu": "640"}), False, "status"),
-    Case("nodeInfo changed", at("status.nodeInfo", {"kubeletVersion": "v9"}), False, "status"),
-    Case("daemon endpoints changed", at("status.daemonEndpoints", {"kubeletEndpoint": {"Port": 1}}), False, "status"),
-    Case("phase set", at("status.phase", "Running"), False, "status"),
-    Case(
-        "the Ready condition flipped",
-        at("status.conditions.0", {"type": "Ready", "status": "False", "reason": "X"}),
-        False,
-        "status",
-    ),
-    Case(
-        "another condition added",
-        at("status.conditions", [*stored_node()["status"]["conditions"], {"type": "DiskPressure", "status": "True"}]),
-        False,
-        "status",
-    ),
-    Case("the Ready condition removed", at("status.conditions", [MIG_READY_FALSE]), False, "status"),
-    Case("a finalizer added", at("metadata.finalizers", ["example.com/keep"]), False),
-    Case(
-        "an owner reference added",
-        at("metadata.ownerReferences", [{"kind": "X", "name": "x", "uid": "1", "apiVersion": "v1"}]),
-        False,
-    ),
-    Case(
-        "an allowed change smuggling the admin's label",
-        both(labels(nvidia_com__mig_config_state="pending"), labels(nvidia_com__mig_config="all-7g")),
-        False,
-    ),
-]
+ESCALATIONS = [*REAL_ESCALATIONS, *FAKE_ONLY_ESCALATIONS]
 
 
 @pytest.fixture(scope="module", params=KUSTOMIZATIONS)
@@ -230,6 +47,7 @@ def decide(objects: list[Obj], user: UserInfo, case: Case, *, node: str = NODE) 
     """None when the fake API server's admission admits the update, else the 403 it answers."""
     access = AccessControl(objects)
     old = stored_node(node)
+    case.before(old)
     new = copy.deepcopy(old)
     case.edit(new)
     request = AdmissionRequest(
@@ -365,3 +183,44 @@ def test_after_a_rename_the_old_service_account_may_not_patch_nodes_so_nothing_s
 ) -> None:
     stale = UserInfo.service_account("migagent", "migagent", node_name=NODE)
     assert not AccessControl(renamed).allowed(stale, Attributes("patch", "", "nodes", name=NODE))
+
+
+def decide_pod_delete(objects: list[Obj], user: UserInfo, case: PodCase) -> ApiError | None:
+    """None when the fake API server's admission admits deleting the case's pod, else the 403 it answers."""
+    pod = pod_object(case, "target")
+    request = AdmissionRequest(
+        operation="DELETE",
+        group="",
+        version="v1",
+        resource="pods",
+        subresource="",
+        namespace=case.namespace,
+        name="target",
+        user=user,
+        object=None,
+        old_object=pod,
+    )
+    try:
+        AccessControl(objects).admit(request)
+    except ApiError as error:
+        return error
+    return None
+
+
+@pytest.fixture(scope="module")
+def with_force_delete() -> list[Obj]:
+    return render_with_components("overlays/gpu-operator", "components/force-delete")
+
+
+@pytest.mark.parametrize("case", POD_CASES, ids=lambda c: c.what)
+def test_pod_deletes_are_decided_as_on_the_real_server_as_cel_python_evaluates_it(
+    rendered: list[Obj], with_force_delete: list[Obj], case: PodCase
+) -> None:
+    plain = decide_pod_delete(rendered, agent_identity(rendered, NODE), case)
+    forced = decide_pod_delete(with_force_delete, agent_identity(with_force_delete, NODE), case)
+    assert (forced is None) == case.allowed, forced
+    assert (plain is None) == (case.allowed and not case.needs_force_delete), plain
+    for error in (plain, forced):
+        if error is not None:
+            assert "ValidatingAdmissionPolicy 'migagent-own-node-pods'" in error.message
+            assert "expression failed" not in error.message

@@ -19,6 +19,7 @@ from tests.integration.deploy.scenario import GUARDED_WORKLOAD, START, TARGET, _
 
 MIXED_TARGET = TARGET[MigStrategy.MIXED]  # the cluster below runs the plugin's default, mixed strategy
 
+
 @pytest.fixture(scope="module")
 def force_delete_objects() -> list[Obj]:
     """The gpu-operator overlay with the force-delete component, as an admin's overlay would add it."""
@@ -39,7 +40,11 @@ def test_the_component_adds_the_flag_and_exactly_the_delete_pods_grant(force_del
         (p.verb, p.group, p.resource, p.namespace)
         for p in permissions_of(force_delete_objects, service_account=_account(force_delete_objects))
     }
-    assert after - before == {("delete", "", "pods", None)}
+    # the grant, and the marker by which the admission policy lets it delete workload pods on its own node
+    assert after - before == {
+        ("delete", "", "pods", None),
+        ("force-delete-on-own-node", "migagent.io", "nodeagents", None),
+    }
     assert before <= after
     assert deployed_flags(force_delete_objects).force_delete is True
     assert deployed_flags(plain).force_delete is False

@@ -142,10 +142,12 @@ def test_each_overlay_picks_its_device_plugin_restart_mode(overlay: str) -> None
 def test_the_admission_policy_judges_whoever_holds_the_marker_granted_with_patch_nodes(kustomization: str) -> None:
     """Not a fixed username: the marker permission sits in the ClusterRole that grants `patch nodes`."""
     objects = render(kustomization)
-    policy = only(objects, "ValidatingAdmissionPolicy")
-    (condition,) = policy["spec"]["matchConditions"]
-    assert "check('restricted-to-own-node').allowed()" in condition["expression"]
-    assert "serviceaccount:migagent" not in condition["expression"]
+    policies = list(of_kind(objects, "ValidatingAdmissionPolicy"))
+    assert {p["metadata"]["name"] for p in policies} == {"migagent-own-node-only", "migagent-own-node-pods"}
+    for policy in policies:
+        (condition,) = policy["spec"]["matchConditions"]
+        assert "check('restricted-to-own-node').allowed()" in condition["expression"]
+        assert "serviceaccount:migagent" not in condition["expression"]
     (role,) = (r for r in of_kind(objects, "ClusterRole") if r["metadata"]["name"].endswith("migagent"))
     granted = {
         (g, res, v)
@@ -155,13 +157,17 @@ def test_the_admission_policy_judges_whoever_holds_the_marker_granted_with_patch
         for v in rule["verbs"]
     }
     assert {("", "nodes", "patch"), ("migagent.io", "nodeagents", "restricted-to-own-node")} <= granted
-    binding = only(objects, "ValidatingAdmissionPolicyBinding")
-    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
-    assert binding["spec"]["validationActions"] == ["Deny"]
+    bindings = of_kind(objects, "ValidatingAdmissionPolicyBinding")
+    assert sorted(b["spec"]["policyName"] for b in bindings) == sorted(p["metadata"]["name"] for p in policies)
+    assert all(b["spec"]["validationActions"] == ["Deny"] for b in bindings)
 
 
 def test_the_admission_policy_compares_the_token_node_claim_with_the_node_changed() -> None:
-    policy = only(render("base"), "ValidatingAdmissionPolicy")["spec"]
+    (policy,) = (
+        p["spec"]
+        for p in of_kind(render("base"), "ValidatingAdmissionPolicy")
+        if p["metadata"]["name"].endswith("only")
+    )
     (rule,) = policy["matchConstraints"]["resourceRules"]
     assert rule["operations"] == ["UPDATE"]
     assert sorted(rule["resources"]) == ["nodes", "nodes/status"]

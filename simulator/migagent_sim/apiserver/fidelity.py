@@ -1,0 +1,14 @@
+"""Where the fake API server deliberately answers differently from the real kube-apiserver.
+
+tests/realkube/test_fidelity.py sends one scripted sequence of every kind of request the agent makes
+to both servers and compares what the agent reads of each answer (status, Status reason and causes,
+Retry-After, the fields it uses). Each step that differs is named here with the reason the fake
+keeps the difference; the test fails when the differing steps are not exactly these, so a difference
+fixed in the fake, or a new one, must be recorded here.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+DELIBERATE_DIFFERENCES: MappingProxyType[str, str] = MappingProxyType({})

@@ -1,0 +1,175 @@
+"""Install one of deploy/'s variants on the real control plane, and the objects a GPU node's world has.
+
+A variant is what an admin renders: an overlay, possibly with components. It is applied with
+`kubectl apply --server-side --validate=strict` (the server's own schema validation). Switching
+variants deletes what the previous one had and the next one lacks (a component's Role, say), but
+never the namespace or the service account: the agent's pod-bound token names the account's UID.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from tests.integration.deploy.manifests import only, render, render_with_components
+from tests.realkube.control_plane import ControlPlane, Identity
+from tests.realkube.policy_cases import NODE, Case, stored_node
+from tests.realkube.rest import HttpError
+
+JsonDict = dict[str, Any]
+Key = tuple[str, str, str]  # kind, namespace, name
+
+
+@dataclass(frozen=True)
+class Variant:
+    overlay: str
+    components: tuple[str, ...] = ()
+    delete_namespaces: tuple[str, ...] = ()
+    """Namespaces where its RBAC grants deleting pods (cluster-wide: ("*",))."""
+
+    @property
+    def name(self) -> str:
+        return "+".join([self.overlay, *self.components])
+
+    def render(self) -> list[JsonDict]:
+        if self.components:
+            return render_with_components(f"overlays/{self.overlay}", *(f"components/{c}" for c in self.components))
+        return render(f"overlays/{self.overlay}")
+
+    def may_delete_in(self, namespace: str) -> bool:
+        return "*" in self.delete_namespaces or namespace in self.delete_namespaces
+
+    @property
+    def force_delete(self) -> bool:
+        return "force-delete" in self.components
+
+
+GPU_OPERATOR = Variant("gpu-operator", delete_namespaces=("gpu-operator",))
+STANDALONE_DELETE_POD = Variant("standalone", ("delete-pod-restart",), delete_namespaces=("nvidia-device-plugin",))
+STANDALONE = Variant("standalone")
+FORCE_DELETE = Variant("gpu-operator", ("force-delete",), delete_namespaces=("gpu-operator", "*"))
+VARIANTS = (GPU_OPERATOR, STANDALONE, STANDALONE_DELETE_POD, FORCE_DELETE)
+
+
+def _key(obj: JsonDict) -> Key:
+    metadata = obj["metadata"]
+    return obj["kind"], metadata.get("namespace", ""), metadata["name"]
+
+
+class Deployer:
+    """Keeps track of the variant installed on one control plane."""
+
+    KEEP = frozenset({"Namespace", "ServiceAccount"})
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+        self.current: Variant | None = None
+        self._applied: dict[Key, JsonDict] = {}
+        self._tokens: dict[tuple[str, str, str], Identity] = {}
+
+    def install(self, variant: Variant) -> list[JsonDict]:
+        objects = variant.render()
+        if self.current == variant:
+            return objects
+        wanted = {_key(o): o for o in objects}
+        stale = [o for k, o in self._applied.items() if k not in wanted and o["kind"] not in self.KEEP]
+        if stale:
+            self.plane.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=_dump(stale))
+        self.plane.apply(objects)
+        self._applied = wanted
+        self.current = variant
+        return objects
+
+    def agent(self, objects: list[JsonDict], node: str) -> Identity:
+        """The rendered service account, authenticated by a token bound to a pod on `node`."""
+        metadata = only(objects, "ServiceAccount")["metadata"]
+        key = (metadata["namespace"], metadata["name"], node)
+        if key not in self._tokens:
+            self.plane.ensure_node(node)
+            self._tokens[key] = self.plane.agent_identity(
+                namespace=metadata["namespace"], service_account=metadata["name"], node=node
+            )
+        return self._tokens[key]
+
+
+def _dump(objects: list[JsonDict]) -> str:
+    return yaml.safe_dump_all(objects)
+
+
+def ensure_namespace(plane: ControlPlane, name: str) -> None:
+    try:
+        plane.rest(plane.admin).create(
+            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        )
+    except HttpError as error:
+        if error.status != 409:
+            raise
+
+
+def ensure_owner(plane: ControlPlane, kind: str, namespace: str, name: str, *, replicas: int = 1) -> str:
+    """An inert DaemonSet or ReplicaSet (no controller runs them) so a pod may name it as its owner; its UID.
+
+    The garbage collector deletes a pod whose owner does not exist, so an owner must be real."""
+    admin = plane.rest(plane.admin)
+    collection = f"/apis/apps/v1/namespaces/{namespace}/{'daemonsets' if kind == 'DaemonSet' else 'replicasets'}"
+    spec: JsonDict = {
+        "selector": {"matchLabels": {"migagent-test-owner": name}},
+        "template": {
+            "metadata": {"labels": {"migagent-test-owner": name}},
+            "spec": {"containers": [{"name": "main", "image": "example.com/app:1"}]},
+        },
+    }
+    if kind != "DaemonSet":
+        spec["replicas"] = replicas  # what the disruption controller counts as expected pods
+    try:
+        found = admin.get(f"{collection}/{name}")
+    except HttpError as error:
+        if error.status != 404:
+            raise
+        found = admin.create(
+            collection, {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+        )
+    uid: str = found["metadata"]["uid"]
+    return uid
+
+
+def create_pod(plane: ControlPlane, pod: JsonDict) -> JsonDict:
+    """Create `pod` as the admin (bound to its node by spec.nodeName), its owners made real first."""
+    metadata = pod["metadata"]
+    namespace = metadata["namespace"]
+    ensure_namespace(plane, namespace)
+    for reference in metadata.get("ownerReferences") or []:
+        reference["uid"] = ensure_owner(plane, reference["kind"], namespace, reference["name"])
+    return plane.rest(plane.admin).create(f"/api/v1/namespaces/{namespace}/pods", pod)
+
+
+def merge_patch(old: Any, new: Any) -> Any:
+    """The RFC 7386 merge patch taking `old` to `new` (lists are replaced whole; a removed key is null)."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return new
+    patch: JsonDict = {}
+    for key in old.keys() - new.keys():
+        patch[key] = None
+    for key, value in new.items():
+        if key not in old:
+            patch[key] = value
+        elif old[key] != value:
+            patch[key] = merge_patch(old[key], value)
+    return patch
+
+
+def reset_node(plane: ControlPlane, case: Case, name: str = NODE) -> JsonDict:
+    """As the admin: put the Node back to `stored_node` with the case's `before`; returns that state."""
+    target = stored_node(name)
+    case.before(target)
+    admin = plane.rest(plane.admin)
+    current = plane.ensure_node(name)
+    current["metadata"]["labels"] = target["metadata"]["labels"]
+    current["metadata"]["annotations"] = target["metadata"]["annotations"]
+    current["spec"] = target["spec"]
+    updated = admin.replace(f"/api/v1/nodes/{name}", current)
+    updated["status"] = target["status"]
+    admin.replace(f"/api/v1/nodes/{name}/status", updated)
+    return target

@@ -1,0 +1,172 @@
+"""The agent's integration scenarios against the real control plane.
+
+The scenario functions are the fast suite's own (imported from tests/integration/agent, so they are one
+code), run here with `cluster`/`make_cluster` fixtures that give a SimCluster whose Kubernetes is the
+real kube-apiserver (tests/realkube/world.py): the agent authenticates with its pod-bound token, under
+the RBAC and admission policies of the overlay that matches the plugin mode, applied with kubectl;
+the simulated kubelet and device plugin are clients of the same server. Scenarios that read the fake
+server's request log or inject its faults stay in the fast suite only; the drain-with-budget scenarios,
+whose budgets the real disruption controller computes, are written here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from migagent.kube.names import deploy_label
+from migagent.runtime.listener import Outcome
+from migagent_sim.cluster import SimCluster, SimClusterConfig
+from tests.integration.agent.support import (
+    SMALL,
+    SMALL_ALL_1G,
+    SMALL_BALANCED,
+    advertised,
+    assert_released,
+    condition,
+    eventually,
+    state,
+    workload_names,
+)
+from tests.integration.agent.test_crash import (
+    test_an_agent_killed_in_the_middle_of_the_apply_is_finished_by_a_restarted_agent,
+)
+from tests.integration.agent.test_failures import (
+    test_a_layout_the_device_plugin_cannot_advertise_is_refused_before_anything_changes,
+)
+from tests.integration.agent.test_one_disruption_per_change import (
+    test_a_label_change_between_nvml_steps_re_plans_to_the_new_layout_with_one_cordon,
+)
+from tests.integration.agent.test_reconfigure import (
+    test_a_label_change_ends_in_success_with_exactly_the_new_resources_advertised,
+    test_an_admin_cordoned_node_stays_cordoned_after_the_change,
+    test_the_delete_pod_strategy_restarts_a_daemonset_plugin_and_reaches_success,
+)
+from tests.realkube.control_plane import ControlPlane
+from tests.realkube.deployment import GPU_OPERATOR, STANDALONE_DELETE_POD, Deployer, ensure_namespace, ensure_owner
+from tests.realkube.world import RealSimCluster
+
+SCENARIOS = (
+    test_a_label_change_ends_in_success_with_exactly_the_new_resources_advertised,
+    test_an_admin_cordoned_node_stays_cordoned_after_the_change,
+    test_the_delete_pod_strategy_restarts_a_daemonset_plugin_and_reaches_success,
+    test_an_agent_killed_in_the_middle_of_the_apply_is_finished_by_a_restarted_agent,
+    test_a_layout_the_device_plugin_cannot_advertise_is_refused_before_anything_changes,
+    test_a_label_change_between_nvml_steps_re_plans_to_the_new_layout_with_one_cordon,
+)
+
+
+@pytest.fixture(scope="module")
+def deployer(control_plane: ControlPlane) -> Deployer:
+    return Deployer(control_plane)
+
+
+@pytest.fixture
+def make_cluster(
+    control_plane: ControlPlane, deployer: Deployer, tmp_path: Path
+) -> Iterator[Callable[[SimClusterConfig], SimCluster]]:
+    """As tests/integration/agent's fixture: the standalone overlay with delete-pod-restart for a daemonset
+    plugin, else gpu-operator; installed on the real server, the agent bound to the cluster's node."""
+    started: list[SimCluster] = []
+
+    def make(config: SimClusterConfig = SMALL) -> SimCluster:
+        assert not started, "one cluster per test: they would share the node"
+        variant = STANDALONE_DELETE_POD if config.plugin_mode == "daemonset" else GPU_OPERATOR
+        objects = deployer.install(variant)
+        account = next(o for o in objects if o["kind"] == "ServiceAccount")["metadata"]
+        cluster = RealSimCluster(
+            control_plane, tmp_path / "cluster", config, agent_account=(account["namespace"], account["name"])
+        ).start()
+        started.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in started:
+        cluster.stop()
+
+
+@pytest.fixture
+def cluster(make_cluster: Callable[[SimClusterConfig], SimCluster]) -> SimCluster:
+    return make_cluster(SMALL)
+
+
+def _real(cluster: SimCluster) -> RealSimCluster:
+    assert isinstance(cluster, RealSimCluster)
+    return cluster
+
+
+def _guarded_workloads(cluster: SimCluster) -> None:
+    """inference-0 on a GI that all-balanced destroys (GPU 0, slot 6), and a peer of its ReplicaSet
+    (replicas 2) still starting elsewhere; a budget with maxUnavailable 1. The disruption controller
+    then allows no disruption until the peer is Ready: blocked for now, not for good."""
+    real = _real(cluster).real
+    labels = {"app": "inference"}
+    ensure_namespace(real.plane, "ml")
+    ensure_owner(real.plane, "ReplicaSet", "ml", "inference-0-owner", replicas=2)
+    cluster.kubelet.run_workload("ml", "inference-0", mig_uuid=cluster.mig_uuid(0, 6), labels=labels)
+    real.create_pod(
+        node_name=None,
+        namespace="ml",
+        name="inference-1",
+        labels=labels,
+        owner_kind="ReplicaSet",
+        owner_name="inference-0-owner",
+        replicas=2,
+    )
+    real.add_pdb("ml", "inference-pdb", match_labels=labels, max_unavailable=1)
+    real.pdb_status("ml", "inference-pdb", allowed=0)
+
+
+def test_a_pdb_blocking_for_now_makes_the_drain_wait_until_the_disruption_controller_allows(
+    cluster: SimCluster,
+) -> None:
+    real = _real(cluster).real
+    _guarded_workloads(cluster)
+    running = cluster.start_agent()
+    try:
+        eventually(lambda: state(cluster) == "success", what="the starting layout reported")
+        cluster.label("all-balanced")
+        eventually(lambda: condition(cluster)["reason"] == "Draining", what="the drain waiting on the budget")
+        assert state(cluster) == "pending"
+        assert "inference-0" in workload_names(cluster)
+        # The peer becomes Ready elsewhere (bound to another node by the "scheduler", Running there).
+        real.create_pod(
+            node_name="elsewhere",
+            namespace="ml",
+            name="inference-2",
+            labels={"app": "inference"},
+            owner_kind="ReplicaSet",
+            owner_name="inference-0-owner",
+            replicas=2,
+        )
+        eventually(
+            lambda: advertised(cluster) == SMALL_BALANCED and state(cluster) == "success",
+            what="all-balanced once the budget allowed",
+            timeout_s=90,
+        )
+    finally:
+        running.stop()
+    assert "inference-0" not in workload_names(cluster)
+    assert_released(cluster)
+
+
+def test_a_pdb_that_never_allows_fails_the_change_and_undoes_nothing_it_did_not_do(cluster: SimCluster) -> None:
+    real = _real(cluster).real
+    cluster.kubelet.run_workload("ml", "inference-0", mig_uuid=cluster.mig_uuid(0, 6), labels={"app": "inference"})
+    real.add_pdb("ml", "inference-pdb", match_labels={"app": "inference"}, max_unavailable=0)
+    real.pdb_status("ml", "inference-pdb", allowed=0)
+    agent, _ = cluster.build_agent(cluster.options(drain_timeout_s=0.5))
+    cluster.label("all-balanced")
+
+    assert agent.reconcile_once() is Outcome.FAILED
+
+    assert state(cluster) == "failed"
+    failed = condition(cluster)
+    assert (failed["status"], failed["reason"]) == ("False", "DrainBlocked")
+    assert "inference-pdb" in failed["message"]
+    assert_released(cluster)
+    assert cluster.node()["metadata"]["labels"][deploy_label("device-plugin")] == "true"
+    assert "inference-0" in workload_names(cluster)
+    assert advertised(cluster) == SMALL_ALL_1G
