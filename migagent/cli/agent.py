@@ -33,8 +33,11 @@ from migagent.clock import SystemClock
 from migagent.errors import UsageError
 from migagent.kube.adapter import KubeApi
 from migagent.kube.client import make_api_client
+from migagent.kube.dra import DRA_NAMESPACE, DRA_PLUGIN_SELECTOR
 from migagent.kube.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_SELECTOR, ConditionReason
+from migagent.kube.sharing_source import SharingSettings
 from migagent.kube.timeouts import DEFAULT_REQUEST_TIMEOUT_S
+from migagent.layout.sharing import SharingConfigError
 from migagent.layout.strategy import MIG_STRATEGIES, MigStrategy
 from migagent.podresources.client import DEFAULT_SOCKET_PATH
 from migagent.runtime.attempt import RetryBackoff
@@ -70,12 +73,25 @@ def _options(args: argparse.Namespace) -> AgentOptions:
     )
     if args.device_plugin_settle < 0:
         raise UsageError("--device-plugin-settle must be zero or a positive number of seconds")
+    if args.advertisement_stable < 0:
+        raise UsageError("--advertisement-stable must be zero or a positive number of seconds")
+    try:
+        sharing = SharingSettings(
+            config_file=Path(args.device_plugin_config_file) if args.device_plugin_config_file else None,
+            config_map=args.device_plugin_config_map or None,
+            default_config=args.device_plugin_config_default or None,
+        )
+    except SharingConfigError as exc:
+        raise UsageError(str(exc)) from exc
     settings = AgentSettings(
         config_file=Path(args.config_file),
         drain_timeout_s=args.drain_timeout,
         readvertise_timeout_s=args.readvertise_timeout,
         plugin_settle_s=args.device_plugin_settle,
         mig_strategy=MigStrategy(args.mig_strategy),
+        sharing=sharing,
+        advertisement_stable_s=args.advertisement_stable,
+        device_plugin=not args.no_device_plugin,
         force_delete=args.force_delete,
         resync_period_s=args.resync_period,
         retry=RetryBackoff(initial_s=args.retry_initial, max_s=max(args.retry_initial, args.retry_max)),
@@ -90,6 +106,9 @@ def _options(args: argparse.Namespace) -> AgentOptions:
         plugin_daemonset=args.device_plugin_daemonset,
         watch=WatchSettings(resync_period_s=args.resync_period, request_timeout_s=args.request_timeout),
         request_timeout_s=args.request_timeout,
+        dra=args.dra_driver,
+        dra_namespace=args.dra_namespace,
+        dra_selector=args.dra_selector,
     )
 
 
@@ -190,6 +209,46 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="the device plugin's MIG strategy (GPU Operator mig.strategy): mixed expects nvidia.com/mig-<profile>;"
         " single expects nvidia.com/gpu per MIG device and refuses layouts mixing profiles; none expects whole"
         " GPUs (env MIG_STRATEGY; default mixed)",
+    )
+    parser.add_argument(
+        "--device-plugin-config-map", metavar="NAMESPACE/NAME", default=env("DEVICE_PLUGIN_CONFIG_MAP"),
+        help="the device plugin's ConfigMap (GPU Operator ClusterPolicy devicePlugin.config.name in the operator"
+        " namespace; plugin chart config.name): its sharing config (time-slicing replicas, renames) decides the"
+        " counts Node allocatable must show; the node label nvidia.com/device-plugin.config picks the key"
+        " (env DEVICE_PLUGIN_CONFIG_MAP)",
+    )
+    parser.add_argument(
+        "--device-plugin-config-default", metavar="KEY", default=env("DEVICE_PLUGIN_CONFIG_DEFAULT"),
+        help="the config used on nodes without the nvidia.com/device-plugin.config label (ClusterPolicy"
+        " devicePlugin.config.default; chart config.default; env DEVICE_PLUGIN_CONFIG_DEFAULT)",
+    )
+    parser.add_argument(
+        "--device-plugin-config-file", metavar="PATH", default=env("DEVICE_PLUGIN_CONFIG_FILE"),
+        help="the plugin's config file, or a directory of them named by config key, where the ConfigMap cannot"
+        " be read (wins over --device-plugin-config-map). Without either, GPU Feature Discovery's"
+        " nvidia.com/<resource>.replicas labels are used when present (env DEVICE_PLUGIN_CONFIG_FILE)",
+    )
+    parser.add_argument(
+        "--advertisement-stable", type=float, default=30.0, metavar="SECONDS",
+        help="when the sharing config cannot be known (the node selects a config the agent cannot read), accept"
+        " an advertisement that has held still this long instead of an exact count (default 30)",
+    )
+    parser.add_argument(
+        "--dra-driver", action="store_true",
+        help="NVIDIA's DRA driver (gpu.nvidia.com) serves this node with static MIG devices: restart its kubelet"
+        " plugin after a change and wait until its ResourceSlices list the new MIG devices (needs list on"
+        " resourceslices and delete on pods in --dra-namespace: deploy/components/dra-driver)",
+    )
+    parser.add_argument(
+        "--dra-namespace", default=DRA_NAMESPACE, help=f"the DRA driver's namespace (default {DRA_NAMESPACE})"
+    )
+    parser.add_argument(
+        "--dra-selector", default=DRA_PLUGIN_SELECTOR,
+        help=f"labels of the DRA driver's kubelet plugin pods (default {DRA_PLUGIN_SELECTOR})",
+    )
+    parser.add_argument(
+        "--no-device-plugin", action="store_true",
+        help="no NVIDIA device plugin runs on the node (the DRA driver serves it): expect nothing in Node allocatable",
     )
     parser.add_argument(
         "--drain-timeout", type=float, default=300.0, metavar="SECONDS",

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from kubernetes.client import ApiClient, CoreV1Api, PolicyV1Api
 
 from migagent.clock import Clock
+from migagent.kube.cluster_reads import ClusterReads, SliceDevice
 from migagent.kube.events import EventOps
 from migagent.kube.nodes import NodeOps
 from migagent.kube.pdbs import PdbOps, PdbView
@@ -33,6 +34,7 @@ class KubeApi:
         self._pods = PodOps(core, node_name=node_name, clock=clock, timeout=bound)
         self._events = EventOps(core, node_name=node_name, clock=clock, timeout=bound)
         self._pdbs = PdbOps(PolicyV1Api(api_client), clock=clock, timeout=bound)
+        self._reads = ClusterReads(api_client, clock=clock, timeout=bound)
         self._node_uid: str | None = None
 
     @property
@@ -97,6 +99,16 @@ class KubeApi:
     def list_pdbs(self, namespace: str) -> list[PdbView]:
         """The PodDisruptionBudgets in `namespace` (the safety gate checks the ones guarding pods to evict)."""
         return self._pdbs.list_pdbs(namespace)
+
+    # --- what other components own (read only) ---
+
+    def read_config_map(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        """The device plugin's ConfigMap (its sharing config); None when it does not exist."""
+        return self._reads.read_config_map(namespace, name)
+
+    def list_slice_devices(self, *, node_name: str, driver: str) -> list[SliceDevice]:
+        """The devices of `driver`'s ResourceSlices for `node_name` (the DRA driver's view)."""
+        return self._reads.list_slice_devices(node_name=node_name, driver=driver)
 
     def _remember(self, node: NodeView) -> NodeView:
         self._node_uid = node.uid or self._node_uid

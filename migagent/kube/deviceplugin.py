@@ -26,7 +26,8 @@ import structlog
 
 from migagent.clock import Clock
 from migagent.errors import TransientError
-from migagent.kube.expected import advertisement_matches, describe_diff
+from migagent.kube.advertisement import plugin_resources
+from migagent.kube.expected import AdvertisementMatcher, advertisement_matches, describe_diff
 from migagent.kube.names import (
     COMPONENT_POD_SELECTORS,
     DEFAULT_OPERATOR_NAMESPACE,
@@ -101,6 +102,21 @@ class NoRestart:
 
     def resume(self, paused: PausedComponents) -> None:
         return None
+
+
+class AlsoRestart:
+    """A restarter, then the DRA driver's kubelet plugin (`also`, a DeletePod) after every resume."""
+
+    def __init__(self, first: DevicePluginRestarter, also: DevicePluginRestarter) -> None:
+        self._first = first
+        self._also = also
+
+    def pause(self) -> PausedComponents:
+        return self._first.pause()
+
+    def resume(self, paused: PausedComponents) -> None:
+        self._first.resume(paused)
+        self._also.resume(PausedComponents())
 
 
 def poll_until(
@@ -296,9 +312,47 @@ _WATCH_SLICE_S = 0.25
 """While waiting on the watch, a stop request is noticed at least this often."""
 
 
+class _Settling:
+    """One wait's memory: the advertisement seen last and since when it held still.
+
+    An exact expectation is met at the first match; an inexact one (kube.advertisement: a sharing
+    config the agent cannot know) once it matches and has not changed for its `stable_s`. A probe
+    (the DRA driver's ResourceSlices) must be satisfied too."""
+
+    def __init__(self, expected: Mapping[str, int] | AdvertisementMatcher, clock: Clock) -> None:
+        self._expected = expected
+        self._clock = clock
+        self._seen: dict[str, int] | None = None
+        self._since = 0.0
+        self.diff: dict[str, tuple[int, int]] = {}
+        self.missing: str | None = None
+
+    def ready(self, node: NodeView) -> bool:
+        ok, self.diff = advertisement_matches(node.allocatable, self._expected)
+        probe = getattr(self._expected, "probe", None)
+        self.missing = probe() if probe is not None and not self.diff else None
+        if not ok or self.missing is not None:
+            self._seen = None
+            return False
+        stable_s = float(getattr(self._expected, "stable_s", 0.0))
+        if stable_s <= 0:
+            return True
+        seen = plugin_resources(node.allocatable)
+        now = self._clock.monotonic()
+        if seen != self._seen:
+            self._seen, self._since = seen, now
+        return now - self._since >= stable_s
+
+    def describe(self) -> str:
+        parts = [describe_diff(self.diff)] if self.diff else []
+        if self.missing is not None:
+            parts.append(self.missing)
+        return "; ".join(parts) or "the advertisement did not hold still"
+
+
 def wait_for_advertisement(
     api: DevicePluginPort,
-    expected: Mapping[str, int],
+    expected: Mapping[str, int] | AdvertisementMatcher,
     *,
     timeout_s: float,
     clock: Clock,
@@ -315,26 +369,24 @@ def wait_for_advertisement(
     puts it in `api.get_node`)."""
     if updates is not None:
         return _advertised_on_watch(
-            api, updates, expected, timeout_s=timeout_s, clock=clock, stop=stop, checkpoint=checkpoint
+            api, updates, _Settling(expected, clock), timeout_s=timeout_s, clock=clock, stop=stop, checkpoint=checkpoint
         )
-    last: list[dict[str, tuple[int, int]]] = [{}]
+    settling = _Settling(expected, clock)
 
     def advertised() -> NodeView | None:
         node = api.get_node()
-        ok, diff = advertisement_matches(node.allocatable, expected)
-        last[0] = diff
-        return node if ok else None
+        return node if settling.ready(node) else None
 
     node, in_time = poll_until(advertised, clock=clock, timeout_s=timeout_s, interval_s=poll_interval_s, stop=stop)
     if not in_time or node is None:
-        raise _advertisement_timeout(timeout_s, last[0])
+        raise _advertisement_timeout(timeout_s, settling)
     return node
 
 
 def _advertised_on_watch(
     api: DevicePluginPort,
     updates: NodeUpdates,
-    expected: Mapping[str, int],
+    settling: _Settling,
     *,
     timeout_s: float,
     clock: Clock,
@@ -344,20 +396,18 @@ def _advertised_on_watch(
     now = clock.monotonic()
     deadline, quiet_since = now + timeout_s, now
     seq, node = updates.node_after(-1, 0.0)  # the newest the watch has: no request when it already matches
-    diff: dict[str, tuple[int, int]] = {}
     while True:
         if checkpoint is not None:
             checkpoint()
         if node is None:
             node, quiet_since = api.get_node(), clock.monotonic()
-        ok, diff = advertisement_matches(node.allocatable, expected)
-        if ok:
+        if settling.ready(node):
             return node
         node = None
         while node is None:
             now = clock.monotonic()
             if now >= deadline or (stop is not None and stop.is_set()):
-                raise _advertisement_timeout(timeout_s, diff)
+                raise _advertisement_timeout(timeout_s, settling)
             if now - quiet_since >= WATCH_QUIET_S:
                 break  # read the Node ourselves
             wait = min(_WATCH_SLICE_S, deadline - now, quiet_since + WATCH_QUIET_S - now)
@@ -368,16 +418,16 @@ def _advertised_on_watch(
                 checkpoint()  # a label change is a Node event too, but the watch may not carry it yet
 
 
-def _advertisement_timeout(timeout_s: float, diff: Mapping[str, tuple[int, int]]) -> AdvertisementTimeoutError:
+def _advertisement_timeout(timeout_s: float, settling: _Settling) -> AdvertisementTimeoutError:
     return AdvertisementTimeoutError(
-        f"the device plugin did not advertise the new layout within {timeout_s:g}s: {describe_diff(dict(diff))}",
-        diff=diff,
+        f"the device plugin did not advertise the new layout within {timeout_s:g}s: {settling.describe()}",
+        diff=settling.diff,
     )
 
 
 def advertised_within(
     api: DevicePluginPort,
-    expected: Mapping[str, int],
+    expected: Mapping[str, int] | AdvertisementMatcher,
     *,
     timeout_s: float,
     clock: Clock,
@@ -389,9 +439,10 @@ def advertised_within(
     For a node whose GPUs already match: a device plugin that is still registering (node boot,
     plugin pod restarted by its DaemonSet) gets this long before anything on the node is touched.
     """
+    settling = _Settling(expected, clock)
 
     def advertised() -> NodeView | None:
         node = api.get_node()
-        return node if advertisement_matches(node.allocatable, expected)[0] else None
+        return node if settling.ready(node) else None
 
     return poll_until(advertised, clock=clock, timeout_s=timeout_s, interval_s=poll_interval_s, stop=stop)[0]

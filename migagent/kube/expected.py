@@ -13,6 +13,7 @@ Node status as "0" (kubelet behaviour), so "0" and absent mean the same.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
 
 from migagent.errors import InvalidLayoutError
 from migagent.kube.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX
@@ -81,14 +82,23 @@ def _gi_profiles(gpu: ObservedGpu, gi: ObservedGi) -> list[MigProfile]:
     return profiles
 
 
+class AdvertisementMatcher(Protocol):
+    """An expectation that judges allocatable itself (migagent.kube.advertisement.Expectation)."""
+
+    def matches(self, allocatable: Mapping[str, int]) -> tuple[bool, dict[str, tuple[int, int]]]: ...
+
+
 def advertisement_matches(
-    allocatable: Mapping[str, int], expected: Mapping[str, int]
+    allocatable: Mapping[str, int], expected: Mapping[str, int] | AdvertisementMatcher
 ) -> tuple[bool, dict[str, tuple[int, int]]]:
     """(matches, diff): diff maps each differing resource to (advertised, expected).
 
     Every expected resource must be advertised with its count; every other `nvidia.com/mig-*`
     resource must be 0 or absent. Resources outside what was expected and not MIG are ignored.
+    An `AdvertisementMatcher` (sharing replicas, renames, what is unknown) applies its own rules.
     """
+    if not isinstance(expected, Mapping):
+        return expected.matches(allocatable)
     names = set(expected) | {name for name in allocatable if name.startswith(MIG_RESOURCE_PREFIX)}
     diff = {
         name: (allocatable.get(name, 0), expected.get(name, 0))

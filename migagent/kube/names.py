@@ -54,6 +54,9 @@ COMPONENT_POD_SELECTORS: MappingProxyType[str, str] = MappingProxyType(
 )
 """Pod label selectors, in the operator namespace, of the components that hold GPU handles."""
 
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+"""Which config of its ConfigMap the device plugin (its config-manager sidecar) runs with on this node."""
+
 DEFAULT_OPERATOR_NAMESPACE = "gpu-operator"
 DEVICE_PLUGIN_SELECTOR = COMPONENT_POD_SELECTORS["device-plugin"]
 

@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Protocol
 
 from migagent.clock import Clock
+from migagent.kube.advertisement import ExpectedAdvertisement
 from migagent.kube.deviceplugin import DevicePluginRestarter, NodeUpdates
 from migagent.kube.drain import Drainer, PodDeviceHolding
 from migagent.kube.port import KubePort
+from migagent.kube.sharing_source import SharingSettings
 from migagent.layout.observed import Observation
 from migagent.layout.strategy import MigStrategy
 from migagent.reconcile.machine import ApplyEngine
@@ -61,6 +63,8 @@ class AgentPorts:
     restarter: DevicePluginRestarter
     drainer: Drainer
     clock: Clock
+    advertisement: ExpectedAdvertisement
+    """What Node allocatable (and the DRA driver's ResourceSlices) must show for what the GPUs hold."""
     listener: MetricsListener = field(default_factory=NullListener)
     post_change: PostChangeSteps | None = None
     """GPU Operator steps around a change (validators, CDI spec, host GPU clients); None: none."""
@@ -80,6 +84,12 @@ class AgentSettings:
     long to wait for it before cordoning and restarting the plugin."""
     mig_strategy: MigStrategy = MigStrategy.MIXED
     """The device plugin's MIG strategy: which resources Node allocatable must show, which layouts it refuses."""
+    sharing: SharingSettings = field(default_factory=SharingSettings)
+    """Where the device plugin's sharing config (time-slicing replicas, renames) is read from."""
+    advertisement_stable_s: float = 30.0
+    """When the sharing config is not known: how long the advertisement must hold still to count."""
+    device_plugin: bool = True
+    """False: no NVIDIA device plugin on the node (the DRA driver serves it); nothing in allocatable."""
     force_delete: bool = False
     """Delete pods instead of evicting them (bypasses PodDisruptionBudgets)."""
     resync_period_s: float = 300.0

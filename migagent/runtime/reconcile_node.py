@@ -22,7 +22,7 @@ import structlog
 
 from migagent.kube.deviceplugin import PausedComponents, advertised_within, wait_for_advertisement
 from migagent.kube.drain_scope import gi_workloads
-from migagent.kube.expected import advertisement_matches, expected_resources
+from migagent.kube.expected import advertisement_matches
 from migagent.kube.names import (
     ATTEMPT_ANNOTATION,
     MIG_CONFIG_LABEL,
@@ -169,7 +169,7 @@ class NodeReconcile:
 
         A plugin only starting (node boot, pod recreated) gets the settle period before anything is
         cordoned or restarted; after an interrupted or failed attempt it is known to be behind."""
-        expected = expected_resources(observation, strategy=self._settings.mig_strategy)
+        expected = self._p.advertisement.expected(observation)
         if advertisement_matches(node.allocatable, expected)[0]:
             return node
         if self._undo.names or node.labels.get(MIG_CONFIG_STATE_LABEL) not in (None, MigConfigState.SUCCESS):
@@ -391,10 +391,10 @@ class NodeReconcile:
 
     def _readvertise(self, name: str, checkpoint: LabelCheckpoint) -> Observation:
         after = self._p.driver.observe()
-        expected = expected_resources(after, strategy=self._settings.mig_strategy)
+        expected = self._p.advertisement.expected(after)
         self._status.progress(
             ConditionReason.WAITING_FOR_DEVICE_PLUGIN,
-            f"layout {name} is on the GPUs; waiting for the device plugin to advertise {len(expected)} resource(s)",
+            f"layout {name} is on the GPUs; waiting for the device plugin to advertise {expected.describe()}",
         )
         started = self._p.clock.monotonic()
         wait_for_advertisement(

@@ -11,7 +11,7 @@ nothing changes (mig-manager watches with no resync and no retry: a failed node 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -82,8 +82,12 @@ class NodeLabelSource:
         clock: Clock,
         settings: WatchSettings | None = None,
         label: str = MIG_CONFIG_LABEL,
+        also_wake_on: tuple[str, ...] = (),
     ) -> None:
+        """`also_wake_on`: other labels whose change wakes the agent too (`desired` stays `label`'s)."""
         self._api = api
+        self._also = also_wake_on
+        self._others: tuple[str | None, ...] = ()
         self._clock = clock
         self._settings = settings or WatchSettings()
         self._label = label
@@ -211,23 +215,30 @@ class NodeLabelSource:
             self._failing = None
         self.relists += 1
         self._publish(node)
-        self._deliver(node.labels.get(self._label))
+        self._deliver(node.labels.get(self._label), self._other_values(node.labels))
         resource_version = node.resource_version
         for event in self._api.watch_node(resource_version, self._settings.watch_timeout_s):
             if self._stopping.is_set():
                 return
             self._last_progress = self._clock.monotonic()
             if event.type == "DELETED":
-                self._deliver(None)
+                self._deliver(None, ())
             elif event.node is not None:
                 self._publish(event.node)
-                self._deliver(event.node.labels.get(self._label))
+                self._deliver(event.node.labels.get(self._label), self._other_values(event.node.labels))
         # The stream ended (server timeout or a dropped connection): the caller lists again.
 
-    def _deliver(self, value: str | None) -> None:
+    def _other_values(self, labels: Mapping[str, str]) -> tuple[str | None, ...]:
+        return tuple(labels.get(label) for label in self._also)
+
+    def _deliver(self, value: str | None, others: tuple[str | None, ...]) -> None:
         with self._lock:
             changed = not self._known or value != self._desired
-            self._desired, self._known = value, True
+            others_changed = self._known and others != self._others
+            self._desired, self._others, self._known = value, others, True
         if changed:
             log.info("desired_layout_seen", layout=value)
+            self._changed.set()
+        elif others_changed:
+            log.info("node_label_changed", labels=dict(zip(self._also, others, strict=False)))
             self._changed.set()

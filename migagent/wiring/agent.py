@@ -13,9 +13,12 @@ from dataclasses import dataclass, field
 from migagent.clock import Clock
 from migagent.errors import UsageError
 from migagent.kube.adapter import KubeApi
-from migagent.kube.deviceplugin import DeletePod, DevicePluginRestarter, GpuOperatorPause, NoRestart
+from migagent.kube.advertisement import ExpectedAdvertisement
+from migagent.kube.deviceplugin import AlsoRestart, DeletePod, DevicePluginRestarter, GpuOperatorPause, NoRestart
+from migagent.kube.dra import DRA_DRIVER, DRA_NAMESPACE, DRA_PLUGIN_SELECTOR, DraSlices
 from migagent.kube.drain import Drainer
-from migagent.kube.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_SELECTOR
+from migagent.kube.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_CONFIG_LABEL, DEVICE_PLUGIN_SELECTOR
+from migagent.kube.sharing_source import SharingSource
 from migagent.kube.timeouts import DEFAULT_REQUEST_TIMEOUT_S, RequestTimeout
 from migagent.podresources.client import DEFAULT_SOCKET_PATH, PodResourcesClient
 from migagent.reconcile.journal import Journal
@@ -51,6 +54,12 @@ class AgentOptions:
     watch: WatchSettings = field(default_factory=WatchSettings)
     request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     """Every API request's bound (the KubeApi the caller builds should use `request_timeout`)."""
+    dra: bool = False
+    """NVIDIA's DRA driver serves the node: restart its kubelet plugin after a change and wait for its
+    ResourceSlices to list the new MIG devices."""
+    dra_namespace: str = DRA_NAMESPACE
+    dra_selector: str = DRA_PLUGIN_SELECTOR
+    dra_driver: str = DRA_DRIVER
 
     @property
     def request_timeout(self) -> RequestTimeout:
@@ -58,6 +67,34 @@ class AgentOptions:
 
 
 def _restarter(options: AgentOptions, api: KubeApi, clock: Clock) -> DevicePluginRestarter:
+    restarter = _plugin_restarter(options, api, clock)
+    if not options.dra:
+        return restarter
+    dra_plugin = DeletePod(
+        api,
+        clock=clock,
+        namespace=options.dra_namespace,
+        label_selector=options.dra_selector,
+        timeout_s=options.plugin_timeout_s,
+        poll_interval_s=options.poll_interval_s,
+    )
+    return AlsoRestart(restarter, dra_plugin)
+
+
+def _advertisement(options: AgentOptions, api: KubeApi) -> ExpectedAdvertisement:
+    settings = options.settings
+    dra = DraSlices(api, node_name=options.node_name, driver=options.dra_driver) if options.dra else None
+    return ExpectedAdvertisement(
+        api,
+        strategy=settings.mig_strategy,
+        sharing=SharingSource(settings.sharing, reader=api),
+        stable_s=settings.advertisement_stable_s,
+        probe=dra.probe if dra is not None else None,
+        device_plugin=settings.device_plugin,
+    )
+
+
+def _plugin_restarter(options: AgentOptions, api: KubeApi, clock: Clock) -> DevicePluginRestarter:
     if options.restart == "gpu-operator":
         return GpuOperatorPause(
             api,
@@ -109,7 +146,9 @@ def build_agent(
     post_change: PostChangeSteps | None = None,
 ) -> tuple[Agent, NodeLabelSource]:
     """The agent and its label source (not started: `source.start()` before `agent.run`)."""
-    source = NodeLabelSource(api, clock=clock, settings=options.watch)
+    # A new device plugin config on the node (its config manager restarts the plugin) changes what
+    # to expect, not the GPUs: the agent re-checks at once, with no cordon when the plugin catches up.
+    source = NodeLabelSource(api, clock=clock, settings=options.watch, also_wake_on=(DEVICE_PLUGIN_CONFIG_LABEL,))
     ports = AgentPorts(
         api=api,
         driver=driver,
@@ -126,6 +165,7 @@ def build_agent(
             poll_interval_s=options.poll_interval_s,
         ),
         clock=clock,
+        advertisement=_advertisement(options, api),
         listener=listener or NullListener(),
         post_change=post_change,
         node_updates=source,

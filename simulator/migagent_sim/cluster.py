@@ -21,7 +21,8 @@ import yaml
 from migagent.clock import Clock, FakeClock, SystemClock
 from migagent.kube.adapter import KubeApi
 from migagent.kube.client import make_api_client
-from migagent.kube.names import MIG_CONFIG_LABEL, deploy_label
+from migagent.kube.names import DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL, deploy_label
+from migagent.kube.sharing_source import SharingSettings
 from migagent.layout.parse import load_layout_file
 from migagent.layout.resolve import identity_of, resolve_config
 from migagent.layout.strategy import MigStrategy
@@ -121,6 +122,35 @@ class SimClusterConfig:
     mig_strategy: MigStrategy = MigStrategy.MIXED
     """The device plugin's strategy; the agent's options() are set to the same."""
     watch_timeout_s: float = 30.0
+    plugin_configs: Mapping[str, str] | None = None
+    """The device plugin's ConfigMap (config name -> plugin config YAML, see `time_slicing_config`),
+    chosen per node by `nvidia.com/device-plugin.config`; None: the plugin runs without sharing."""
+    plugin_config_map: tuple[str, str] = ("gpu-operator", "nvidia-device-plugin-configs")
+    plugin_default_config: str | None = None
+    agent_reads_plugin_config: bool = True
+    """options() point the agent at the plugin's ConfigMap (False: it must learn sharing otherwise)."""
+    gfd_labels: bool = False
+    """Publish GPU Feature Discovery's per-resource labels (replicas, product) with each registration."""
+
+
+def time_slicing_config(
+    replicas: int,
+    *,
+    resources: tuple[str, ...] = ("nvidia.com/mig-1g.10gb",),
+    rename_by_default: bool = False,
+    rename: Mapping[str, str] | None = None,
+) -> str:
+    """A device plugin config (version v1) replicating `resources` `replicas` times each."""
+    entries = [
+        {"name": name, "replicas": replicas, **({"rename": rename[name]} if rename and name in rename else {})}
+        for name in resources
+    ]
+    config = {
+        "version": "v1",
+        "flags": {"migStrategy": "mixed"},
+        "sharing": {"timeSlicing": {"renameByDefault": rename_by_default, "resources": entries}},
+    }
+    return str(yaml.safe_dump(config, sort_keys=False))
 
 
 PDB_BLOCKING_FOR_NOW: dict[str, int] = {
@@ -145,6 +175,7 @@ def fast_options(node_name: str, layout_file: Path, socket_path: str) -> AgentOp
             readvertise_timeout_s=10.0,
             readvertise_poll_s=0.05,
             plugin_settle_s=5.0,
+            advertisement_stable_s=0.3,
             resync_period_s=60.0,
             retry=RetryBackoff(initial_s=0.2, max_s=2.0),
             heartbeat_s=1.0,
@@ -212,6 +243,9 @@ class SimCluster:
             plugin_namespace=self.config.plugin_namespace,
             plugin_labels=self.config.plugin_labels,
             mig_strategy=self.config.mig_strategy,
+            plugin_config_map=self.config.plugin_config_map if self.config.plugin_configs is not None else None,
+            plugin_default_config=self.config.plugin_default_config,
+            gfd_labels=self.config.gfd_labels,
         )
         self._drivers: list[GpuDriver] = []
         self._running: list[RunningAgent] = []
@@ -224,6 +258,9 @@ class SimCluster:
         if self.config.start_layout is not None:
             self._apply_directly(self.config.start_layout)
         self.api.start()
+        if self.config.plugin_configs is not None:
+            namespace, name = self.config.plugin_config_map
+            self.api.put_config_map(namespace, name, self.config.plugin_configs)
         labels = dict(self.config.labels)
         if self.config.start_layout is not None:
             labels[MIG_CONFIG_LABEL] = self.config.start_layout
@@ -253,7 +290,12 @@ class SimCluster:
     def options(self, **settings: Any) -> AgentOptions:
         """Fast options; keyword arguments replace AgentSettings fields (e.g. drain_timeout_s=1)."""
         base = fast_options(self.config.node_name, self.layout_file, self.socket_path)
-        settings = {"mig_strategy": self.config.mig_strategy, **settings}
+        defaults: dict[str, Any] = {"mig_strategy": self.config.mig_strategy}
+        if self.config.plugin_configs is not None and self.config.agent_reads_plugin_config:
+            defaults["sharing"] = SharingSettings(
+                config_map="/".join(self.config.plugin_config_map), default_config=self.config.plugin_default_config
+            )
+        settings = {**defaults, **settings}
         return replace(base, settings=replace(base.settings, **settings))
 
     def driver(self) -> GpuDriver:
@@ -340,6 +382,18 @@ class SimCluster:
                 labels.pop(MIG_CONFIG_LABEL, None)
             else:
                 labels[MIG_CONFIG_LABEL] = layout
+
+        self.api.update_node(self.config.node_name, edit)
+
+    def select_plugin_config(self, key: str | None) -> None:
+        """Set (or remove) `nvidia.com/device-plugin.config`, the device plugin's per-node sharing config."""
+
+        def edit(node: JsonDict) -> None:
+            labels = node["metadata"].setdefault("labels", {})
+            if key is None:
+                labels.pop(DEVICE_PLUGIN_CONFIG_LABEL, None)
+            else:
+                labels[DEVICE_PLUGIN_CONFIG_LABEL] = key
 
         self.api.update_node(self.config.node_name, edit)
 

@@ -57,6 +57,8 @@ class Workload:
     pid: int
     labels: Mapping[str, str]
     owner_kind: str | None
+    device_id: str = ""
+    """What the kubelet reports (`<uuid>::<replica>` for a replicated device); "" means the UUID."""
 
 
 class FakeKubelet:
@@ -74,7 +76,12 @@ class FakeKubelet:
         plugin_mode: PluginMode = "gpu-operator",
         mig_strategy: MigStrategy = MigStrategy.MIXED,
         plugin_daemonset: str = "nvidia-device-plugin-daemonset",
+        plugin_config_map: tuple[str, str] | None = None,
+        plugin_default_config: str | None = None,
+        gfd_labels: bool = False,
     ) -> None:
+        """`plugin_config_map` (namespace, name): the device plugin's ConfigMap of sharing configs,
+        selected per node by `nvidia.com/device-plugin.config` (kubelet_plugin)."""
         self._api = api
         self._fake = fake_nvml
         self.node_name = node_name
@@ -92,6 +99,9 @@ class FakeKubelet:
             lock=self._lock,
             strategy=mig_strategy,
             daemonset=plugin_daemonset,
+            config_map=plugin_config_map,
+            default_config=plugin_default_config,
+            gfd_labels=gfd_labels,
         )
         self._workloads: dict[tuple[str, str], Workload] = {}
         self.replacements: list[JsonDict] = []
@@ -143,7 +153,7 @@ class FakeKubelet:
         """What PodResources List answers: one entry per running workload pod."""
         with self._lock:
             return [
-                PodDevices(w.namespace, w.name, WORKLOAD_CONTAINER, w.resource_name, (w.device_uuid,))
+                PodDevices(w.namespace, w.name, WORKLOAD_CONTAINER, w.resource_name, (w.device_id or w.device_uuid,))
                 for w in self._workloads.values()
             ]
 
@@ -166,6 +176,12 @@ class FakeKubelet:
     def plugin_pod(self) -> JsonDict | None:
         with self._lock:
             return self._plugin.pod
+
+    @property
+    def plugin_config_restarts(self) -> int:
+        """How often the plugin was restarted in place by its config manager (sharing config label changes)."""
+        with self._lock:
+            return self._plugin.config_restarts
 
     @property
     def plugin_error(self) -> str | None:
@@ -196,6 +212,8 @@ class FakeKubelet:
         """
         with self._lock:
             device = self._choose_device(mig_uuid=mig_uuid, profile=profile)
+            resource = self._plugin.advertised_name(device.resource_name)
+            replicated = self._plugin.sharing.advertised(device.resource_name).replicas > 1
             pid = self._free_pid()
             self._fake.sim_attach_process(device.uuid, pid=pid, used_memory_bytes=WORKLOAD_MEMORY_BYTES)
             try:
@@ -205,14 +223,15 @@ class FakeKubelet:
                     name=name,
                     labels=dict(labels or {}),
                     owner_kind=owner_kind,
-                    resources={device.resource_name: "1"},
+                    resources={resource: "1"},
                 )
             except BaseException:
                 self._fake.sim_detach_process(pid)
                 raise
             uid = pod["metadata"]["uid"]
             self._workloads[(namespace, name)] = Workload(
-                namespace, name, uid, device.uuid, device.resource_name, pid, dict(labels or {}), owner_kind
+                namespace, name, uid, device.uuid, resource, pid, dict(labels or {}), owner_kind,
+                device_id=f"{device.uuid}::0" if replicated else "",
             )
             return pod
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from migagent.layout.profile import MigProfile, ci_profile_name
+from migagent.layout.sharing import NO_SHARING, SharingConfig
 from migagent.layout.strategy import (
     GPU_RESOURCE,
     MIG_RESOURCE_PREFIX,
@@ -42,8 +43,8 @@ __all__ = [
 
 
 def is_plugin_resource(name: str) -> bool:
-    """Resources the NVIDIA device plugin owns on a node (any strategy)."""
-    return name == GPU_RESOURCE or name.startswith(MIG_RESOURCE_PREFIX)
+    """Resources the NVIDIA device plugin owns on a node (any strategy; `nvidia.com/gpu.shared` too)."""
+    return name == GPU_RESOURCE or name.startswith((MIG_RESOURCE_PREFIX, GPU_RESOURCE + "."))
 
 
 @dataclass(frozen=True)
@@ -82,17 +83,33 @@ class DeviceInventory:
             )
         return f"invalid MIG configuration for the {self.strategy} strategy: {'; '.join(problems)}"
 
-    def resources(self) -> dict[str, tuple[str, ...]]:
-        """Resource name -> device ids the plugin registers (empty when the plugin would exit)."""
+    def resources(self, sharing: SharingConfig = NO_SHARING) -> dict[str, tuple[str, ...]]:
+        """Resource name -> device ids the plugin registers (empty when the plugin would exit).
+
+        Under a sharing config a replicated resource's devices are registered `replicas` times as
+        `<uuid>::<n>` (internal/rm/devices.go NewAnnotatedID), under its new name when renamed. A
+        `devices` subset is modelled as its first device only (the agent does not predict subsets)."""
         if self.plugin_error is not None:
             return {}
         grouped: dict[str, list[str]] = {}
         for device in self.devices:
             grouped.setdefault(device.resource_name, []).append(device.uuid)
-        return {name: tuple(ids) for name, ids in sorted(grouped.items())}
+        registered: dict[str, list[str]] = {}
+        for name, ids in grouped.items():
+            advertised = sharing.advertised(name)
+            if advertised.replicas <= 1:
+                registered.setdefault(advertised.name, []).extend(ids)
+                continue
+            replicated = ids if advertised.exact else ids[:1]
+            for uuid in ids:
+                copies = advertised.replicas if uuid in replicated else 1
+                registered.setdefault(advertised.name, []).extend(
+                    f"{uuid}::{n}" if uuid in replicated else uuid for n in range(copies)
+                )
+        return {name: tuple(ids) for name, ids in sorted(registered.items())}
 
-    def counts(self) -> dict[str, int]:
-        return {name: len(ids) for name, ids in self.resources().items()}
+    def counts(self, sharing: SharingConfig = NO_SHARING) -> dict[str, int]:
+        return {name: len(ids) for name, ids in self.resources(sharing).items()}
 
     def by_uuid(self, uuid: str) -> PluginDevice | None:
         return next((d for d in self.devices if d.uuid == uuid), None)

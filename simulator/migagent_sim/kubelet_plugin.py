@@ -7,6 +7,16 @@
   pod runs unless the label is "false" or "paused-for-mig-change" (absent runs), and is recreated
   when deleted.
 
+Sharing (time-slicing): with a plugin ConfigMap (`config_map`, as the GPU Operator's
+ClusterPolicy devicePlugin.config or the plugin chart's config), the plugin runs with the config the
+node label `nvidia.com/device-plugin.config` names, else `default_config`, else the map's only key;
+replicated resources register `replicas` ids per device, renamed as the config says
+(migagent.layout.sharing). A change of that label restarts the plugin in place, as its
+config-manager sidecar does with SIGHUP: same pod, resources drop to 0 and come back under the new
+config. A label naming a config the map lacks makes the plugin exit (CrashLoopBackOff), as its
+config-manager refuses it. With `gfd_labels`, the node gets GPU Feature Discovery's
+`nvidia.com/<resource>.replicas|.product|.sharing-strategy|.count` labels at each registration.
+
 Node status follows the kubelet's device manager (reference kubernetes.md §5.3), simplified:
 - plugin pod gone (or the plugin exited): every plugin resource's allocatable reads "0", capacity is kept;
 - plugin (re)started: after `lag_s` (start-up + registration + node-status sync) capacity and
@@ -24,6 +34,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from migagent.clock import Clock
+from migagent.layout.sharing import NO_SHARING, SharingConfig, SharingConfigError, parse_plugin_config
 from migagent.layout.strategy import MigStrategy
 from migagent.sim.fake_nvml import FakeNvml
 from migagent_sim.apiserver import FakeApiServer
@@ -35,6 +46,7 @@ PLUGIN_MODES: tuple[PluginMode, ...] = ("gpu-operator", "daemonset", "node-label
 # What a DaemonSet patched as deploy/overlays/standalone says keeps it off a node (node affinity NotIn).
 NODE_LABEL_OFF = ("false", "paused-for-mig-change")
 DEPLOY_LABEL = "nvidia.com/gpu.deploy.device-plugin"
+CONFIG_LABEL = "nvidia.com/device-plugin.config"
 PLUGIN_POD_PREFIX = "nvidia-device-plugin-daemonset-"
 JsonDict = dict[str, Any]
 _LOG = logging.getLogger(__name__)
@@ -60,6 +72,9 @@ class FakeDevicePlugin:
         lock: threading.RLock,
         strategy: MigStrategy = MigStrategy.MIXED,
         daemonset: str = "nvidia-device-plugin-daemonset",
+        config_map: tuple[str, str] | None = None,
+        default_config: str | None = None,
+        gfd_labels: bool = False,
     ) -> None:
         if mode not in PLUGIN_MODES:
             raise ValueError(f"plugin_mode {mode!r} is not valid; valid modes: {', '.join(PLUGIN_MODES)}")
@@ -82,11 +97,19 @@ class FakeDevicePlugin:
         self.error: str | None = None
         self._cancel = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._config_map = config_map
+        self._default_config = default_config
+        self._gfd_labels = gfd_labels
+        self._selected: str | None = None
+        self.sharing: SharingConfig = NO_SHARING
+        self.config_restarts = 0
+        """How often the config manager restarted the plugin in place (label changes)."""
 
     # --- pod lifecycle ---------------------------------------------------------------------------
 
     def adopt_or_sync(self, node: JsonDict) -> None:
         """At kubelet start: take over a plugin pod already on the node, else behave as on any node change."""
+        self._selected = node["metadata"].get("labels", {}).get(CONFIG_LABEL)
         for pod in self._api.pods(self._node):
             if pod["metadata"].get("namespace") == self._namespace and self._is_plugin_labelled(pod):
                 self.pod = pod
@@ -95,6 +118,13 @@ class FakeDevicePlugin:
         self.node_changed(node)
 
     def node_changed(self, node: JsonDict) -> None:
+        selected = node["metadata"].get("labels", {}).get(CONFIG_LABEL)
+        if selected != self._selected:
+            self._selected = selected
+            if self.pod is not None and self._config_map is not None:  # config-manager: SIGHUP, same pod
+                self.config_restarts += 1
+                self._disconnect()
+                self._start_registration()
         wanted = self._should_run(node)
         if wanted and self.pod is None:
             self._create_pod()
@@ -183,16 +213,39 @@ class FakeDevicePlugin:
         if self.pod is None or self.pod["metadata"]["uid"] != uid:
             return
         inventory: DeviceInventory = read_inventory(self._fake, self.strategy)
-        self.error = inventory.plugin_error
+        try:
+            self.sharing = self._load_sharing()
+            self.error = inventory.plugin_error
+        except SharingConfigError as exc:
+            self.error = str(exc)
         if self.error is not None:
             _LOG.warning("fake device plugin on %s exits: %s", self._node, self.error)
             self.registered = {}
             metadata = self.pod["metadata"]
             self.pod = self._api.update_pod(metadata["namespace"], metadata["name"], _crash_looping(self.error))
             return
-        self.registered = inventory.resources()
+        self.registered = inventory.resources(self.sharing)
         counts = {name: str(len(ids)) for name, ids in self.registered.items()}
-        self._api.update_node(self._node, lambda node: _publish(node, counts))
+        labels = gfd_labels(inventory.counts(), self.sharing) if self._gfd_labels else {}
+        self._api.update_node(self._node, lambda node: _publish(node, counts, labels))
+
+    def _load_sharing(self) -> SharingConfig:
+        """The sharing config the plugin starts with: the ConfigMap's key the node label selects."""
+        if self._config_map is None:
+            return NO_SHARING
+        namespace, name = self._config_map
+        found = self._api.config_map(namespace, name)
+        data: dict[str, str] = (found or {}).get("data") or {}
+        key = self._selected or self._default_config or (next(iter(data)) if len(data) == 1 else None)
+        if key is None:
+            return NO_SHARING
+        if key not in data:
+            raise SharingConfigError(f"config-manager: no config {key!r} in ConfigMap {namespace}/{name}")
+        return parse_plugin_config(data[key], where=f"ConfigMap {namespace}/{name} config {key}")
+
+    def advertised_name(self, resource: str) -> str:
+        """The name the running plugin advertises `resource` under (renamed by its sharing config)."""
+        return self.sharing.advertised(resource).name
 
     def _disconnect(self) -> None:
         self._cancel.set()
@@ -220,7 +273,29 @@ def _crash_looping(message: str) -> Callable[[JsonDict], None]:
     return mark
 
 
-def _publish(node: JsonDict, counts: Mapping[str, str]) -> None:
+def gfd_labels(counts: Mapping[str, int], sharing: SharingConfig) -> dict[str, str]:
+    """What GPU Feature Discovery labels for each resource (internal/lm/resource.go baseLabeler): its
+    replicas, its sharing strategy, and a product name ending -SHARED when replicated but not renamed."""
+    labels: dict[str, str] = {}
+    for resource, count in counts.items():
+        advertised = sharing.advertised(resource)
+        shared = advertised.replicas > 1
+        suffix = "-SHARED" if shared and advertised.name == resource else ""
+        strategy = ("time-slicing" if sharing.kind == "timeSlicing" else sharing.kind) if shared else "none"
+        labels.update(
+            {
+                f"{resource}.count": str(count),
+                f"{resource}.replicas": str(advertised.replicas),
+                f"{resource}.sharing-strategy": strategy,
+                f"{resource}.product": "NVIDIA-" + resource.removeprefix("nvidia.com/").upper() + suffix,
+            }
+        )
+    return labels
+
+
+def _publish(node: JsonDict, counts: Mapping[str, str], labels: Mapping[str, str] | None = None) -> None:
+    if labels:
+        node["metadata"].setdefault("labels", {}).update(labels)
     status = node.setdefault("status", {})
     for field in ("capacity", "allocatable"):
         values = status.setdefault(field, {})

@@ -55,6 +55,13 @@ SELECTABLE_FIELDS: dict[str, dict[str, Callable[[JsonDict], str]]] = {
         "status.nominatedNodeName": _path("status", "nominatedNodeName"),
     },
     "events": {**_COMMON_FIELDS, **_EVENT_FIELDS},
+    # pkg/registry/resource/resourceslice/strategy.go: the node, the driver and the pool name.
+    "resourceslices": {
+        "metadata.name": _path("metadata", "name"),
+        "spec.nodeName": _path("spec", "nodeName"),
+        "spec.driver": _path("spec", "driver"),
+        "spec.pool.name": _path("spec", "pool", "name"),
+    },
 }
 
 

@@ -26,7 +26,16 @@ from migagent_sim.apiserver.objects import (
     pod_object,
     timestamp,
 )
-from migagent_sim.apiserver.routing import CORE_EVENTS, DAEMONSETS, EVENTS_V1, NODES, PDBS, PODS
+from migagent_sim.apiserver.routing import (
+    CONFIGMAPS,
+    CORE_EVENTS,
+    DAEMONSETS,
+    EVENTS_V1,
+    NODES,
+    PDBS,
+    PODS,
+    RESOURCESLICES,
+)
 from migagent_sim.apiserver.store import Store, StoredEvent
 from migagent_sim.apiserver.terminating import Terminator
 
@@ -280,6 +289,40 @@ class FakeApiServer:
         stored = {"apiVersion": "apps/v1", "kind": "DaemonSet", "status": daemonset_status(), **daemonset}
         stored["metadata"] = {**stored["metadata"], "namespace": stored["metadata"].get("namespace") or "default"}
         return self._store.create(DAEMONSETS, stored)
+
+    def put_config_map(self, namespace: str, name: str, data: Mapping[str, str]) -> JsonDict:
+        """Create the ConfigMap, or replace its data (as `kubectl apply` of an edited one would)."""
+        if self._store.get(CONFIGMAPS, namespace, name) is None:
+            obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}}
+            return self._store.create(CONFIGMAPS, {**obj, "data": dict(data)})
+
+        def replace(config_map: JsonDict) -> None:
+            config_map["data"] = dict(data)
+
+        return self._store.update(CONFIGMAPS, namespace, name, _in_place(replace))
+
+    def config_map(self, namespace: str, name: str) -> JsonDict | None:
+        return self._store.get(CONFIGMAPS, namespace, name)
+
+    def put_resource_slice(self, resource_slice: JsonDict) -> JsonDict:
+        """Create or replace a ResourceSlice (cluster-scoped), as a DRA kubelet plugin publishes it."""
+        name = resource_slice["metadata"]["name"]
+        stored = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", **resource_slice}
+        if self._store.get(RESOURCESLICES, "", name) is None:
+            return self._store.create(RESOURCESLICES, stored)
+
+        def replace(current: JsonDict) -> None:
+            current["spec"] = stored["spec"]
+
+        return self._store.update(RESOURCESLICES, "", name, _in_place(replace))
+
+    def delete_resource_slice(self, name: str) -> None:
+        if self._store.get(RESOURCESLICES, "", name) is not None:
+            self._store.delete(RESOURCESLICES, "", name)
+
+    def resource_slices(self) -> list[JsonDict]:
+        items, _ = self._store.list_objects(RESOURCESLICES)
+        return items
 
     def events(self) -> list[JsonDict]:
         """Events created through either API (core/v1 and events.k8s.io/v1), oldest first."""

@@ -10,7 +10,7 @@ from tests.integration.deploy.manifests import only, render, render_with_compone
 
 
 @pytest.fixture
-def make_cluster(tmp_path: Path) -> Iterator[Callable[[SimClusterConfig], SimCluster]]:
+def make_cluster(tmp_path: Path) -> Iterator[Callable[..., SimCluster]]:
     """Start simulated clusters (each in its own directory); all are stopped after the test.
 
     The fake API server enforces the RBAC and admission policy rendered from deploy/ (the standalone
@@ -18,13 +18,14 @@ def make_cluster(tmp_path: Path) -> Iterator[Callable[[SimClusterConfig], SimClu
     the manifests deny fails the test."""
     started: list[SimCluster] = []
 
-    def make(config: SimClusterConfig = SMALL) -> SimCluster:
-        objects = (
-            # a plugin restarted by deleting its pod: the standalone overlay with the component granting it
-            render_with_components("overlays/standalone", "components/delete-pod-restart")
-            if config.plugin_mode == "daemonset"
-            else render("overlays/gpu-operator")
-        )
+    def make(config: SimClusterConfig = SMALL, *extra_components: str) -> SimCluster:
+        # a plugin restarted by deleting its pod: the standalone overlay with the component granting it
+        overlay = "overlays/standalone" if config.plugin_mode == "daemonset" else "overlays/gpu-operator"
+        components: tuple[str, ...] = ("components/delete-pod-restart",) if config.plugin_mode == "daemonset" else ()
+        if config.plugin_configs is not None and config.agent_reads_plugin_config:
+            components += ("components/device-plugin-config",)  # get on the plugin's ConfigMap
+        components += extra_components
+        objects = render_with_components(overlay, *components) if components else render(overlay)
         account = only(objects, "ServiceAccount")["metadata"]
         cluster = SimCluster(
             tmp_path / f"cluster-{len(started)}",

@@ -1,0 +1,76 @@
+"""Read-only looks at objects other components own: the device plugin's ConfigMap, the DRA driver's
+ResourceSlices. Each needs its own grant (deploy/: `get` on the one ConfigMap by resourceNames,
+`list` on resourceslices cluster-wide, which RBAC cannot scope to one node).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kubernetes.client import ApiClient, CoreV1Api, ResourceV1Api
+from kubernetes.client.exceptions import ApiException
+
+from migagent.clock import Clock
+from migagent.kube.classify import call_with_retries, classified
+from migagent.kube.timeouts import RequestTimeout
+
+_HTTP_NOT_FOUND = 404
+
+
+@dataclass(frozen=True)
+class SliceDevice:
+    """One device of a ResourceSlice: its name and its string attributes (`type`, `uuid`, `profile`...)."""
+
+    name: str
+    attributes: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+
+class ClusterReads:
+    def __init__(self, api_client: ApiClient, *, clock: Clock, timeout: RequestTimeout | None = None) -> None:
+        self._core = CoreV1Api(api_client)
+        self._resource = ResourceV1Api(api_client)
+        self._clock = clock
+        self._timeout = timeout or RequestTimeout()
+
+    def read_config_map(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        """The ConfigMap's data; None when it does not exist."""
+        call = f"get configmap {namespace}/{name}"
+
+        def read() -> Mapping[str, str] | None:
+            with classified(call):
+                try:
+                    found = self._core.read_namespaced_config_map(
+                        name, namespace, _request_timeout=self._timeout.request
+                    )
+                except ApiException as error:
+                    if error.status == _HTTP_NOT_FOUND:
+                        return None
+                    raise
+            return dict(found.data or {})
+
+        return call_with_retries(call, read, clock=self._clock)
+
+    def list_slice_devices(self, *, node_name: str, driver: str) -> list[SliceDevice]:
+        """Every device in the ResourceSlices `driver` publishes for `node_name` (field selectors
+        spec.nodeName and spec.driver, which the API server supports for resourceslices)."""
+        call = f"list resourceslices of {driver} on {node_name}"
+
+        def read() -> list[SliceDevice]:
+            with classified(call):
+                slices = self._resource.list_resource_slice(
+                    field_selector=f"spec.nodeName={node_name},spec.driver={driver}",
+                    _request_timeout=self._timeout.request,
+                )
+            devices = []
+            for item in slices.items or ():
+                for device in item.spec.devices or ():
+                    attributes = {
+                        str(key): str(value.string)
+                        for key, value in (device.attributes or {}).items()
+                        if value is not None and value.string is not None
+                    }
+                    devices.append(SliceDevice(device.name, attributes))
+            return devices
+
+        return call_with_retries(call, read, clock=self._clock)
