@@ -246,7 +246,7 @@ def _run_agent(args: argparse.Namespace) -> int:
     try:
         with signals_handled({signal.SIGTERM: stop.set, signal.SIGINT: ctrl_c}):
             wait_for_operator(args, api=api, clock=clock, stop=stop)
-        with open_node(args) as driver:
+        with open_node(args, held=False) as driver:
             agent, source = build_agent(
                 options, api=api, driver=driver, journal=journal_for(args), clock=clock,
                 reboot_requester=reboot_requester_for(args), listener=listener, health=health,

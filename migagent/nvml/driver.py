@@ -4,19 +4,26 @@ Every public method re-acquires the device handle by index: GI/CI/MIG handles an
 handles are invalidated by a reset or a mode change, so none is kept between calls. Profile
 tables are cached per (GPU UUID, current MIG mode), since NVML documents them as immutable for the
 lifetime of a MIG mode; observations never are.
+
+NVML is initialised only inside a session (`nvml.session`): every public method opens one, and a
+caller running a unit of work (an observe, an apply, a doctor run) opens one around all of its
+calls with `driver.session()`. `with GpuDriver(...)` holds a session for the block (one-shot CLI
+commands); the agent and host mode never do, so an idle agent holds NVML on no device.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
 from ctypes import byref
+from functools import wraps
 from types import TracebackType
+from typing import Concatenate, ParamSpec, TypeVar
 
 import pynvml
 
 from migagent.catalog import Placement, ProfileTable
-from migagent.errors import MigAgentError, NotSupportedError, PermanentError
+from migagent.errors import NotSupportedError, PermanentError
 from migagent.layout.observed import Observation, ObservedGi, ObservedGpu, ObservedProcess
 from migagent.nvml.device import Device, acquire, mode_change_needs_reset, read_mig_mode
 from migagent.nvml.errors import classify, nvml_call, nvml_error_name
@@ -26,9 +33,23 @@ from migagent.nvml.mode import ModeActivation, activation_of
 from migagent.nvml.observe import read_gpu_instances, read_processes
 from migagent.nvml.profiles import read_profile_table
 from migagent.nvml.reset import ResetRunner
+from migagent.nvml.session import NvmlSession
 
 _INSTANCE_GONE = frozenset({pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_ERROR_INVALID_ARGUMENT})
 _NODE = "node"
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _in_session(method: Callable[Concatenate[GpuDriver, P], R]) -> Callable[Concatenate[GpuDriver, P], R]:
+    """Run the method inside an NVML session (a no-op when the caller already holds one)."""
+
+    @wraps(method)
+    def wrapper(self: GpuDriver, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self.session():
+            return method(self, *args, **kwargs)
+
+    return wrapper
 
 
 class GpuDriver:
@@ -36,10 +57,20 @@ class GpuDriver:
         self._lib = lib
         self._reset_runner = reset_runner
         self._profile_tables: dict[tuple[str, bool], ProfileTable] = {}
+        self._sessions = NvmlSession(lib)
+        self._held = ExitStack()
+
+    @property
+    def nvml_held(self) -> bool:
+        """Whether this driver holds NVML initialised now (False between units of work)."""
+        return self._sessions.held
+
+    def session(self) -> AbstractContextManager[None]:
+        """NVML initialised for the block; nested sessions (and every method inside) share one init."""
+        return self._sessions.open()
 
     def __enter__(self) -> GpuDriver:
-        with nvml_call("nvmlInit", _NODE):
-            self._lib.nvmlInit()
+        self._held.enter_context(self.session())
         return self
 
     def __exit__(
@@ -48,26 +79,23 @@ class GpuDriver:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        try:
-            with nvml_call("nvmlShutdown", _NODE):
-                self._lib.nvmlShutdown()
-        except MigAgentError:
-            # An error already leaving the block says what went wrong; a failed shutdown must not hide it.
-            if exc is None:
-                raise
+        self._held.__exit__(exc_type, exc, traceback)
 
     # --- reading -------------------------------------------------------------------------------
 
+    @_in_session
     def observe(self) -> Observation:
         """A fresh read of every GPU: identity, MIG mode, GIs at their placements, CIs, processes."""
         with nvml_call("nvmlDeviceGetCount", _NODE):
             count = self._lib.nvmlDeviceGetCount()
         return Observation(gpus=tuple(self.observe_gpu(index) for index in range(count)))
 
+    @_in_session
     def inspect(self) -> NodeReport:
         """Versions, MIG modes and every profile NVML reports, read with query calls only (`doctor`)."""
         return inspect_node(self._lib)
 
+    @_in_session
     def profile_table(self, gpu: int) -> ProfileTable:
         device = acquire(self._lib, gpu)
         mode = read_mig_mode(self._lib, device)
@@ -78,6 +106,7 @@ class GpuDriver:
             raise NotSupportedError(_no_table_message(device, mig_enabled=mode[0]))
         return table
 
+    @_in_session
     def observe_gpu(self, index: int) -> ObservedGpu:
         """A fresh read of one GPU (what checking one step of a plan needs)."""
         device = acquire(self._lib, index)
@@ -127,6 +156,7 @@ class GpuDriver:
 
     # --- MIG mode and reset --------------------------------------------------------------------
 
+    @_in_session
     def set_mig_mode(self, gpu: int, *, enabled: bool) -> ModeActivation:
         device = acquire(self._lib, gpu)
         wanted = pynvml.NVML_DEVICE_MIG_ENABLE if enabled else pynvml.NVML_DEVICE_MIG_DISABLE
@@ -139,6 +169,7 @@ class GpuDriver:
             raise NotSupportedError(f"{device.label} is not MIG capable (nvmlDeviceGetMigMode: NOT_SUPPORTED)")
         return activation_of(status, mode=mode, enabled=enabled, what=what, gpu_label=device.label)
 
+    @_in_session
     def reset_gpu(self, gpu: int) -> None:
         """Reset one GPU (destroys its GIs/CIs, applies a pending mode). Invalidates every handle.
 
@@ -147,22 +178,12 @@ class GpuDriver:
         before survives, which is why none is kept.
         """
         device = acquire(self._lib, gpu)
-        with self._nvml_released(device.label):
+        with self._sessions.released(device.label):
             self._reset_runner.reset(device.pci_bus_id)
-
-    @contextmanager
-    def _nvml_released(self, gpu_label: str) -> Iterator[None]:
-        with nvml_call("nvmlShutdown (before the GPU reset)", gpu_label):
-            self._lib.nvmlShutdown()
-        try:
-            yield
-        finally:
-            # Initialised again whatever the reset did: the driver stays usable (and `__exit__` balanced).
-            with nvml_call("nvmlInit (after the GPU reset)", gpu_label):
-                self._lib.nvmlInit()
 
     # --- instances -----------------------------------------------------------------------------
 
+    @_in_session
     def create_gpu_instance(self, gpu: int, *, profile_id: int, placement: Placement) -> int:
         device = acquire(self._lib, gpu)
         # pynvml passes `placement` straight to a `const nvmlGpuInstancePlacement_t*` parameter.
@@ -173,6 +194,7 @@ class GpuDriver:
         with nvml_call(f"nvmlGpuInstanceGetInfo(new GI of profile {profile_id})", device.label):
             return int(self._lib.nvmlGpuInstanceGetInfo(gi).id)
 
+    @_in_session
     def create_compute_instance(
         self, gpu: int, *, gi_id: int, profile_id: int, placement: Placement | None = None
     ) -> int:
@@ -191,6 +213,7 @@ class GpuDriver:
         with nvml_call(f"nvmlComputeInstanceGetInfo(new CI in GI {gi_id})", device.label):
             return int(self._lib.nvmlComputeInstanceGetInfo(ci).id)
 
+    @_in_session
     def destroy_compute_instance(self, gpu: int, *, gi_id: int, ci_id: int) -> None:
         device = acquire(self._lib, gpu)
         gi = self._gpu_instance(device, gi_id)
@@ -203,6 +226,7 @@ class GpuDriver:
         with nvml_call(f"nvmlComputeInstanceDestroy(GI {gi_id}, CI {ci_id})", device.label):
             self._lib.nvmlComputeInstanceDestroy(ci)
 
+    @_in_session
     def destroy_gpu_instance(self, gpu: int, *, gi_id: int) -> None:
         device = acquire(self._lib, gpu)
         gi = self._gpu_instance(device, gi_id)

@@ -38,7 +38,7 @@ from migagent.reconcile.executor import (
     precondition_failure,
 )
 from migagent.reconcile.journal import JOURNAL_VERSION, Journal, JournalRecord
-from migagent.reconcile.ports import NodeDriver, RebootRequester
+from migagent.reconcile.ports import NodeDriver, RebootRequester, unit_of_work
 from migagent.reconcile.result import ApplyOutcome, ApplyResult
 from migagent.reconcile.retry import RetryPolicy, step_retrying
 from migagent.reconcile.safety import check_nothing_in_use
@@ -133,10 +133,12 @@ class ApplyEngine:
         )
         attempt.log = log.bind(config=config_name, layout_hash=layout_hash[:12])
         attempt.started_s = self._clock.monotonic()
-        try:
-            return self._run(attempt, desired)
-        except MigAgentError as exc:
-            return self._fail(attempt, exc)
+        # NVML is held for the apply only (its steps share one init), never while the agent idles.
+        with unit_of_work(self._driver):
+            try:
+                return self._run(attempt, desired)
+            except MigAgentError as exc:
+                return self._fail(attempt, exc)
 
     # -- the flow -----------------------------------------------------------------------------
 
