@@ -14,29 +14,32 @@ commands); the agent and host mode never do, so an idle agent holds NVML on no d
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import AbstractContextManager
 from ctypes import byref
+from dataclasses import replace
 from functools import wraps
 from types import TracebackType
 from typing import Concatenate, ParamSpec, TypeVar
 
 import pynvml
+import structlog
 
-from migagent.catalog import Placement, ProfileTable
-from migagent.errors import NotSupportedError, PermanentError
+from migagent.catalog import CiProfile, Placement, ProfileTable
+from migagent.errors import MigAgentError, NotSupportedError, PermanentError
 from migagent.layout.observed import Observation, ObservedGi, ObservedGpu, ObservedProcess
 from migagent.nvml.device import Device, acquire, mode_change_needs_reset, read_mig_mode
 from migagent.nvml.errors import classify, nvml_call, nvml_error_name
-from migagent.nvml.inspect import NodeReport, inspect_node
+from migagent.nvml.inspect import NodeReport, inspect_node, read_ci_profiles
 from migagent.nvml.lib import Handle, NvmlLib
 from migagent.nvml.mode import ModeActivation, activation_of
-from migagent.nvml.observe import read_gpu_instances, read_processes
+from migagent.nvml.observe import compute_instances_of, read_gpu_instances, read_processes
 from migagent.nvml.profiles import read_profile_table
 from migagent.nvml.reset import ResetRunner
 from migagent.nvml.session import NvmlSession
 
 _INSTANCE_GONE = frozenset({pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_ERROR_INVALID_ARGUMENT})
 _NODE = "node"
+log = structlog.get_logger(__name__)
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -57,8 +60,10 @@ class GpuDriver:
         self._lib = lib
         self._reset_runner = reset_runner
         self._profile_tables: dict[tuple[str, bool], ProfileTable] = {}
+        # (GPU UUID, GI profile id) -> the CI profiles NVML reported inside a GI of that profile. They
+        # replace the catalog's rows: the catalog serves planning only until a GI of the profile exists.
+        self._nvml_ci_profiles: dict[tuple[str, int], tuple[CiProfile, ...]] = {}
         self._sessions = NvmlSession(lib)
-        self._held = ExitStack()
 
     @property
     def nvml_held(self) -> bool:
@@ -70,7 +75,7 @@ class GpuDriver:
         return self._sessions.open()
 
     def __enter__(self) -> GpuDriver:
-        self._held.enter_context(self.session())
+        self._sessions.acquire()
         return self
 
     def __exit__(
@@ -79,7 +84,7 @@ class GpuDriver:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self._held.__exit__(exc_type, exc, traceback)
+        self._sessions.release(quiet=exc is not None)
 
     # --- reading -------------------------------------------------------------------------------
 
@@ -101,10 +106,11 @@ class GpuDriver:
         mode = read_mig_mode(self._lib, device)
         if mode is None:
             raise NotSupportedError(f"{device.label} is not MIG capable (nvmlDeviceGetMigMode: NOT_SUPPORTED)")
-        table = self._table(device, uuid=self._uuid(device), mig_enabled=mode[0])
+        uuid = self._uuid(device)
+        table = self._table(device, uuid=uuid, mig_enabled=mode[0])
         if table is None:
             raise NotSupportedError(_no_table_message(device, mig_enabled=mode[0]))
-        return table
+        return self._with_nvml_ci_profiles(table, uuid=uuid)
 
     @_in_session
     def observe_gpu(self, index: int) -> ObservedGpu:
@@ -122,6 +128,9 @@ class GpuDriver:
             if table is None:
                 raise NotSupportedError(_no_table_message(device, mig_enabled=True))
             gpu_instances = read_gpu_instances(self._lib, device, table)
+            for gi in gpu_instances:
+                self._learn_ci_profiles(device, uuid=uuid, gi_id=gi.id, gi_profile_id=gi.profile_id)
+            table = self._with_nvml_ci_profiles(table, uuid=uuid)
         else:
             # A mode change must not pull the GPU from under these: the safety gate names them.
             processes = read_processes(self._lib, device.handle, what="whole GPU", gpu_label=device.label)
@@ -153,6 +162,26 @@ class GpuDriver:
                 return None
             self._profile_tables[key] = table
         return self._profile_tables[key]
+
+    def _learn_ci_profiles(self, device: Device, *, uuid: str, gi_id: int, gi_profile_id: int) -> None:
+        """Read NVML's CI profiles through GI `gi_id` the first time a GI of its profile is seen."""
+        if (uuid, gi_profile_id) in self._nvml_ci_profiles:
+            return
+        handle = self._gpu_instance(device, gi_id)
+        profiles = read_ci_profiles(self._lib, device, handle)
+        if profiles:
+            self._nvml_ci_profiles[(uuid, gi_profile_id)] = profiles
+
+    def _with_nvml_ci_profiles(self, table: ProfileTable, *, uuid: str) -> ProfileTable:
+        if not any((uuid, gi.id) in self._nvml_ci_profiles for gi in table.gi_profiles):
+            return table
+        learned = [
+            replace(gi, ci_profiles=self._nvml_ci_profiles[(uuid, gi.id)])
+            if (uuid, gi.id) in self._nvml_ci_profiles
+            else gi
+            for gi in table.gi_profiles
+        ]
+        return replace(table, gi_profiles=tuple(learned))
 
     # --- MIG mode and reset --------------------------------------------------------------------
 
@@ -200,18 +229,43 @@ class GpuDriver:
     ) -> int:
         device = acquire(self._lib, gpu)
         gi = self._gpu_instance(device, gi_id)
-        if placement is None:
-            with nvml_call(f"nvmlGpuInstanceCreateComputeInstance(GI {gi_id}, profile {profile_id})", device.label):
-                ci = self._lib.nvmlGpuInstanceCreateComputeInstance(gi, profile_id)
-        else:
-            placement_struct = pynvml.c_nvmlComputeInstancePlacement_t(placement.start, placement.size)
-            what = f"nvmlGpuInstanceCreateComputeInstanceWithPlacement(GI {gi_id}, profile {profile_id} at {placement})"
-            with nvml_call(what, device.label):
-                ci = self._lib.nvmlGpuInstanceCreateComputeInstanceWithPlacement(
-                    gi, profile_id, byref(placement_struct)
-                )
+        try:
+            ci = self._create_ci(device, gi, gi_id=gi_id, profile_id=profile_id, placement=placement)
+        except PermanentError:
+            # Refused (not a transient error, which the engine retries with the GI in place).
+            self._destroy_if_without_cis(device, gi, gi_id=gi_id)
+            raise
         with nvml_call(f"nvmlComputeInstanceGetInfo(new CI in GI {gi_id})", device.label):
             return int(self._lib.nvmlComputeInstanceGetInfo(ci).id)
+
+    def _create_ci(
+        self, device: Device, gi: Handle, *, gi_id: int, profile_id: int, placement: Placement | None
+    ) -> Handle:
+        # What NVML offers in this GI is learned before the create: a refused catalog row is then
+        # replaced by NVML's own for the next plan (the agent's next attempt resolves with it).
+        with nvml_call(f"nvmlGpuInstanceGetInfo(GI {gi_id})", device.label):
+            gi_profile_id = int(self._lib.nvmlGpuInstanceGetInfo(gi).profileId)
+        self._learn_ci_profiles(device, uuid=self._uuid(device), gi_id=gi_id, gi_profile_id=gi_profile_id)
+        if placement is None:
+            with nvml_call(f"nvmlGpuInstanceCreateComputeInstance(GI {gi_id}, profile {profile_id})", device.label):
+                return self._lib.nvmlGpuInstanceCreateComputeInstance(gi, profile_id)
+        placement_struct = pynvml.c_nvmlComputeInstancePlacement_t(placement.start, placement.size)
+        what = f"nvmlGpuInstanceCreateComputeInstanceWithPlacement(GI {gi_id}, profile {profile_id} at {placement})"
+        with nvml_call(what, device.label):
+            return self._lib.nvmlGpuInstanceCreateComputeInstanceWithPlacement(gi, profile_id, byref(placement_struct))
+
+    def _destroy_if_without_cis(self, device: Device, gi: Handle, *, gi_id: int) -> None:
+        """A GI whose first CI could not be created is destroyed in the same step: none is left without CIs."""
+        try:
+            if compute_instances_of(self._lib, device, gi, gi_id=gi_id):
+                return
+            with nvml_call(f"nvmlGpuInstanceDestroy(GI {gi_id}, left without CIs)", device.label):
+                self._lib.nvmlGpuInstanceDestroy(gi)
+        except MigAgentError as exc:
+            # The create's own error is the one to report; the next observe shows the GI and plans again.
+            log.warning("gi_without_cis_not_destroyed", gpu=device.label, gi_id=gi_id, error=str(exc))
+            return
+        log.warning("gi_without_cis_destroyed", gpu=device.label, gi_id=gi_id)
 
     @_in_session
     def destroy_compute_instance(self, gpu: int, *, gi_id: int, ci_id: int) -> None:

@@ -115,11 +115,13 @@ def _ci_profiles_of_a_live_gi(
     handles = _gpu_instances_of(lib, device, int(info.id), capacity=int(info.instanceCount))
     if not handles:
         return None
-    return read_ci_profiles(lib, device, handles[0], gi_slices=int(info.sliceCount))
+    return read_ci_profiles(lib, device, handles[0])
 
 
-def read_ci_profiles(lib: NvmlLib, device: Device, gi: Handle, *, gi_slices: int) -> tuple[CiProfile, ...]:
-    """Every CI profile of a GI, enumerating the CI enum until NVML says INVALID_ARGUMENT."""
+def read_ci_profiles(lib: NvmlLib, device: Device, gi: Handle) -> tuple[CiProfile, ...]:
+    """Every CI profile of a GI, enumerating the CI enum until NVML says INVALID_ARGUMENT.
+
+    The default CI is NVML's answer: the profile filling the GI (see `_with_default`)."""
     found: dict[int, CiProfile] = {}
     for enum in range(_CI_ENUM_LIMIT):
         what = f"nvmlGpuInstanceGetComputeInstanceProfileInfo(enum {enum})"
@@ -143,7 +145,8 @@ def read_ci_profiles(lib: NvmlLib, device: Device, gi: Handle, *, gi_slices: int
                 placements=_ci_placements(lib, device, gi, profile_id),
                 is_default=False,
             )
-    return _with_default(tuple(found.values()), gi_slices=gi_slices)
+    profiles = tuple(found.values())
+    return _with_default(profiles, gi_slices=max((ci.slices for ci in profiles), default=0))
 
 
 def _ci_placements(lib: NvmlLib, device: Device, gi: Handle, profile_id: int) -> tuple[Placement, ...]:

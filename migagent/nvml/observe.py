@@ -111,7 +111,7 @@ def _observe_gi(
     gi_id = int(info.id)
     cis = [
         _observe_ci(lib, device, ci_handle, gi_id=gi_id, mig_devices=mig_devices)
-        for ci_handle in _compute_instances_of(lib, device, gi_handle, gi_id=gi_id)
+        for ci_handle in compute_instances_of(lib, device, gi_handle, gi_id=gi_id)
     ]
     return ObservedGi(
         id=gi_id,
@@ -121,7 +121,7 @@ def _observe_gi(
     )
 
 
-def _compute_instances_of(lib: NvmlLib, device: Device, gi_handle: Handle, *, gi_id: int) -> list[Handle]:
+def compute_instances_of(lib: NvmlLib, device: Device, gi_handle: Handle, *, gi_id: int) -> list[Handle]:
     handles: list[Handle] = []
     seen_profiles: set[int] = set()
     answers = profiles_by_enum(

@@ -51,21 +51,31 @@ class NvmlSession:
 
     @contextmanager
     def open(self) -> Iterator[None]:
+        self.acquire()
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            self.release(quiet=failed)
+
+    def acquire(self) -> None:
+        """Open a session without a block (`GpuDriver.__enter__`); `release` ends it.
+
+        Not a generator kept suspended: one collected as garbage would end the session at random."""
         with self._lock:
             if self._depth == 0:
                 with nvml_call("nvmlInit", _NODE):
                     self._lib.nvmlInit()
                 self._initialised = True
             self._depth += 1
-        failed = True
-        try:
-            yield
-            failed = False
-        finally:
-            with self._lock:
-                self._depth -= 1
-                if self._depth == 0:
-                    self._close(quiet=failed)
+
+    def release(self, *, quiet: bool = False) -> None:
+        """End a session; `quiet`: a failed nvmlShutdown is not raised (an error is already leaving)."""
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                self._close(quiet=quiet)
 
     def _close(self, *, quiet: bool) -> None:
         if not self._initialised:

@@ -255,9 +255,25 @@ class ApplyEngine:
             self._execute_step(step, observation)
         except (MigAgentError, Replan, RebootNeeded) as exc:  # every started step gets an end line
             step_log.warning("step_failed", seconds=round(self._clock.monotonic() - started, 3), error=str(exc))
+            if step.kind is StepKind.CREATE_CI and isinstance(exc, PermanentError):
+                self._destroy_gis_left_without_cis(a, step.gpu)
             raise
         step_log.info("step_succeeded", seconds=round(self._clock.monotonic() - started, 3))
         return True
+
+    def _destroy_gis_left_without_cis(self, a: _Attempt, gpu: int) -> None:
+        """A CI NVML refused ends the apply: the GIs this plan created on the GPU and that still have
+        no CI are destroyed with it, so no path leaves a GI without CIs (the next attempt plans anew)."""
+        assert a.plan is not None
+        created = {s.gi_placement for s in a.plan.steps if s.kind is StepKind.CREATE_GI and s.gpu == gpu}
+        for gi in self._driver.observe_gpu(gpu).gpu_instances:
+            if gi.placement in created and not gi.compute_instances:
+                try:
+                    self._driver.destroy_gpu_instance(gpu, gi_id=gi.id)
+                except MigAgentError as exc:
+                    a.log.warning("gi_without_cis_not_destroyed", gpu=gpu, gi_id=gi.id, error=str(exc))
+                    continue
+                a.log.warning("gi_without_cis_destroyed", gpu=gpu, gi_id=gi.id, placement=str(gi.placement))
 
     def _execute_step(self, step: Step, observation: Observation) -> None:
         try:

@@ -13,9 +13,10 @@ SEVEN_G = 0  # the A100's 7g.80gb GI profile id
 class _CountingFake(FakeNvml):
     """FakeNvml recording each nvmlInit / nvmlShutdown."""
 
-    calls: list[str] = []
+    calls: list[str]
 
     def nvmlInit(self) -> None:  # noqa: N802
+        self.calls = getattr(self, "calls", [])
         self.calls.append("init")
         super().nvmlInit()
 
@@ -27,7 +28,6 @@ class _CountingFake(FakeNvml):
 def _fake(spec: str, *, mig_enabled: bool = False) -> _CountingFake:
     fake = _CountingFake.from_spec(spec, mig_enabled=mig_enabled)
     assert isinstance(fake, _CountingFake)
-    fake.calls = []
     return fake
 
 
