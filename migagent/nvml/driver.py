@@ -29,6 +29,7 @@ from migagent.errors import MigAgentError, NotSupportedError, PermanentError
 from migagent.layout.observed import Observation, ObservedGi, ObservedGpu, ObservedProcess
 from migagent.nvml.device import Device, acquire, mode_change_needs_reset, read_mig_mode
 from migagent.nvml.errors import classify, nvml_call, nvml_error_name
+from migagent.nvml.floor import check_driver_floor
 from migagent.nvml.inspect import NodeReport, inspect_node, read_ci_profiles
 from migagent.nvml.lib import Handle, NvmlLib
 from migagent.nvml.mode import ModeActivation, activation_of
@@ -55,6 +56,18 @@ def _in_session(method: Callable[Concatenate[GpuDriver, P], R]) -> Callable[Conc
     return wrapper
 
 
+def _changes_the_node(method: Callable[Concatenate[GpuDriver, P], R]) -> Callable[Concatenate[GpuDriver, P], R]:
+    """Inside an NVML session, after checking (once) that the driver is new enough to change MIG."""
+
+    @wraps(method)
+    def wrapper(self: GpuDriver, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self.session():
+            self._require_driver_floor()
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
 class GpuDriver:
     def __init__(self, lib: NvmlLib, *, reset_runner: ResetRunner) -> None:
         self._lib = lib
@@ -64,6 +77,7 @@ class GpuDriver:
         # replace the catalog's rows: the catalog serves planning only until a GI of the profile exists.
         self._nvml_ci_profiles: dict[tuple[str, int], tuple[CiProfile, ...]] = {}
         self._sessions = NvmlSession(lib)
+        self._driver_floor_checked = False
 
     @property
     def nvml_held(self) -> bool:
@@ -85,6 +99,14 @@ class GpuDriver:
         traceback: TracebackType | None,
     ) -> None:
         self._sessions.release(quiet=exc is not None)
+
+    def _require_driver_floor(self) -> None:
+        if self._driver_floor_checked:
+            return
+        with nvml_call("nvmlSystemGetDriverVersion", _NODE):
+            version = str(self._lib.nvmlSystemGetDriverVersion())
+        check_driver_floor(version)
+        self._driver_floor_checked = True
 
     # --- reading -------------------------------------------------------------------------------
 
@@ -168,7 +190,10 @@ class GpuDriver:
         if (uuid, gi_profile_id) in self._nvml_ci_profiles:
             return
         handle = self._gpu_instance(device, gi_id)
-        profiles = read_ci_profiles(self._lib, device, handle)
+        try:
+            profiles = read_ci_profiles(self._lib, device, handle)
+        except NotSupportedError:
+            return  # a driver older than R510 cannot list CI placements: the catalog's rows stay
         if profiles:
             self._nvml_ci_profiles[(uuid, gi_profile_id)] = profiles
 
@@ -185,7 +210,7 @@ class GpuDriver:
 
     # --- MIG mode and reset --------------------------------------------------------------------
 
-    @_in_session
+    @_changes_the_node
     def set_mig_mode(self, gpu: int, *, enabled: bool) -> ModeActivation:
         device = acquire(self._lib, gpu)
         wanted = pynvml.NVML_DEVICE_MIG_ENABLE if enabled else pynvml.NVML_DEVICE_MIG_DISABLE
@@ -198,7 +223,7 @@ class GpuDriver:
             raise NotSupportedError(f"{device.label} is not MIG capable (nvmlDeviceGetMigMode: NOT_SUPPORTED)")
         return activation_of(status, mode=mode, enabled=enabled, what=what, gpu_label=device.label)
 
-    @_in_session
+    @_changes_the_node
     def reset_gpu(self, gpu: int) -> None:
         """Reset one GPU (destroys its GIs/CIs, applies a pending mode). Invalidates every handle.
 
@@ -212,7 +237,7 @@ class GpuDriver:
 
     # --- instances -----------------------------------------------------------------------------
 
-    @_in_session
+    @_changes_the_node
     def create_gpu_instance(self, gpu: int, *, profile_id: int, placement: Placement) -> int:
         device = acquire(self._lib, gpu)
         # pynvml passes `placement` straight to a `const nvmlGpuInstancePlacement_t*` parameter.
@@ -223,7 +248,7 @@ class GpuDriver:
         with nvml_call(f"nvmlGpuInstanceGetInfo(new GI of profile {profile_id})", device.label):
             return int(self._lib.nvmlGpuInstanceGetInfo(gi).id)
 
-    @_in_session
+    @_changes_the_node
     def create_compute_instance(
         self, gpu: int, *, gi_id: int, profile_id: int, placement: Placement | None = None
     ) -> int:
@@ -267,7 +292,7 @@ class GpuDriver:
             return
         log.warning("gi_without_cis_destroyed", gpu=device.label, gi_id=gi_id)
 
-    @_in_session
+    @_changes_the_node
     def destroy_compute_instance(self, gpu: int, *, gi_id: int, ci_id: int) -> None:
         device = acquire(self._lib, gpu)
         gi = self._gpu_instance(device, gi_id)
@@ -280,7 +305,7 @@ class GpuDriver:
         with nvml_call(f"nvmlComputeInstanceDestroy(GI {gi_id}, CI {ci_id})", device.label):
             self._lib.nvmlComputeInstanceDestroy(ci)
 
-    @_in_session
+    @_changes_the_node
     def destroy_gpu_instance(self, gpu: int, *, gi_id: int) -> None:
         device = acquire(self._lib, gpu)
         gi = self._gpu_instance(device, gi_id)

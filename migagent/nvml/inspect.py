@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import pynvml
 
 from migagent.catalog import CiProfile, GiProfile, Placement
+from migagent.errors import NotSupportedError
 from migagent.nvml.device import Device, acquire, read_mig_mode
 from migagent.nvml.errors import classify, nvml_call, nvml_probe
 from migagent.nvml.lib import GpuInstanceProfileInfo, Handle, NvmlLib
@@ -115,7 +116,10 @@ def _ci_profiles_of_a_live_gi(
     handles = _gpu_instances_of(lib, device, int(info.id), capacity=int(info.instanceCount))
     if not handles:
         return None
-    return read_ci_profiles(lib, device, handles[0])
+    try:
+        return read_ci_profiles(lib, device, handles[0])
+    except NotSupportedError:
+        return None  # a driver older than R510 lists no CI placements: reported as not read
 
 
 def read_ci_profiles(lib: NvmlLib, device: Device, gi: Handle) -> tuple[CiProfile, ...]:

@@ -15,11 +15,11 @@ from functools import partial
 import pynvml
 
 from migagent.catalog import Placement, ProfileTable
-from migagent.errors import PermanentError
+from migagent.errors import NotSupportedError, PermanentError
 from migagent.layout.observed import ObservedCi, ObservedGi, ObservedProcess
 from migagent.nvml.device import Device
 from migagent.nvml.enumerate import profiles_by_enum
-from migagent.nvml.errors import classify, nvml_call, nvml_probe
+from migagent.nvml.errors import LIBRARY_MISMATCH, classify, nvml_call, nvml_probe
 from migagent.nvml.lib import Handle, NvmlLib
 
 # pynvml's default (the driver's `_v3` entry point), then the older `_v2` one.
@@ -66,17 +66,23 @@ def read_mig_devices(lib: NvmlLib, device: Device) -> dict[tuple[int, int], MigD
 def read_processes(lib: NvmlLib, handle: Handle, *, what: str, gpu_label: str) -> tuple[ObservedProcess, ...]:
     """The compute processes NVML reports for `handle` (a whole GPU, or one MIG device).
 
-    pynvml's default call is the `_v3` entry point; a driver too old to export it answers
-    FUNCTION_NOT_FOUND, and the `_v2` call (same fields) is asked instead of failing the observation.
+    pynvml's default call is the `_v3` entry point; on a driver too old to export it the real pynvml
+    raises NVMLLibraryMismatchError (its `throwOnVersionMismatch`, not an NVMLError; older releases
+    raise FUNCTION_NOT_FOUND), and the `_v2` call (same fields) is asked instead of failing.
     """
     for name in _PROCESS_CALLS:
         call = getattr(lib, name, None)
         if call is None:
             continue
+        last = name == _PROCESS_CALLS[-1]
         try:
             found = call(handle)
+        except LIBRARY_MISMATCH as exc:
+            if not last:
+                continue
+            raise NotSupportedError(f"{gpu_label}: {name} ({what}): this driver lacks the call") from exc
         except pynvml.NVMLError as exc:
-            if int(exc.value) == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND and name != _PROCESS_CALLS[-1]:
+            if int(exc.value) == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND and not last:
                 continue
             raise classify(exc, what=f"{name} ({what})", gpu_label=gpu_label) from exc
         # usedGpuMemory is None where NVML cannot tell (NVML_VALUE_NOT_AVAILABLE): counted as 0 bytes.
