@@ -18,7 +18,8 @@ import pynvml
 from migagent.catalog import CiProfile, GiProfile, Placement
 from migagent.errors import NotSupportedError
 from migagent.nvml.device import Device, acquire, read_mig_mode
-from migagent.nvml.errors import classify, nvml_call, nvml_probe
+from migagent.nvml.enumerate import CI_ENUM_COUNT, profiles_by_enum
+from migagent.nvml.errors import nvml_call, nvml_probe
 from migagent.nvml.lib import GpuInstanceProfileInfo, Handle, NvmlLib
 from migagent.nvml.observe import _gpu_instances_of
 from migagent.nvml.profiles import gi_profile_from_info, read_gi_profile_infos
@@ -26,8 +27,6 @@ from migagent.nvml.profiles import gi_profile_from_info, read_gi_profile_infos
 _NODE = "node"
 _MIB = 1024 * 1024
 _MEMORY_UNREADABLE = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_NO_PERMISSION})
-# A guard against a library that never says INVALID_ARGUMENT; nvml.h's enum has 9 values today.
-_CI_ENUM_LIMIT = 64
 
 
 @dataclass(frozen=True)
@@ -127,18 +126,15 @@ def read_ci_profiles(lib: NvmlLib, device: Device, gi: Handle) -> tuple[CiProfil
 
     The default CI is NVML's answer: the profile filling the GI (see `_with_default`)."""
     found: dict[int, CiProfile] = {}
-    for enum in range(_CI_ENUM_LIMIT):
-        what = f"nvmlGpuInstanceGetComputeInstanceProfileInfo(enum {enum})"
-        try:
-            info = lib.nvmlGpuInstanceGetComputeInstanceProfileInfo(
-                gi, enum, pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
-            )
-        except pynvml.NVMLError as exc:
-            if int(exc.value) == pynvml.NVML_ERROR_INVALID_ARGUMENT:
-                break  # past the last profile this driver knows
-            if int(exc.value) == pynvml.NVML_ERROR_NOT_SUPPORTED:
-                continue  # a profile this GI does not offer
-            raise classify(exc, what=what, gpu_label=device.label) from exc
+    answers = profiles_by_enum(
+        lambda enum: lib.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+            gi, enum, pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
+        ),
+        what="nvmlGpuInstanceGetComputeInstanceProfileInfo",
+        gpu_label=device.label,
+        count=CI_ENUM_COUNT,
+    )
+    for _enum, info in answers:
         profile_id = int(info.id)
         if profile_id not in found:
             found[profile_id] = CiProfile(

@@ -14,16 +14,18 @@ from functools import partial
 
 import pynvml
 
-from migagent.catalog import Placement, ProfileTable
+from migagent.catalog import Placement, ProfileTable, model_by_pci_device_id
 from migagent.errors import NotSupportedError, PermanentError
 from migagent.layout.observed import ObservedCi, ObservedGi, ObservedProcess
 from migagent.nvml.device import Device
-from migagent.nvml.enumerate import profiles_by_enum
+from migagent.nvml.enumerate import CI_ENUM_COUNT, profiles_by_enum
 from migagent.nvml.errors import LIBRARY_MISMATCH, classify, nvml_call, nvml_probe
 from migagent.nvml.lib import Handle, NvmlLib
 
 # pynvml's default (the driver's `_v3` entry point), then the older `_v2` one.
 _PROCESS_CALLS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2")
+# No MIG GPU has more than 8 memory slices, so none holds more instances of one profile.
+_SLICES_AT_MOST = 8
 _NO_MIG_DEVICE = frozenset({pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_ERROR_INVALID_ARGUMENT})
 
 
@@ -99,9 +101,17 @@ def _read_mig_device(lib: NvmlLib, device: Device, handle: Handle, index: int) -
     return (gi_id, ci_id), MigDevice(uuid=uuid, processes=processes)
 
 
+def handle_capacity(device: Device, nvml_count: int) -> int:
+    """Room for the larger of NVML's instance count and the catalog's most MIG devices on this model.
+
+    NVML writes as many handles as exist into the caller's array; a count NVML under-reports (mig-parted
+    hard-codes A30's for that reason) must not let it write past a ctypes array sized by that count."""
+    model = model_by_pci_device_id(device.pci_device_id)
+    return max(nvml_count, model.max_mig_devices if model is not None else _SLICES_AT_MOST)
+
+
 def _gpu_instances_of(lib: NvmlLib, device: Device, profile_id: int, *, capacity: int) -> list[Handle]:
-    if capacity <= 0:
-        return []
+    capacity = handle_capacity(device, capacity)
     buffer = (pynvml.c_nvmlGpuInstance_t * capacity)()
     count = c_uint(capacity)
     with nvml_call(f"nvmlDeviceGetGpuInstances(profile {profile_id})", device.label):
@@ -136,12 +146,13 @@ def compute_instances_of(lib: NvmlLib, device: Device, gi_handle: Handle, *, gi_
         ),
         what=f"nvmlGpuInstanceGetComputeInstanceProfileInfo(GI {gi_id})",
         gpu_label=device.label,
+        count=CI_ENUM_COUNT,
     )
     for _enum, info in answers:
-        if int(info.id) in seen_profiles or int(info.instanceCount) <= 0:
+        if int(info.id) in seen_profiles:
             continue
         seen_profiles.add(int(info.id))
-        capacity = int(info.instanceCount)
+        capacity = handle_capacity(device, int(info.instanceCount))
         buffer = (pynvml.c_nvmlComputeInstance_t * capacity)()
         count = c_uint(capacity)
         with nvml_call(f"nvmlGpuInstanceGetComputeInstances(GI {gi_id}, profile {info.id})", device.label):
