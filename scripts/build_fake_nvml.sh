@@ -4,7 +4,8 @@
 #   DIR/nvidia-smi          `nvidia-smi -r -i BUS` acting on the same simulated node
 # Use:  LD_LIBRARY_PATH=DIR PATH=DIR:$PATH MIGAGENT_FAKE_NVML_SPEC=2xA100-80GB \
 #       MIGAGENT_FAKE_NVML_STATE=/tmp/node.json migagent apply -f ... -c all-balanced
-# Options: --old-driver  omit nvmlDeviceGetComputeRunningProcesses_v3, as R470-era drivers do.
+# Options: --old-driver  an R470 driver: reports 470.256.02 and omits nvmlDeviceGetComputeRunningProcesses_v3,
+#          nvmlGpuInstanceCreateComputeInstanceWithPlacement and ...GetComputeInstancePossiblePlacements.
 # Env: CC (default cc), PYTHON (the interpreter that has migagent installed; default python3).
 set -euo pipefail
 usage() { echo "usage: $0 DIR [--old-driver]" >&2; exit 2; }

@@ -149,7 +149,7 @@ def _run_agent(args: argparse.Namespace) -> int:
             wait_for_operator(args, api=api, clock=clock, stop=stop)
         with ExitStack() as node_stack:
             with reported_if_unable(api, ConditionReason.NVML_UNAVAILABLE, "cannot initialise NVML"):
-                driver = node_stack.enter_context(open_node(args))
+                driver = node_stack.enter_context(open_node(args, held=False))
             agent, source = build_agent(
                 options, api=api, driver=driver, journal=journal_for(args), clock=clock,
                 reboot_requester=reboot_requester_for(args), listener=listener, health=health,

@@ -99,7 +99,7 @@ def _run_host(args: argparse.Namespace) -> int:
     def read_selection() -> Selection:
         return Selection(layout=load_layout_file(layout_file), config_name=read_selected_layout(selected_file))
 
-    with open_node(args) as driver:
+    with open_node(args, held=False) as driver:
         host = HostAgent(
             observe=driver.observe,
             read_selection=read_selection,

@@ -12,7 +12,7 @@ import argparse
 import os
 import shlex
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 from migagent.catalog import GpuModel, UnknownGpuModelError
@@ -147,15 +147,19 @@ def _crash_fault_from_environment(fake: FakeNvml) -> None:
 
 
 @contextmanager
-def open_node(args: argparse.Namespace) -> Iterator[GpuDriver]:
-    """Yield an initialised GpuDriver for the node selected by --simulate/--state (or real GPUs)."""
+def open_node(args: argparse.Namespace, *, held: bool = True) -> Iterator[GpuDriver]:
+    """Yield a GpuDriver for the node selected by --simulate/--state (or real GPUs).
+
+    `held`: NVML stays initialised for the whole block (a one-shot command). The long-running agent
+    and host mode pass False: the driver then opens NVML around each unit of work only, so an idle
+    agent blocks no reset and no driver unload by others."""
     spec: str | None = args.simulate
     state = Path(args.state) if args.state else None
     if spec is None and state is None:
         files = load_nvml_from(Path(getattr(args, "driver_root", None) or DEFAULT_DRIVER_ROOT))
         *prefix, nvidia_smi = files.nvidia_smi_argv()
         reset = NvidiaSmiResetRunner(run=lambda argv: run_command([*prefix, *argv]), nvidia_smi=nvidia_smi)
-        with GpuDriver(system_nvml(), reset_runner=reset) as driver:
+        with _held(GpuDriver(system_nvml(), reset_runner=reset), held=held) as driver:
             yield driver
         return
     fake = _load_fake(spec, state)
@@ -164,10 +168,14 @@ def open_node(args: argparse.Namespace) -> Iterator[GpuDriver]:
     _crash_fault_from_environment(fake)
     failed = True
     try:
-        with GpuDriver(fake, reset_runner=SimResetRunner(fake)) as driver:
+        with _held(GpuDriver(fake, reset_runner=SimResetRunner(fake)), held=held) as driver:
             yield driver
         failed = False
     finally:
         # Saved even when the command fails: real GPUs keep whatever a failed apply already changed.
         if state is not None:
             _save_fake(fake, state, quiet=failed)
+
+
+def _held(driver: GpuDriver, *, held: bool) -> AbstractContextManager[GpuDriver]:
+    return driver if held else nullcontext(driver)

@@ -5,31 +5,68 @@ handles are invalidated by a reset or a mode change, so none is kept between cal
 tables are cached per (GPU UUID, current MIG mode), and the CI profiles offered inside a GI of each
 profile per GPU while MIG stays on, since NVML documents them as immutable for the lifetime of a MIG
 mode; observations never are.
+
+NVML is initialised only inside a session (`nvml.session`): every public method opens one, and a
+caller running a unit of work (an observe, an apply, a doctor run) opens one around all of its
+calls with `driver.session()`. `with GpuDriver(...)` holds a session for the block (one-shot CLI
+commands); the agent and host mode never do, so an idle agent holds NVML on no device.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from ctypes import byref
+from dataclasses import replace
+from functools import wraps
 from types import TracebackType
+from typing import Concatenate, ParamSpec, TypeVar
 
 import pynvml
+import structlog
 
-from migagent.catalog import Placement, ProfileTable
+from migagent.catalog import CiProfile, Placement, ProfileTable
 from migagent.errors import MigAgentError, NotSupportedError, PermanentError
 from migagent.layout.observed import Observation, ObservedGi, ObservedGpu, ObservedProcess
 from migagent.nvml.device import Device, acquire, mode_change_needs_reset, read_mig_mode
 from migagent.nvml.errors import classify, nvml_call, nvml_error_name
-from migagent.nvml.inspect import NodeReport, inspect_node
+from migagent.nvml.floor import check_driver_floor
+from migagent.nvml.inspect import NodeReport, inspect_node, read_ci_profiles
 from migagent.nvml.lib import Handle, NvmlLib
 from migagent.nvml.mode import ModeActivation, activation_of
-from migagent.nvml.observe import CiProfileCounts, read_gpu_instances, read_processes
+from migagent.nvml.observe import CiProfileCounts, compute_instances_of, read_gpu_instances, read_processes
 from migagent.nvml.profiles import read_profile_table
 from migagent.nvml.reset import ResetRunner
+from migagent.nvml.session import NvmlSession
 
 _INSTANCE_GONE = frozenset({pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_ERROR_INVALID_ARGUMENT})
 _NODE = "node"
+log = structlog.get_logger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _in_session(method: Callable[Concatenate[GpuDriver, P], R]) -> Callable[Concatenate[GpuDriver, P], R]:
+    """Run the method inside an NVML session (a no-op when the caller already holds one)."""
+
+    @wraps(method)
+    def wrapper(self: GpuDriver, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self.session():
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+def _changes_the_node(method: Callable[Concatenate[GpuDriver, P], R]) -> Callable[Concatenate[GpuDriver, P], R]:
+    """Inside an NVML session, after checking (once) that the driver is new enough to change MIG."""
+
+    @wraps(method)
+    def wrapper(self: GpuDriver, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self.session():
+            self._require_driver_floor()
+            return method(self, *args, **kwargs)
+
+    return wrapper
 
 
 class GpuDriver:
@@ -40,10 +77,23 @@ class GpuDriver:
         self._ci_profiles: dict[str, CiProfileCounts] = {}
         """Per GPU UUID while MIG is on: the CI profiles NVML offers in a GI of each profile."""
 
+        # (GPU UUID, GI profile id) -> the CI profiles NVML reported inside a GI of that profile. They
+        # replace the catalog's rows: the catalog serves planning only until a GI of the profile exists.
+        self._nvml_ci_profiles: dict[tuple[str, int], tuple[CiProfile, ...]] = {}
+        self._sessions = NvmlSession(lib)
+        self._driver_floor_checked = False
+
+    @property
+    def nvml_held(self) -> bool:
+        """Whether this driver holds NVML initialised now (False between units of work)."""
+        return self._sessions.held
+
+    def session(self) -> AbstractContextManager[None]:
+        """NVML initialised for the block; nested sessions (and every method inside) share one init."""
+        return self._sessions.open()
+
     def __enter__(self) -> GpuDriver:
-        with nvml_call("nvmlInit", _NODE):
-            self._lib.nvmlInit()
-        self._ci_profiles.clear()  # a new session may face another driver
+        self._sessions.acquire()
         return self
 
     def __exit__(
@@ -52,36 +102,43 @@ class GpuDriver:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        try:
-            with nvml_call("nvmlShutdown", _NODE):
-                self._lib.nvmlShutdown()
-        except MigAgentError:
-            # An error already leaving the block says what went wrong; a failed shutdown must not hide it.
-            if exc is None:
-                raise
+        self._sessions.release(quiet=exc is not None)
+
+    def _require_driver_floor(self) -> None:
+        if self._driver_floor_checked:
+            return
+        with nvml_call("nvmlSystemGetDriverVersion", _NODE):
+            version = str(self._lib.nvmlSystemGetDriverVersion())
+        check_driver_floor(version)
+        self._driver_floor_checked = True
 
     # --- reading -------------------------------------------------------------------------------
 
+    @_in_session
     def observe(self) -> Observation:
         """A fresh read of every GPU: identity, MIG mode, GIs at their placements, CIs, processes."""
         with nvml_call("nvmlDeviceGetCount", _NODE):
             count = self._lib.nvmlDeviceGetCount()
         return Observation(gpus=tuple(self.observe_gpu(index) for index in range(count)))
 
+    @_in_session
     def inspect(self) -> NodeReport:
         """Versions, MIG modes and every profile NVML reports, read with query calls only (`doctor`)."""
         return inspect_node(self._lib)
 
+    @_in_session
     def profile_table(self, gpu: int) -> ProfileTable:
         device = acquire(self._lib, gpu)
         mode = read_mig_mode(self._lib, device)
         if mode is None:
             raise NotSupportedError(f"{device.label} is not MIG capable (nvmlDeviceGetMigMode: NOT_SUPPORTED)")
-        table = self._table(device, uuid=self._uuid(device), mig_enabled=mode[0])
+        uuid = self._uuid(device)
+        table = self._table(device, uuid=uuid, mig_enabled=mode[0])
         if table is None:
             raise NotSupportedError(_no_table_message(device, mig_enabled=mode[0]))
-        return table
+        return self._with_nvml_ci_profiles(table, uuid=uuid)
 
+    @_in_session
     def observe_gpu(self, index: int) -> ObservedGpu:
         """A fresh read of one GPU (what checking one step of a plan needs)."""
         device = acquire(self._lib, index)
@@ -97,6 +154,9 @@ class GpuDriver:
             if table is None:
                 raise NotSupportedError(_no_table_message(device, mig_enabled=True))
             gpu_instances = read_gpu_instances(self._lib, device, table, self._ci_profiles.setdefault(uuid, {}))
+            for gi in gpu_instances:
+                self._learn_ci_profiles(device, uuid=uuid, gi_id=gi.id, gi_profile_id=gi.profile_id)
+            table = self._with_nvml_ci_profiles(table, uuid=uuid)
         else:
             self._ci_profiles.pop(uuid, None)  # read again once MIG is on again (another mode, maybe a driver)
             # A mode change must not pull the GPU from under these: the safety gate names them.
@@ -130,8 +190,32 @@ class GpuDriver:
             self._profile_tables[key] = table
         return self._profile_tables[key]
 
+    def _learn_ci_profiles(self, device: Device, *, uuid: str, gi_id: int, gi_profile_id: int) -> None:
+        """Read NVML's CI profiles through GI `gi_id` the first time a GI of its profile is seen."""
+        if (uuid, gi_profile_id) in self._nvml_ci_profiles:
+            return
+        handle = self._gpu_instance(device, gi_id)
+        try:
+            profiles = read_ci_profiles(self._lib, device, handle)
+        except NotSupportedError:
+            return  # a driver older than R510 cannot list CI placements: the catalog's rows stay
+        if profiles:
+            self._nvml_ci_profiles[(uuid, gi_profile_id)] = profiles
+
+    def _with_nvml_ci_profiles(self, table: ProfileTable, *, uuid: str) -> ProfileTable:
+        if not any((uuid, gi.id) in self._nvml_ci_profiles for gi in table.gi_profiles):
+            return table
+        learned = [
+            replace(gi, ci_profiles=self._nvml_ci_profiles[(uuid, gi.id)])
+            if (uuid, gi.id) in self._nvml_ci_profiles
+            else gi
+            for gi in table.gi_profiles
+        ]
+        return replace(table, gi_profiles=tuple(learned))
+
     # --- MIG mode and reset --------------------------------------------------------------------
 
+    @_changes_the_node
     def set_mig_mode(self, gpu: int, *, enabled: bool) -> ModeActivation:
         device = acquire(self._lib, gpu)
         wanted = pynvml.NVML_DEVICE_MIG_ENABLE if enabled else pynvml.NVML_DEVICE_MIG_DISABLE
@@ -144,6 +228,7 @@ class GpuDriver:
             raise NotSupportedError(f"{device.label} is not MIG capable (nvmlDeviceGetMigMode: NOT_SUPPORTED)")
         return activation_of(status, mode=mode, enabled=enabled, what=what, gpu_label=device.label)
 
+    @_changes_the_node
     def reset_gpu(self, gpu: int) -> None:
         """Reset one GPU (destroys its GIs/CIs, applies a pending mode). Invalidates every handle.
 
@@ -152,23 +237,12 @@ class GpuDriver:
         before survives, which is why none is kept.
         """
         device = acquire(self._lib, gpu)
-        with self._nvml_released(device.label):
+        with self._sessions.released(device.label):
             self._reset_runner.reset(device.pci_bus_id)
-
-    @contextmanager
-    def _nvml_released(self, gpu_label: str) -> Iterator[None]:
-        with nvml_call("nvmlShutdown (before the GPU reset)", gpu_label):
-            self._lib.nvmlShutdown()
-        try:
-            yield
-        finally:
-            # Initialised again whatever the reset did: the driver stays usable (and `__exit__` balanced).
-            with nvml_call("nvmlInit (after the GPU reset)", gpu_label):
-                self._lib.nvmlInit()
-            self._ci_profiles.clear()
 
     # --- instances -----------------------------------------------------------------------------
 
+    @_changes_the_node
     def create_gpu_instance(self, gpu: int, *, profile_id: int, placement: Placement) -> int:
         device = acquire(self._lib, gpu)
         # pynvml passes `placement` straight to a `const nvmlGpuInstancePlacement_t*` parameter.
@@ -179,24 +253,51 @@ class GpuDriver:
         with nvml_call(f"nvmlGpuInstanceGetInfo(new GI of profile {profile_id})", device.label):
             return int(self._lib.nvmlGpuInstanceGetInfo(gi).id)
 
+    @_changes_the_node
     def create_compute_instance(
         self, gpu: int, *, gi_id: int, profile_id: int, placement: Placement | None = None
     ) -> int:
         device = acquire(self._lib, gpu)
         gi = self._gpu_instance(device, gi_id)
-        if placement is None:
-            with nvml_call(f"nvmlGpuInstanceCreateComputeInstance(GI {gi_id}, profile {profile_id})", device.label):
-                ci = self._lib.nvmlGpuInstanceCreateComputeInstance(gi, profile_id)
-        else:
-            placement_struct = pynvml.c_nvmlComputeInstancePlacement_t(placement.start, placement.size)
-            what = f"nvmlGpuInstanceCreateComputeInstanceWithPlacement(GI {gi_id}, profile {profile_id} at {placement})"
-            with nvml_call(what, device.label):
-                ci = self._lib.nvmlGpuInstanceCreateComputeInstanceWithPlacement(
-                    gi, profile_id, byref(placement_struct)
-                )
+        try:
+            ci = self._create_ci(device, gi, gi_id=gi_id, profile_id=profile_id, placement=placement)
+        except PermanentError:
+            # Refused (not a transient error, which the engine retries with the GI in place).
+            self._destroy_if_without_cis(device, gi, gi_id=gi_id)
+            raise
         with nvml_call(f"nvmlComputeInstanceGetInfo(new CI in GI {gi_id})", device.label):
             return int(self._lib.nvmlComputeInstanceGetInfo(ci).id)
 
+    def _create_ci(
+        self, device: Device, gi: Handle, *, gi_id: int, profile_id: int, placement: Placement | None
+    ) -> Handle:
+        # What NVML offers in this GI is learned before the create: a refused catalog row is then
+        # replaced by NVML's own for the next plan (the agent's next attempt resolves with it).
+        with nvml_call(f"nvmlGpuInstanceGetInfo(GI {gi_id})", device.label):
+            gi_profile_id = int(self._lib.nvmlGpuInstanceGetInfo(gi).profileId)
+        self._learn_ci_profiles(device, uuid=self._uuid(device), gi_id=gi_id, gi_profile_id=gi_profile_id)
+        if placement is None:
+            with nvml_call(f"nvmlGpuInstanceCreateComputeInstance(GI {gi_id}, profile {profile_id})", device.label):
+                return self._lib.nvmlGpuInstanceCreateComputeInstance(gi, profile_id)
+        placement_struct = pynvml.c_nvmlComputeInstancePlacement_t(placement.start, placement.size)
+        what = f"nvmlGpuInstanceCreateComputeInstanceWithPlacement(GI {gi_id}, profile {profile_id} at {placement})"
+        with nvml_call(what, device.label):
+            return self._lib.nvmlGpuInstanceCreateComputeInstanceWithPlacement(gi, profile_id, byref(placement_struct))
+
+    def _destroy_if_without_cis(self, device: Device, gi: Handle, *, gi_id: int) -> None:
+        """A GI whose first CI could not be created is destroyed in the same step: none is left without CIs."""
+        try:
+            if compute_instances_of(self._lib, device, gi, gi_id=gi_id):
+                return
+            with nvml_call(f"nvmlGpuInstanceDestroy(GI {gi_id}, left without CIs)", device.label):
+                self._lib.nvmlGpuInstanceDestroy(gi)
+        except MigAgentError as exc:
+            # The create's own error is the one to report; the next observe shows the GI and plans again.
+            log.warning("gi_without_cis_not_destroyed", gpu=device.label, gi_id=gi_id, error=str(exc))
+            return
+        log.warning("gi_without_cis_destroyed", gpu=device.label, gi_id=gi_id)
+
+    @_changes_the_node
     def destroy_compute_instance(self, gpu: int, *, gi_id: int, ci_id: int) -> None:
         device = acquire(self._lib, gpu)
         gi = self._gpu_instance(device, gi_id)
@@ -209,6 +310,7 @@ class GpuDriver:
         with nvml_call(f"nvmlComputeInstanceDestroy(GI {gi_id}, CI {ci_id})", device.label):
             self._lib.nvmlComputeInstanceDestroy(ci)
 
+    @_changes_the_node
     def destroy_gpu_instance(self, gpu: int, *, gi_id: int) -> None:
         device = acquire(self._lib, gpu)
         gi = self._gpu_instance(device, gi_id)

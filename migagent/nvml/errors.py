@@ -32,7 +32,7 @@ T = TypeVar("T")
 # nvml.h's value; nvidia-ml-py names it only from 13.x on, and the floor we support is older.
 NVML_ERROR_RESET_TYPE_NOT_SUPPORTED = 30
 # Raised by nvidia-ml-py 12.560+ for some unversioned calls; older releases have no such class.
-_LIBRARY_MISMATCH: tuple[type[Exception], ...] = tuple(
+LIBRARY_MISMATCH: tuple[type[Exception], ...] = tuple(
     cls for cls in (getattr(pynvml, "NVMLLibraryMismatchError", None),) if isinstance(cls, type)
 )
 
@@ -102,7 +102,7 @@ def nvml_call(what: str, gpu_label: str) -> Iterator[None]:
         yield
     except pynvml.NVMLError as exc:
         raise classify(exc, what=what, gpu_label=gpu_label) from exc
-    except _LIBRARY_MISMATCH as exc:
+    except LIBRARY_MISMATCH as exc:
         # pynvml raises this instead of FUNCTION_NOT_FOUND for some unversioned calls.
         raise NotSupportedError(
             f"{gpu_label}: {what} failed: this pynvml does not match the installed NVML library"

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 import pynvml
 
 from migagent.catalog import CiProfile, GiProfile, Placement
+from migagent.errors import NotSupportedError
 from migagent.nvml.device import Device, acquire, read_mig_mode
-from migagent.nvml.errors import classify, nvml_call, nvml_probe
+from migagent.nvml.enumerate import CI_ENUM_COUNT, profiles_by_enum
+from migagent.nvml.errors import nvml_call, nvml_probe
 from migagent.nvml.lib import GpuInstanceProfileInfo, Handle, NvmlLib
 from migagent.nvml.observe import _gpu_instances_of
 from migagent.nvml.profiles import gi_profile_from_info, read_gi_profile_infos
@@ -25,8 +27,6 @@ from migagent.nvml.profiles import gi_profile_from_info, read_gi_profile_infos
 _NODE = "node"
 _MIB = 1024 * 1024
 _MEMORY_UNREADABLE = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_NO_PERMISSION})
-# A guard against a library that never says INVALID_ARGUMENT; nvml.h's enum has 9 values today.
-_CI_ENUM_LIMIT = 64
 
 
 @dataclass(frozen=True)
@@ -115,24 +115,26 @@ def _ci_profiles_of_a_live_gi(
     handles = _gpu_instances_of(lib, device, int(info.id), capacity=int(info.instanceCount))
     if not handles:
         return None
-    return read_ci_profiles(lib, device, handles[0], gi_slices=int(info.sliceCount))
+    try:
+        return read_ci_profiles(lib, device, handles[0])
+    except NotSupportedError:
+        return None  # a driver older than R510 lists no CI placements: reported as not read
 
 
-def read_ci_profiles(lib: NvmlLib, device: Device, gi: Handle, *, gi_slices: int) -> tuple[CiProfile, ...]:
-    """Every CI profile of a GI, enumerating the CI enum until NVML says INVALID_ARGUMENT."""
+def read_ci_profiles(lib: NvmlLib, device: Device, gi: Handle) -> tuple[CiProfile, ...]:
+    """Every CI profile of a GI, enumerating the CI enum until NVML says INVALID_ARGUMENT.
+
+    The default CI is NVML's answer: the profile filling the GI (see `_with_default`)."""
     found: dict[int, CiProfile] = {}
-    for enum in range(_CI_ENUM_LIMIT):
-        what = f"nvmlGpuInstanceGetComputeInstanceProfileInfo(enum {enum})"
-        try:
-            info = lib.nvmlGpuInstanceGetComputeInstanceProfileInfo(
-                gi, enum, pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
-            )
-        except pynvml.NVMLError as exc:
-            if int(exc.value) == pynvml.NVML_ERROR_INVALID_ARGUMENT:
-                break  # past the last profile this driver knows
-            if int(exc.value) == pynvml.NVML_ERROR_NOT_SUPPORTED:
-                continue  # a profile this GI does not offer
-            raise classify(exc, what=what, gpu_label=device.label) from exc
+    answers = profiles_by_enum(
+        lambda enum: lib.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+            gi, enum, pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
+        ),
+        what="nvmlGpuInstanceGetComputeInstanceProfileInfo",
+        gpu_label=device.label,
+        count=CI_ENUM_COUNT,
+    )
+    for _enum, info in answers:
         profile_id = int(info.id)
         if profile_id not in found:
             found[profile_id] = CiProfile(
@@ -143,7 +145,8 @@ def read_ci_profiles(lib: NvmlLib, device: Device, gi: Handle, *, gi_slices: int
                 placements=_ci_placements(lib, device, gi, profile_id),
                 is_default=False,
             )
-    return _with_default(tuple(found.values()), gi_slices=gi_slices)
+    profiles = tuple(found.values())
+    return _with_default(profiles, gi_slices=max((ci.slices for ci in profiles), default=0))
 
 
 def _ci_placements(lib: NvmlLib, device: Device, gi: Handle, profile_id: int) -> tuple[Placement, ...]:

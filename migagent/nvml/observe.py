@@ -14,16 +14,18 @@ from functools import partial
 
 import pynvml
 
-from migagent.catalog import Placement, ProfileTable
-from migagent.errors import PermanentError
+from migagent.catalog import Placement, ProfileTable, model_by_pci_device_id
+from migagent.errors import NotSupportedError, PermanentError
 from migagent.layout.observed import ObservedCi, ObservedGi, ObservedProcess
 from migagent.nvml.device import Device
-from migagent.nvml.enumerate import profiles_by_enum
-from migagent.nvml.errors import classify, nvml_call, nvml_probe
+from migagent.nvml.enumerate import CI_ENUM_COUNT, profiles_by_enum
+from migagent.nvml.errors import LIBRARY_MISMATCH, classify, nvml_call, nvml_probe
 from migagent.nvml.lib import Handle, NvmlLib
 
 # pynvml's default (the driver's `_v3` entry point), then the older `_v2` one.
 _PROCESS_CALLS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2")
+# No MIG GPU has more than 8 memory slices, so none holds more instances of one profile.
+_SLICES_AT_MOST = 8
 _NO_MIG_DEVICE = frozenset({pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_ERROR_INVALID_ARGUMENT})
 
 
@@ -75,17 +77,23 @@ def read_mig_devices(lib: NvmlLib, device: Device) -> dict[tuple[int, int], MigD
 def read_processes(lib: NvmlLib, handle: Handle, *, what: str, gpu_label: str) -> tuple[ObservedProcess, ...]:
     """The compute processes NVML reports for `handle` (a whole GPU, or one MIG device).
 
-    pynvml's default call is the `_v3` entry point; a driver too old to export it answers
-    FUNCTION_NOT_FOUND, and the `_v2` call (same fields) is asked instead of failing the observation.
+    pynvml's default call is the `_v3` entry point; on a driver too old to export it the real pynvml
+    raises NVMLLibraryMismatchError (its `throwOnVersionMismatch`, not an NVMLError; older releases
+    raise FUNCTION_NOT_FOUND), and the `_v2` call (same fields) is asked instead of failing.
     """
     for name in _PROCESS_CALLS:
         call = getattr(lib, name, None)
         if call is None:
             continue
+        last = name == _PROCESS_CALLS[-1]
         try:
             found = call(handle)
+        except LIBRARY_MISMATCH as exc:
+            if not last:
+                continue
+            raise NotSupportedError(f"{gpu_label}: {name} ({what}): this driver lacks the call") from exc
         except pynvml.NVMLError as exc:
-            if int(exc.value) == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND and name != _PROCESS_CALLS[-1]:
+            if int(exc.value) == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND and not last:
                 continue
             raise classify(exc, what=f"{name} ({what})", gpu_label=gpu_label) from exc
         # usedGpuMemory is None where NVML cannot tell (NVML_VALUE_NOT_AVAILABLE): counted as 0 bytes.
@@ -102,9 +110,17 @@ def _read_mig_device(lib: NvmlLib, device: Device, handle: Handle, index: int) -
     return (gi_id, ci_id), MigDevice(uuid=uuid, processes=processes)
 
 
+def handle_capacity(device: Device, nvml_count: int) -> int:
+    """Room for the larger of NVML's instance count and the catalog's most MIG devices on this model.
+
+    NVML writes as many handles as exist into the caller's array; a count NVML under-reports (mig-parted
+    hard-codes A30's for that reason) must not let it write past a ctypes array sized by that count."""
+    model = model_by_pci_device_id(device.pci_device_id)
+    return max(nvml_count, model.max_mig_devices if model is not None else _SLICES_AT_MOST)
+
+
 def _gpu_instances_of(lib: NvmlLib, device: Device, profile_id: int, *, capacity: int) -> list[Handle]:
-    if capacity <= 0:
-        return []
+    capacity = handle_capacity(device, capacity)
     buffer = (pynvml.c_nvmlGpuInstance_t * capacity)()
     count = c_uint(capacity)
     with nvml_call(f"nvmlDeviceGetGpuInstances(profile {profile_id})", device.label):
@@ -146,18 +162,27 @@ def _ci_profile_counts(lib: NvmlLib, device: Device, gi_handle: Handle, *, gi_id
         ),
         what=f"nvmlGpuInstanceGetComputeInstanceProfileInfo(GI {gi_id})",
         gpu_label=device.label,
+        count=CI_ENUM_COUNT,
     )
     for _enum, info in answers:
-        if int(info.id) not in counts and int(info.instanceCount) > 0:
+        # Even a profile NVML counts 0 instances of is read: handle_capacity sizes by the catalog too.
+        if int(info.id) not in counts:
             counts[int(info.id)] = int(info.instanceCount)
     return tuple(counts.items())
+
+
+def compute_instances_of(lib: NvmlLib, device: Device, gi_handle: Handle, *, gi_id: int) -> list[Handle]:
+    """Every CI of this GI, its CI profiles read afresh (callers outside an observation)."""
+    counts = _ci_profile_counts(lib, device, gi_handle, gi_id=gi_id)
+    return _compute_instances_of(lib, device, gi_handle, gi_id=gi_id, counts=counts)
 
 
 def _compute_instances_of(
     lib: NvmlLib, device: Device, gi_handle: Handle, *, gi_id: int, counts: tuple[tuple[int, int], ...]
 ) -> list[Handle]:
     handles: list[Handle] = []
-    for profile_id, capacity in counts:
+    for profile_id, nvml_count in counts:
+        capacity = handle_capacity(device, nvml_count)
         buffer = (pynvml.c_nvmlComputeInstance_t * capacity)()
         count = c_uint(capacity)
         with nvml_call(f"nvmlGpuInstanceGetComputeInstances(GI {gi_id}, profile {profile_id})", device.label):

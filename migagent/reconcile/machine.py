@@ -38,7 +38,7 @@ from migagent.reconcile.executor import (
     precondition_failure,
 )
 from migagent.reconcile.journal import JOURNAL_VERSION, Journal, JournalRecord
-from migagent.reconcile.ports import NodeDriver, RebootRequester
+from migagent.reconcile.ports import NodeDriver, RebootRequester, unit_of_work
 from migagent.reconcile.result import ApplyOutcome, ApplyResult
 from migagent.reconcile.retry import RetryPolicy, step_retrying
 from migagent.reconcile.safety import check_nothing_in_use
@@ -138,10 +138,12 @@ class ApplyEngine:
         )
         attempt.log = log.bind(config=config_name, layout_hash=layout_hash[:12])
         attempt.started_s = self._clock.monotonic()
-        try:
-            return self._run(attempt, desired)
-        except MigAgentError as exc:
-            return self._fail(attempt, exc)
+        # NVML is held for the apply only (its steps share one init), never while the agent idles.
+        with unit_of_work(self._driver):
+            try:
+                return self._run(attempt, desired)
+            except MigAgentError as exc:
+                return self._fail(attempt, exc)
 
     # -- the flow -----------------------------------------------------------------------------
 
@@ -258,9 +260,25 @@ class ApplyEngine:
             self._execute_step(step, observation)
         except (MigAgentError, Replan, RebootNeeded) as exc:  # every started step gets an end line
             step_log.warning("step_failed", seconds=round(self._clock.monotonic() - started, 3), error=str(exc))
+            if step.kind is StepKind.CREATE_CI and isinstance(exc, PermanentError):
+                self._destroy_gis_left_without_cis(a, step.gpu)
             raise
         step_log.info("step_succeeded", seconds=round(self._clock.monotonic() - started, 3))
         return True
+
+    def _destroy_gis_left_without_cis(self, a: _Attempt, gpu: int) -> None:
+        """A CI NVML refused ends the apply: the GIs this plan created on the GPU and that still have
+        no CI are destroyed with it, so no path leaves a GI without CIs (the next attempt plans anew)."""
+        assert a.plan is not None
+        created = {s.gi_placement for s in a.plan.steps if s.kind is StepKind.CREATE_GI and s.gpu == gpu}
+        for gi in self._driver.observe_gpu(gpu).gpu_instances:
+            if gi.placement in created and not gi.compute_instances:
+                try:
+                    self._driver.destroy_gpu_instance(gpu, gi_id=gi.id)
+                except MigAgentError as exc:
+                    a.log.warning("gi_without_cis_not_destroyed", gpu=gpu, gi_id=gi.id, error=str(exc))
+                    continue
+                a.log.warning("gi_without_cis_destroyed", gpu=gpu, gi_id=gi.id, placement=str(gi.placement))
 
     def _execute_step(self, step: Step, observation: Observation) -> None:
         try:

@@ -6,7 +6,8 @@ wrap the real driver (to crash it at step k, say) without subclassing it.
 
 from __future__ import annotations
 
-from typing import Protocol
+from contextlib import AbstractContextManager, nullcontext
+from typing import Protocol, runtime_checkable
 
 from migagent.catalog.model import Placement
 from migagent.layout.observed import Observation, ObservedGpu
@@ -37,3 +38,15 @@ class RebootRequester(Protocol):
     def request_reboot(self, reason: str) -> None:
         """Ask the host to reboot (asynchronously); the engine returns right after asking."""
         ...
+
+
+@runtime_checkable
+class NvmlSessions(Protocol):
+    """A driver that holds NVML only inside sessions (`GpuDriver`): one session spans a whole apply."""
+
+    def session(self) -> AbstractContextManager[None]: ...
+
+
+def unit_of_work(driver: object) -> AbstractContextManager[None]:
+    """The driver's NVML session around one unit of work; nothing for a driver without sessions."""
+    return driver.session() if isinstance(driver, NvmlSessions) else nullcontext()

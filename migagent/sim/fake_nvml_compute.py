@@ -10,7 +10,7 @@ import pynvml
 from migagent.catalog import CiProfile, Placement
 from migagent.catalog.model import CI_PROFILE_ENUM_COUNT
 from migagent.sim.core import FakeCore, ci_profile_display_name, nvml_api
-from migagent.sim.handles import fill_array, nvml_error, read_placement
+from migagent.sim.handles import fill_array, fill_handle_array, nvml_error, read_placement
 from migagent.sim.placement import (
     choose_ci_placement,
     ci_remaining_capacity,
@@ -145,7 +145,7 @@ class ComputeInstanceApi(FakeCore):
         index, gi = self._gpu_instance(gpuInstance)
         self._ci_profile(index, gi, profileId, missing=pynvml.NVML_ERROR_NOT_SUPPORTED)
         handles = [self._ci_handle(index, gi, ci) for ci in gi.compute_instances if ci.profile_id == profileId]
-        fill_array(computeInstancesRef, countRef, handles)
+        fill_handle_array(computeInstancesRef, countRef, handles)
         return int(pynvml.NVML_SUCCESS)
 
     @nvml_api()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ctypes
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 import pynvml
 
@@ -13,11 +15,31 @@ from migagent.sim.handles import HandleKind, nvml_error
 from migagent.sim.state import SimProcess
 
 _MIB = 1024 * 1024
+P = ParamSpec("P")
+R = TypeVar("R")
 # Texts the real library returns for codes pynvml does not know itself (reference §1.1, observed).
 _ERROR_TEXTS = {
     pynvml.NVML_ERROR_IN_USE: "In use by another client",
     pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES: "Insufficient Resources",
 }
+def _throw_on_version_mismatch(fn: Callable[P, R]) -> Callable[P, R]:
+    """pynvml's `throwOnVersionMismatch`: an unversioned call whose versioned symbol the driver lacks
+    raises NVMLLibraryMismatchError instead of NVMLError(FUNCTION_NOT_FOUND)."""
+
+    @functools.wraps(fn)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except pynvml.NVMLError_FunctionNotFound as exc:
+            raise pynvml.NVMLLibraryMismatchError(
+                f"Unversioned function called and the pyNVML version does not match the NVML lib version."
+                f" Either use matching pyNVML and NVML lib versions or use a versioned function such as"
+                f" {fn.__name__}_v2"
+            ) from exc
+
+    return call
+
+
 def simulated_subsystem_id(pci_device_id: int) -> int:
     """The simulated board's PCI subsystem id, 0xSSSSVVVV: an NVIDIA-built board (subsystem vendor
     0x10DE) whose subsystem device is the chip's device id [inf: a stand-in, never 0 as no real board is]."""
@@ -145,8 +167,15 @@ class DeviceApi(FakeCore):
         memory.total, memory.used, memory.free = total, used, max(0, total - used)
         return memory
 
+    @_throw_on_version_mismatch
     @nvml_api()
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]:  # noqa: N802
+        """pynvml's unversioned call: `_v3`; a driver without it (FUNCTION_NOT_FOUND, injectable here)
+        makes pynvml raise NVMLLibraryMismatchError, which is not an NVMLError."""
+        return self.nvmlDeviceGetComputeRunningProcesses_v3(handle)
+
+    @nvml_api()
+    def nvmlDeviceGetComputeRunningProcesses_v3(self, handle: Any) -> list[Any]:  # noqa: N802
         """Parent: every process, with its GI/CI IDs; MIG handle: only that CI's processes."""
         return self._running_processes(handle)
 

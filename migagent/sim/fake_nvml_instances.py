@@ -14,7 +14,7 @@ from migagent.catalog import GiProfile, GpuModel, Placement
 from migagent.catalog.model import GI_PROFILE_ENUM_COUNT
 from migagent.layout.profile import gi_profile_name
 from migagent.sim.core import FakeCore, nvml_api
-from migagent.sim.handles import fill_array, nvml_error, read_placement
+from migagent.sim.handles import fill_array, fill_handle_array, nvml_error, read_placement
 from migagent.sim.placement import (
     choose_gi_placement,
     free_gi_placements,
@@ -167,7 +167,7 @@ class GpuInstanceApi(FakeCore):
         self._require_mig_enabled(gpu)
         self._gi_profile_by_id(index, profileId, missing=pynvml.NVML_ERROR_INVALID_ARGUMENT)
         handles = [self._gi_handle(index, gi) for gi in gpu.gpu_instances if gi.profile_id == profileId]
-        fill_array(gpuInstancesRef, countRef, handles)
+        fill_handle_array(gpuInstancesRef, countRef, handles)
         return int(pynvml.NVML_SUCCESS)
 
     @nvml_api()

@@ -80,7 +80,7 @@ def _memory(fake: FakeNvml, device: int, *_: Any) -> tuple[tuple[int, ...], None
 
 def _processes(fake: FakeNvml, device: int, *_: Any) -> tuple[tuple[int, ...], None]:
     rows: list[int] = []
-    for process in fake.nvmlDeviceGetComputeRunningProcesses(_handle(device)):
+    for process in fake.nvmlDeviceGetComputeRunningProcesses_v3(_handle(device)):
         memory = process.usedGpuMemory
         rows += [process.pid, _NOT_AVAILABLE if memory is None else memory]
         rows += [process.gpuInstanceId, process.computeInstanceId]

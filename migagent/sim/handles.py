@@ -106,22 +106,36 @@ def _referent(ref: Any) -> Any:
 
 
 def read_count(count_ref: Any) -> int:
-    value = getattr(_referent(count_ref), "value", None)
+    value = getattr(_pointee(count_ref), "value", None)
     if not isinstance(value, int):
         raise nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
     return value
 
 
 def write_count(count_ref: Any, count: int) -> None:
-    target = _referent(count_ref)
+    target = _pointee(count_ref)
     if not hasattr(target, "value"):
         raise nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
     target.value = count
 
 
+def _pointee(ref: Any) -> Any:
+    """What a C pointer parameter points to: `byref(x)`, `pointer(x)`, or an array (which decays to a
+    pointer). pynvml forwards these arguments untouched, so a bare structure or `c_uint` would reach
+    the C library by value, where a pointer is expected: refused, as the library cannot read it."""
+    obj = getattr(ref, "_obj", None)
+    if obj is not None:
+        return obj
+    if isinstance(ref, ctypes._Pointer):
+        return ref.contents
+    if isinstance(ref, ctypes.Array):
+        return ref
+    raise nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+
+
 def read_placement(placement: Any) -> tuple[int, int]:
-    """Accept `c_nvmlGpuInstancePlacement_t(...)` or `byref()`/`pointer()` of one (reference §2)."""
-    target = _referent(placement)
+    """Accept `byref()`/`pointer()` of a `c_nvmlGpuInstancePlacement_t`; by value is refused (reference §2)."""
+    target = _pointee(placement)
     start, size = getattr(target, "start", None), getattr(target, "size", None)
     if not isinstance(start, int) or not isinstance(size, int):
         raise nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
@@ -137,7 +151,7 @@ def fill_array(array_ref: Any, count_ref: Any, items: list[Any]) -> None:
     if array_ref is None:
         write_count(count_ref, len(items))
         return
-    array = _referent(array_ref)
+    array = _pointee(array_ref)
     capacity = len(array) if isinstance(array, ctypes.Array) else read_count(count_ref)
     if capacity < len(items):
         write_count(count_ref, len(items))
@@ -148,3 +162,11 @@ def fill_array(array_ref: Any, count_ref: Any, items: list[Any]) -> None:
     except TypeError as exc:  # an array of the wrong element type
         raise nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT) from exc
     write_count(count_ref, len(items))
+
+
+def fill_handle_array(array_ref: Any, count_ref: Any, handles: list[Any]) -> None:
+    """GI/CI handle lists (nvmlDeviceGetGpuInstances, nvmlGpuInstanceGetComputeInstances): the array
+    is required (nvml.h: INVALID_ARGUMENT for an invalid one; NULL is no count query here)."""
+    if array_ref is None:
+        raise nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+    fill_array(array_ref, count_ref, handles)

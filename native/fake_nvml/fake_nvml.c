@@ -91,15 +91,31 @@ EXPORT const char *nvmlErrorString(nvmlReturn_t result) {
     }
 }
 
+#ifdef FAKE_NVML_OLD_DRIVER /* an R470 driver: its versions, whatever the simulator says */
+static nvmlReturn_t old_version(const char *text, char *buffer, unsigned int length) {
+    size_t size = strlen(text) + 1;
+    if (length < size) return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(buffer, text, size);
+    return NVML_SUCCESS;
+}
+#endif
 EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
     NEED(version);
     CALL("driver_version", 0, 0, 0, 0, NULL);
+#ifdef FAKE_NVML_OLD_DRIVER
+    return old_version("470.256.02", version, length);
+#else
     return copy_text(&r, version, length);
+#endif
 }
 EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length) {
     NEED(version);
     CALL("nvml_version", 0, 0, 0, 0, NULL);
+#ifdef FAKE_NVML_OLD_DRIVER
+    return old_version("11.470.256.02", version, length);
+#else
     return copy_text(&r, version, length);
+#endif
 }
 EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *cudaDriverVersion) {
     NEED(cudaDriverVersion);
@@ -388,6 +404,7 @@ EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuInstanc
     if (version == nvmlComputeInstanceProfileInfo_v3) ((nvmlComputeInstanceProfileInfo_v3_t *)info)->capabilities = 0;
     DONE;
 }
+#ifndef FAKE_NVML_OLD_DRIVER /* CI placements came with R510 (built with --old-driver: absent) */
 EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(nvmlGpuInstance_t gpuInstance,
                                                                       unsigned int profileId,
                                                                       nvmlComputeInstancePlacement_t *placements,
@@ -395,6 +412,7 @@ EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(nvmlGpuI
     return placements_out("ci_possible_placements", H(gpuInstance), profileId,
                           (nvmlGpuInstancePlacement_t *)(void *)placements, count);
 }
+#endif
 EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvmlGpuInstance_t gpuInstance,
                                                                        unsigned int profileId, unsigned int *count) {
     NEED(count);
@@ -406,6 +424,7 @@ EXPORT nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuIn
                                                          nvmlComputeInstance_t *computeInstance) {
     return handle_out("create_ci", H(gpuInstance), profileId, 0, 0, NULL, (void **)computeInstance);
 }
+#ifndef FAKE_NVML_OLD_DRIVER
 EXPORT nvmlReturn_t nvmlGpuInstanceCreateComputeInstanceWithPlacement(nvmlGpuInstance_t gpuInstance,
                                                                       unsigned int profileId,
                                                                       const nvmlComputeInstancePlacement_t *placement,
@@ -414,6 +433,7 @@ EXPORT nvmlReturn_t nvmlGpuInstanceCreateComputeInstanceWithPlacement(nvmlGpuIns
     return handle_out("create_ci_at", H(gpuInstance), profileId, placement->start, placement->size, NULL,
                       (void **)computeInstance);
 }
+#endif
 EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gpuInstance, unsigned int profileId,
                                                        nvmlComputeInstance_t *computeInstances, unsigned int *count) {
     return handle_list("compute_instances", H(gpuInstance), profileId, (void **)computeInstances, count);

@@ -186,3 +186,16 @@ def test_a_process_whose_memory_nvml_cannot_tell_is_observed_as_using_none_and_s
 def test_a_process_memory_nvml_cannot_tell_survives_the_state_file() -> None:
     saved = SimProcess(pid=79, used_memory_bytes=None).to_dict()
     assert SimProcess.from_dict(saved).used_memory_bytes is None
+
+
+def test_fake_nvml_raises_what_pynvml_raises_for_an_unversioned_call_the_driver_lacks(node: Node) -> None:
+    """pynvml's throwOnVersionMismatch: NVMLLibraryMismatchError, which is not an NVMLError."""
+    node.fake.sim_inject_fault(
+        "nvmlDeviceGetComputeRunningProcesses", pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, times=None
+    )
+    node.fake.nvmlInit()
+    try:
+        with pytest.raises(pynvml.NVMLLibraryMismatchError):
+            node.fake.nvmlDeviceGetComputeRunningProcesses(node.fake.nvmlDeviceGetHandleByIndex(0))
+    finally:
+        node.fake.nvmlShutdown()

@@ -59,8 +59,7 @@ def gi_placement(fake: FakeNvml, gi: Any) -> tuple[int, int]:
 
 def gpu_instances(fake: FakeNvml, device: Any, profile_id: int) -> list[Any]:
     count = c_uint(0)
-    fake.nvmlDeviceGetGpuInstances(device, profile_id, None, byref(count))
-    array = (pynvml.c_nvmlGpuInstance_t * count.value)()
+    array = (pynvml.c_nvmlGpuInstance_t * 8)()  # no MIG GPU holds more; NULL is no count query here
     fake.nvmlDeviceGetGpuInstances(device, profile_id, array, byref(count))
     return list(array[: count.value])
 

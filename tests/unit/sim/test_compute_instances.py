@@ -111,7 +111,7 @@ def test_create_ci_with_an_illegal_placement_is_invalid_and_an_occupied_one_insu
 
     def create(profile: int, start: int, size: int) -> Any:
         placement = pynvml.c_nvmlComputeInstancePlacement_t(start, size)
-        return fake.nvmlGpuInstanceCreateComputeInstanceWithPlacement(gi, profile, placement)
+        return fake.nvmlGpuInstanceCreateComputeInstanceWithPlacement(gi, profile, byref(placement))
 
     assert nvml_code(lambda: create(1, 1, 2)) == pynvml.NVML_ERROR_INVALID_ARGUMENT
     create(0, 1, 1)

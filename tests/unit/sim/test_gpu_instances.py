@@ -158,14 +158,42 @@ def test_creation_order_matters_small_first_can_leave_no_room_for_a_3g() -> None
     assert len(reverse.state.gpus[0].gpu_instances) == 4
 
 
-@pytest.mark.parametrize("wrap", ["value", "byref", "pointer"])
-def test_create_with_placement_accepts_the_structure_by_value_byref_or_pointer(wrap: str) -> None:
+@pytest.mark.parametrize("wrap", ["byref", "pointer"])
+def test_create_with_placement_accepts_the_structure_by_reference_or_pointer(wrap: str) -> None:
     fake = started(A100)
     device = fake.nvmlDeviceGetHandleByIndex(0)
     placement = pynvml.c_nvmlGpuInstancePlacement_t(2, 2)
-    argument = {"value": placement, "byref": byref(placement), "pointer": pointer(placement)}[wrap]
+    argument = {"byref": byref(placement), "pointer": pointer(placement)}[wrap]
     gi = fake.nvmlDeviceCreateGpuInstanceWithPlacement(device, 14, argument)
     assert gi_placement(fake, gi) == (2, 2)
+
+
+def test_a_placement_passed_by_value_is_refused_as_the_c_library_refuses_it() -> None:
+    """pynvml forwards `placement` untouched to a `const nvmlGpuInstancePlacement_t*` parameter: by value,
+    ctypes would hand the C library the structure's bytes where a pointer is expected."""
+    fake = started(A100)
+    device = fake.nvmlDeviceGetHandleByIndex(0)
+    placement = pynvml.c_nvmlGpuInstancePlacement_t(2, 2)
+    code = nvml_code(lambda: fake.nvmlDeviceCreateGpuInstanceWithPlacement(device, 14, placement))
+    assert code == pynvml.NVML_ERROR_INVALID_ARGUMENT
+    assert fake.state.gpus[0].gpu_instances == []
+
+
+def test_a_null_or_short_instance_array_is_refused_and_a_short_one_is_told_the_count() -> None:
+    fake = started(A100)
+    device = fake.nvmlDeviceGetHandleByIndex(0)
+    for start in (0, 1):
+        create_gi(fake, device, 19, start, 1)
+    count = c_uint(0)
+    null = nvml_code(lambda: fake.nvmlDeviceGetGpuInstances(device, 19, None, byref(count)))
+    assert null == pynvml.NVML_ERROR_INVALID_ARGUMENT
+    short = (pynvml.c_nvmlGpuInstance_t * 1)()
+    assert nvml_code(lambda: fake.nvmlDeviceGetGpuInstances(device, 19, short, byref(count))) == (
+        pynvml.NVML_ERROR_INSUFFICIENT_SIZE
+    )
+    assert count.value == 2
+    by_value = nvml_code(lambda: fake.nvmlDeviceGetGpuInstances(device, 19, short, c_uint(8)))
+    assert by_value == pynvml.NVML_ERROR_INVALID_ARGUMENT
 
 
 @pytest.mark.parametrize(("start", "size"), [(1, 2), (6, 2), (2, 4), (0, 1)])
