@@ -31,10 +31,7 @@ START = "all-1g.10gb"
 # The single strategy advertises only one profile per node (all-balanced would be refused).
 TARGET = {MigStrategy.MIXED: "all-balanced", MigStrategy.SINGLE: "all-7g", MigStrategy.NONE: "all-balanced"}
 PLUGIN_MODE_FOR: dict[str, PluginMode] = {
-    "gpu-operator": "gpu-operator",
-    "node-label": "node-label",
-    "delete-pod": "daemonset",
-    "none": "daemonset",
+    "gpu-operator": "gpu-operator", "node-label": "node-label", "delete-pod": "daemonset", "none": "daemonset"
 }
 VALIDATORS = ("nvidia-cuda-validator", "nvidia-device-plugin-validator", "nvidia-operator-validator")
 # Both targets destroy the 1g.10gb GPU instances at these (GPU, slot) places.
@@ -151,12 +148,8 @@ def _post_change(cluster: SimCluster, flags: DeployedFlags, workdir: Path) -> Po
         return None
     for app in VALIDATORS:
         cluster.api.create_pod(
-            node_name=cluster.config.node_name,
-            namespace=flags.plugin_namespace,
-            name=f"{app}-x1",
-            labels={"app": app},
-            owner_kind="DaemonSet",
-            owner_name=app,
+            node_name=cluster.config.node_name, namespace=flags.plugin_namespace, name=f"{app}-x1",
+            labels={"app": app}, owner_kind="DaemonSet", owner_name=app,
         )
     return PostChangeSteps(
         api=cluster.agent_api(),

@@ -19,7 +19,6 @@ from tests.integration.deploy.scenario import GUARDED_WORKLOAD, START, TARGET, _
 
 MIXED_TARGET = TARGET[MigStrategy.MIXED]  # the cluster below runs the plugin's default, mixed strategy
 
-
 @pytest.fixture(scope="module")
 def force_delete_objects() -> list[Obj]:
     """The gpu-operator overlay with the force-delete component, as an admin's overlay would add it."""
