@@ -18,7 +18,7 @@ from enum import StrEnum
 from migagent.catalog import GpuModel, all_models, driver_variants
 from migagent.errors import LayoutDoesNotFitError
 from migagent.layout.desired import DesiredNode
-from migagent.layout.packing import ProfileNotOfferedError, resolve_profile
+from migagent.layout.packing import ProfileNotOfferedError, offered_gi_names, resolve_profile
 from migagent.layout.parse import select_config
 from migagent.layout.resolve import GpuIdentity, resolve_entry
 from migagent.layout.spec import LayoutEntry, LayoutFile
@@ -88,6 +88,38 @@ def _missing_profiles(entry: LayoutEntry, model: GpuModel) -> list[str]:
     return missing
 
 
+def _offered_nowhere(entry: LayoutEntry) -> list[str]:
+    """For each profile of `entry` that no catalog model (nor driver variant) offers, a message naming
+    the profiles of the same size that exist: `1g.11gb` is more likely a typo than unknown hardware."""
+    everywhere = [*all_models(), *driver_variants()]
+    messages = []
+    for profile, _count in entry.requested:
+        offered = []
+        for model in everywhere:
+            try:
+                resolve_profile(profile, model.profiles)
+            except ProfileNotOfferedError:
+                continue
+            offered.append(model.key)
+        if not offered:
+            names = {name for model in everywhere for name in offered_gi_names(model.profiles)}
+            same_size = sorted((n for n in names if n.startswith(f"{profile.g}g.")), key=lambda n: (len(n), n))
+            known = ", ".join(same_size) or "none"
+            messages.append(f"profile '{profile}' is offered by no catalog GPU model ({profile.g}g profiles: {known})")
+    return messages
+
+
+def _report_uncheckable(entry: LayoutEntry, report: ConfigReport, *, where: str) -> None:
+    """No model offers all the entry's profiles: a profile offered nowhere is a problem, a combination
+    no model has is left unchecked."""
+    unknown = _offered_nowhere(entry)
+    if unknown:
+        report.problems.extend(f"{where}: {message}" for message in unknown)
+        return
+    wanted = ", ".join(str(p) for p, _ in entry.requested)
+    report.unchecked_entries.append(f"[{entry.index}] no catalog model offers all of {wanted}")
+
+
 def _targets(entry: LayoutEntry, model: GpuModel) -> bool:
     return any(entry.may_match_pci(p) for p in model.pci_device_ids)
 
@@ -130,8 +162,7 @@ def _check_entry(
         if missing.get(model.key):
             report.skip_reasons.setdefault(model.key, []).append(f"lacks {', '.join(missing[model.key])}")
     if not candidates:
-        wanted = ", ".join(str(p) for p, _ in entry.requested)
-        report.unchecked_entries.append(f"[{entry.index}] no catalog model offers all of {wanted}")
+        _report_uncheckable(entry, report, where=where)
         return
     misfits: list[tuple[str, LayoutDoesNotFitError]] = []
     for model in candidates:

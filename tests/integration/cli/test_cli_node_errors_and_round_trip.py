@@ -150,7 +150,7 @@ def test_an_unfiltered_entry_that_fits_some_models_is_valid_with_a_warning_for_t
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = _write(tmp_path, UNFILTERED_80GB_ONLY)
-    assert main(["validate", "-f", str(path), "-c", "all-1g.10gb"]) == 0
+    assert main(["validate", "-f", str(path), "-c", "all-1g.10gb", "-v"]) == 0
     captured = capsys.readouterr()
     assert "all-1g.10gb: valid on A100-80GB, H100-80GB-SXM, H100-80GB-PCIe\n" in captured.out
     assert "  skipped A100-40GB: [0] does not fit (see warning)\n" in captured.out
