@@ -16,6 +16,7 @@ from migagent.catalog import UnknownGpuModelError, model_by_key
 from migagent.cli.commands import summary
 from migagent.cli.layout_args import add_config_file_argument, add_selected_config_argument, read_layout
 from migagent.errors import InvalidLayoutError
+from migagent.layout.parse import cap_problems
 from migagent.planning.validation import ConfigReport, ConfigStatus, validate_layout
 
 
@@ -72,7 +73,7 @@ def _run(args: argparse.Namespace) -> int:
         if r.status is ConfigStatus.NOT_CHECKED
     ]
     if problems:
-        raise InvalidLayoutError(f"{layout.path}: {len(problems)} problem(s):\n" + "\n".join(problems))
+        raise InvalidLayoutError(f"{layout.path}: {len(problems)} problem(s):\n" + cap_problems(problems))
     print(_summary(layout.path, reports))
     return 0
 

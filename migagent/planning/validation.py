@@ -11,6 +11,7 @@ valid when every entry was checked somewhere; skipped is never counted as valid.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -20,13 +21,19 @@ from migagent.errors import LayoutDoesNotFitError
 from migagent.layout.desired import DesiredNode
 from migagent.layout.packing import ProfileNotOfferedError, offered_gi_names, resolve_profile
 from migagent.layout.parse import select_config
+from migagent.layout.profile import MigProfile
 from migagent.layout.resolve import GpuIdentity, resolve_entry
-from migagent.layout.spec import LayoutEntry, LayoutFile
+from migagent.layout.spec import LayoutEntry, LayoutFile, PciFilter
 from migagent.layout.strict_yaml import path_part
 from migagent.planning.offline import empty_observation
 from migagent.planning.planner import plan
 
 NO_FILTER_MATCH = "not matched by any entry's device-filter"
+
+
+@functools.cache
+def _models_by_key() -> dict[str, GpuModel]:
+    return {model.key: model for model in (*all_models(), *driver_variants())}
 
 
 class ConfigStatus(StrEnum):
@@ -72,19 +79,54 @@ def _identity(model: GpuModel, entry: LayoutEntry) -> GpuIdentity:
                        label=f"GPU 0 ({model.key})")
 
 
-def _check_on_model(entry: LayoutEntry, model: GpuModel, *, config: str) -> None:
-    """Resolve the entry on an empty GPU of `model` and run the exact placement solver on it."""
-    desired = resolve_entry(entry, _identity(model, entry), config_name=config)
-    plan(empty_observation([model], mig_enabled=entry.mig_enabled), DesiredNode(gpus=(desired,)))
+_FitKey = tuple[str, int, bool, tuple[tuple[MigProfile, int], ...]]
+_RESOLVE_FAILS = ""
+_Outcomes = dict[_FitKey, str | None]
+"""Per request: None (fits), the solver's message, or _RESOLVE_FAILS (resolving names the config)."""
 
 
-def _missing_profiles(entry: LayoutEntry, model: GpuModel) -> list[str]:
-    missing = []
-    for profile, _count in entry.requested:
+def _check_on_model(entry: LayoutEntry, model: GpuModel, *, config: str, outcomes: _Outcomes) -> None:
+    """Resolve the entry on an empty GPU of `model` and run the exact placement solver on it.
+
+    Whether it fits depends only on the model, the PCI id the entry picks and what it asks for, so
+    each such request is resolved and solved once (a large generated file repeats a few dozen
+    requests thousands of times). A request that does not resolve is resolved again for each entry,
+    because that message names the config; the solver's names only the GPU and the profiles."""
+    identity = _identity(model, entry)
+    key: _FitKey = (model.key, identity.pci_device_id, entry.mig_enabled, entry.requested)
+    if key not in outcomes:
+        outcomes[key] = _RESOLVE_FAILS
+        desired = resolve_entry(entry, identity, config_name=config)
         try:
-            resolve_profile(profile, model.profiles)
-        except ProfileNotOfferedError:
-            missing.append(str(profile))
+            plan(empty_observation([model], mig_enabled=entry.mig_enabled), DesiredNode(gpus=(desired,)))
+        except LayoutDoesNotFitError as exc:
+            outcomes[key] = str(exc)
+        else:
+            outcomes[key] = None
+    failure = outcomes[key]
+    if failure == _RESOLVE_FAILS:
+        resolve_entry(entry, identity, config_name=config)  # raises, naming this config
+    if failure:
+        raise LayoutDoesNotFitError(failure)
+
+
+def _missing_profiles(entry: LayoutEntry, model: GpuModel) -> tuple[str, ...]:
+    return _missing_by_model(tuple(profile for profile, _count in entry.requested)).get(model.key, ())
+
+
+@functools.lru_cache(maxsize=4096)
+def _missing_by_model(profiles: tuple[MigProfile, ...]) -> dict[str, tuple[str, ...]]:
+    """Per catalog model (and driver variant), the profiles it does not offer (cached: files repeat
+    the same requests); the cached dicts are only read."""
+    missing: dict[str, tuple[str, ...]] = {}
+    for key, model in _models_by_key().items():
+        lacking = []
+        for profile in profiles:
+            try:
+                resolve_profile(profile, model.profiles)
+            except ProfileNotOfferedError:
+                lacking.append(str(profile))
+        missing[key] = tuple(lacking)
     return missing
 
 
@@ -121,7 +163,13 @@ def _report_uncheckable(entry: LayoutEntry, report: ConfigReport, *, where: str)
 
 
 def _targets(entry: LayoutEntry, model: GpuModel) -> bool:
-    return any(entry.may_match_pci(p) for p in model.pci_device_ids)
+    return not entry.device_filter or _filter_targets(entry.device_filter, model.pci_device_ids)
+
+
+@functools.lru_cache(maxsize=4096)
+def _filter_targets(device_filter: tuple[PciFilter, ...], pci_device_ids: tuple[int, ...]) -> bool:
+    """Whether a device filter may match one of a model's PCI ids (cached: files repeat filters)."""
+    return not device_filter or any(f.may_match(p) for f in device_filter for p in pci_device_ids)
 
 
 def _filter_text(entry: LayoutEntry) -> str:
@@ -144,11 +192,13 @@ def _check_entry(
     strict: bool,
     report: ConfigReport,
     variants: Sequence[GpuModel] = (),
+    outcomes: _Outcomes,
 ) -> None:
     where = f"mig-configs.{path_part(report.name)}[{entry.index}]"
     targeted = [m for m in models if _targets(entry, m)]
+    targeted_keys = {m.key for m in targeted}  # keys, not models: comparing catalog rows is slow
     for model in models:
-        if model not in targeted:
+        if model.key not in targeted_keys:
             report.skip_reasons.setdefault(model.key, []).append(NO_FILTER_MATCH)
     if not targeted:
         report.unchecked_entries.append(_untargeted_reason(entry, models))
@@ -167,7 +217,7 @@ def _check_entry(
     misfits: list[tuple[str, LayoutDoesNotFitError]] = []
     for model in candidates:
         try:
-            _check_on_model(entry, model, config=report.name)
+            _check_on_model(entry, model, config=report.name, outcomes=outcomes)
         except LayoutDoesNotFitError as exc:
             misfits.append((model.key, exc))
         else:
@@ -189,11 +239,12 @@ def validate_layout(
     names = [config] if config is not None else list(layout.names)
     considered = list(models) if models else list(all_models())
     reports = []
+    outcomes: _Outcomes = {}
     for name in names:
         report = ConfigReport(name)
         for entry in select_config(layout, name):
             _check_entry(entry, considered, strict=bool(models), report=report,
-                         variants=() if models else driver_variants())
+                         variants=() if models else driver_variants(), outcomes=outcomes)
         shown = [*considered, *([] if models else driver_variants())]
         report.checked = {m.key: report.checked[m.key] for m in shown if m.key in report.checked}
         reports.append(report)
