@@ -139,9 +139,11 @@ def _engine(args: argparse.Namespace, driver: NodeDriver) -> ApplyEngine:
 
 
 def _print_report(report: SessionReport, observation: Observation) -> None:
-    for result in report.results:
-        for step in result.steps_run:
-            print(f"  {describe_step(step, observation)}")
+    # On a terminal each step was shown as it ended (progress_log): list them here only otherwise.
+    if not sys.stderr.isatty():
+        for result in report.results:
+            for step in result.steps_run:
+                print(f"  {describe_step(step, observation)}")
     run = sum(len(result.steps_run) for result in report.results)
     print(f"{run} operation(s) performed" if run else "nothing to change")
 
