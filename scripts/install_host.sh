@@ -79,6 +79,6 @@ fi
 cat <<EOF
 install_host: done. Nothing runs yet, and the units change nothing until a layout is selected:
   1. pick a config:  $ROOT$PREFIX/bin/migagent validate -f $ROOT/etc/migagent/layouts.yaml
-  2. set it:         MIGAGENT_LAYOUT=<name> in $ROOT/etc/migagent/migagent.env (and MIGAGENT_HOST_CLIENTS)
+  2. set it:         MIGAGENT_LAYOUT=<name> in $ROOT/etc/migagent/migagent.env (and MIGAGENT_HOST_GPU_CLIENTS)
   3. enable:         systemctl enable migagent-boot.service; systemctl enable --now migagent-host.service
 EOF

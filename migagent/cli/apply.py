@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from migagent.cli.commands import summary
+from migagent.cli.flags import add_output_argument
 from migagent.cli.layout_args import add_config_file_argument, add_selected_config_argument, read_layout
 from migagent.cli.node import (
     DEFAULT_JOURNAL_DIR,
@@ -229,7 +230,7 @@ def register_plan(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
         metavar="KEY",
         help="plan offline on empty GPUs of these catalog models (repeatable; '2xA100-40GB' gives two)",
     )
-    parser.add_argument("--output", choices=("text", "json"), default="text")
+    add_output_argument(parser, choices=("text", "json"), default="text")
     add_node_arguments(parser)
     parser.set_defaults(handler=_run_plan)
 

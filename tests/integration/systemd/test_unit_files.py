@@ -203,7 +203,7 @@ def test_the_host_command_line_watches_the_file_the_boot_unit_reads() -> None:
 
 
 def test_the_example_settings_name_the_default_host_gpu_clients() -> None:
-    clients = _environment(ENV_EXAMPLE)["MIGAGENT_HOST_CLIENTS"].split(",")
+    clients = _environment(ENV_EXAMPLE)["MIGAGENT_HOST_GPU_CLIENTS"].split(",")
     assert {"nvidia-dcgm.service", "dcgm.service", "dcgm-exporter.service"} <= set(clients)
     assert "kubelet.service" not in clients
     # Started last (clients start in reverse order), so the CDI spec is written for the new layout.
