@@ -3,7 +3,7 @@
 #   sudo scripts/install_host.sh
 #
 # 1. a venv at $PREFIX (default /opt/migagent) with migagent and its dependencies, pinned by
-#    constraints.txt when the checkout has one;
+#    constraints.txt (requirements.lock's versions);
 # 2. /usr/local/bin/migagent, a link to $PREFIX/bin/migagent (the path the units run);
 # 3. the units in /etc/systemd/system (nvidia-gpu-reset.target only where nothing provides it);
 # 4. /etc/migagent/migagent.env (no layout selected: the units change nothing until you set
@@ -40,10 +40,10 @@ fi
 venv=$ROOT$PREFIX
 say "venv $venv"
 "$PYTHON" -m venv --clear "$venv"
-constraints=()
-[ -f "$repo/constraints.txt" ] && constraints=(--constraint "$repo/constraints.txt")
+# The versions the image ships (requirements.lock's pins, constraints.txt): the host's Python may differ
+# from the image's 3.11, so the wheels' hashes are not enforced here.
 # shellcheck disable=SC2086
-"$venv/bin/pip" install --quiet --disable-pip-version-check "${constraints[@]}" ${PIP_ARGS:-} "$repo"
+"$venv/bin/pip" install --quiet --disable-pip-version-check --constraint "$repo/constraints.txt" ${PIP_ARGS:-} "$repo"
 "$venv/bin/migagent" --version >/dev/null || die "$venv/bin/migagent does not run"
 
 say "link $ROOT/usr/local/bin/migagent -> $PREFIX/bin/migagent"
