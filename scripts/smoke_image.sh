@@ -28,6 +28,14 @@ mount -t proc proc "$rootfs/proc"
 mount --bind /dev "$rootfs/dev"
 in_image() { env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root chroot "$rootfs" "$@"; }
 echo "== migagent --version"; in_image migagent --version
+echo "== package records"; wc -l "$rootfs"/usr/share/doc/migagent/{debian,python}-packages.txt
+echo "== nothing shipped that nothing imports (aiohttp)"
+in_image /opt/migagent/bin/python -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("aiohttp") is not None)'
+echo "== the agent's modules import"; in_image /opt/migagent/bin/python -c 'import migagent.cli.agent, kubernetes.client'
+if command -v skopeo >/dev/null 2>&1; then
+  skopeo inspect --config "oci-archive:$ARCHIVE:$TAG" | python3 -c \
+    'import json,sys; c=json.load(sys.stdin)["config"]; l=c.get("Labels", {}); print("user", c.get("User"), "created", l.get("org.opencontainers.image.created"), "source", l.get("org.opencontainers.image.source"))'
+fi
 echo "== migagent validate (shipped layouts)"; in_image migagent validate -f /usr/share/migagent/mig-layouts.yaml
 layouts=/usr/share/migagent/mig-layouts.yaml
 echo "== migagent apply/assert/doctor --simulate"

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from migagent import __version__
 from migagent.cli import commands
+from migagent.cli.flags import Parser
 from migagent.durable import ignore_file_size_signal
 from migagent.errors import MigAgentError
 
@@ -28,10 +29,13 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports `yes | head`'s write
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser for `argv`: only the command it names is imported (see `commands`); all without it."""
-    parser = argparse.ArgumentParser(prog="migagent", description="Node-level MIG partition manager.")
+    parser = Parser(prog="migagent", description="Node-level MIG partition manager.")
     parser.add_argument("--version", action="version", version=f"migagent {__version__}")
     parser.add_argument("-d", "--debug", action="store_true", help="verbose logs (env MIG_PARTED_DEBUG)")
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Every command's parser is a Parser (defaults shown in --help); typed as the base class it is.
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser] = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=Parser
+    )
     commands.register_commands(subparsers, argv=argv)
     return parser
 

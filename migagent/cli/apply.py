@@ -10,10 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from migagent.cli.commands import summary
+from migagent.cli.flags import add_output_argument
 from migagent.cli.layout_args import add_config_file_argument, add_selected_config_argument, read_layout
 from migagent.cli.node import (
     DEFAULT_JOURNAL_DIR,
@@ -23,6 +26,7 @@ from migagent.cli.node import (
     open_node,
     reboot_requester_for,
 )
+from migagent.cli.signals import signals_handled
 from migagent.clock import SystemClock
 from migagent.errors import UsageError
 from migagent.layout.desired import DesiredNode
@@ -40,6 +44,7 @@ from migagent.reconcile.session import ApplySession, RebootPendingError, Session
 from migagent.sim.spec import NodeSpecError, parse_node_spec
 
 EXIT_REBOOT_REQUESTED = 3
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports a command SIGTERM stopped
 _TRUE = {"1", "t", "true", "yes", "on"}
 _FALSE = {"", "0", "f", "false", "no", "off"}
 
@@ -139,11 +144,17 @@ def _engine(args: argparse.Namespace, driver: NodeDriver) -> ApplyEngine:
 
 
 def _print_report(report: SessionReport, observation: Observation) -> None:
-    for result in report.results:
-        for step in result.steps_run:
-            print(f"  {describe_step(step, observation)}")
+    # On a terminal each step was shown as it ended (progress_log): list them here only otherwise.
+    if not sys.stderr.isatty():
+        for result in report.results:
+            for step in result.steps_run:
+                print(f"  {describe_step(step, observation)}")
     run = sum(len(result.steps_run) for result in report.results)
     print(f"{run} operation(s) performed" if run else "nothing to change")
+
+
+class _Terminated(Exception):  # noqa: N818 - a stop request, not an error
+    """SIGTERM arrived: the apply stops at the next safe point (between two journaled steps)."""
 
 
 def _run_apply(args: argparse.Namespace) -> int:
@@ -151,14 +162,30 @@ def _run_apply(args: argparse.Namespace) -> int:
     layout = read_layout(args.config_file)
     name = _config_name(layout, args.selected_config)
     hooks = _hook_runner(args, name)
-    with open_node(args) as driver:
+    terminated = threading.Event()
+
+    def checkpoint() -> None:
+        if terminated.is_set():
+            raise _Terminated
+
+    with open_node(args) as driver, signals_handled({signal.SIGTERM: terminated.set}):
         desired = _desired_on_node(layout, name, driver.observe())
-        session = ApplySession(engine=_engine(args, driver), observe=driver.observe, hooks=hooks)
+        session = ApplySession(
+            engine=_engine(args, driver), observe=driver.observe, hooks=hooks, checkpoint=checkpoint
+        )
         try:
             report = session.run(desired, config_name=name, mode_only=args.mode_only)
         except RebootPendingError as exc:
             print(f"migagent apply: {exc}", file=sys.stderr)
             return EXIT_REBOOT_REQUESTED
+        except _Terminated:
+            # The step in progress finished and is journaled; the next one never began.
+            print(
+                "migagent apply: stopped by SIGTERM between two steps; the GPUs and the journal agree:"
+                " run the same apply again to finish",
+                file=sys.stderr,
+            )
+            return EXIT_TERMINATED
         after = driver.observe()  # names the profiles of GPUs whose MIG mode just changed
     _print_report(report, after)
     if args.mode_only:
@@ -227,7 +254,7 @@ def register_plan(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
         metavar="KEY",
         help="plan offline on empty GPUs of these catalog models (repeatable; '2xA100-40GB' gives two)",
     )
-    parser.add_argument("--output", choices=("text", "json"), default="text")
+    add_output_argument(parser, choices=("text", "json"), default="text")
     add_node_arguments(parser)
     parser.set_defaults(handler=_run_plan)
 
@@ -252,7 +279,8 @@ def register_apply(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         "--journal-dir",
         default=os.environ.get("MIGAGENT_JOURNAL_DIR"),
         help=f"where progress is journaled for crash recovery (env MIGAGENT_JOURNAL_DIR; default"
-        f" {DEFAULT_JOURNAL_DIR}, or next to --state for a simulated node)",
+        f" {DEFAULT_JOURNAL_DIR}; next to --state for a simulated node, next to MIGAGENT_FAKE_NVML_STATE for the"
+        " fake NVML library)",
     )
     add_reboot_arguments(parser)
     add_node_arguments(parser)

@@ -129,7 +129,7 @@ def _run(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("doctor", help=summary("doctor"))
     parser.add_argument(
-        "-o", "--output", choices=("yaml", "json"), default="yaml", help="output format (default: yaml)"
+        "-o", "--output", choices=("yaml", "json"), default="yaml", help="output format"
     )
     add_node_arguments(parser)
     parser.set_defaults(handler=_run)

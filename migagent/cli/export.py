@@ -9,6 +9,7 @@ import os
 import yaml
 
 from migagent.cli.commands import summary
+from migagent.cli.flags import add_output_argument
 from migagent.cli.node import add_node_arguments, open_node
 from migagent.errors import MigAgentError
 from migagent.layout.export import ExportError, export_layout
@@ -21,7 +22,7 @@ def _run(args: argparse.Namespace) -> int:
         document = export_layout(observation, label=args.config_label)
     except ExportError as exc:
         raise MigAgentError(str(exc)) from exc
-    if args.output_format == "json":
+    if args.output == "json":
         print(json.dumps(document, indent=2))
     else:
         print(yaml.safe_dump(document, sort_keys=False, default_flow_style=False), end="")
@@ -30,9 +31,9 @@ def _run(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("export", help=summary("export"))
-    parser.add_argument(
-        "-o", "--output-format", choices=("yaml", "json"),
-        default=os.environ.get("MIG_PARTED_OUTPUT_FORMAT", "yaml"),
+    add_output_argument(
+        parser, choices=("yaml", "json"), default=os.environ.get("MIG_PARTED_OUTPUT_FORMAT", "yaml"),
+        aliases=("--output-format",),  # mig-parted's spelling
     )
     parser.add_argument(
         "-l", "--config-label", default=os.environ.get("MIG_PARTED_CONFIG_LABEL", "current"),

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from migagent.cli.commands import summary
+from migagent.cli.flags import add_host_clients_argument
 from migagent.cli.node import (
     DEFAULT_JOURNAL_DIR,
     add_node_arguments,
@@ -70,7 +71,7 @@ def _session_factory(args: argparse.Namespace, driver: GpuDriver) -> Callable[[s
 
 
 def _host_clients(args: argparse.Namespace) -> HostClients:
-    units = [unit.strip() for unit in args.host_clients.split(",") if unit.strip()]
+    units = [unit.strip() for unit in args.host_gpu_clients.split(",") if unit.strip()]
     # A simulated node has no real services to stop: record (and log) what would have happened.
     manager: ServiceManager = (
         RecordingServiceManager(active=units) if _is_simulated(args) else SystemctlServiceManager()
@@ -132,11 +133,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="file whose MIGAGENT_LAYOUT=<name> line selects the config, watched"
         f" (env MIGAGENT_SELECTED_LAYOUT_FILE; default {DEFAULT_SELECTED_LAYOUT_FILE})",
     )
-    parser.add_argument(
-        "--host-clients",
-        default=env("MIGAGENT_HOST_CLIENTS", ""),
-        help="comma-separated systemd units to stop around a change, e.g. nvidia-dcgm.service,dcgm-exporter.service"
-        " (env MIGAGENT_HOST_CLIENTS)",
+    add_host_clients_argument(
+        parser,
+        help_text="comma-separated systemd units using the GPUs, stopped around a change, e.g."
+        " nvidia-dcgm.service,dcgm-exporter.service",
     )
     parser.add_argument(
         "--clients-state-file",

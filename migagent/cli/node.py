@@ -32,6 +32,7 @@ from migagent.sim.state import StateFormatError
 from migagent.sim.state_check import check_profiles, check_spec_matches
 
 DEFAULT_JOURNAL_DIR = "/var/lib/migagent"
+FAKE_NVML_STATE_ENV = "MIGAGENT_FAKE_NVML_STATE"  # the fake libnvidia-ml.so.1's node (sim/fakelib_node.py)
 SIGKILL_AFTER_MUTATIONS_ENV = "MIGAGENT_SIM_SIGKILL_AFTER_MUTATIONS"
 
 
@@ -61,7 +62,9 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
 
 def journal_for(args: argparse.Namespace) -> Journal:
     """The apply journal: --journal-dir; next to --state for a simulated node; in memory for a
-    throw-away simulated node; else /var/lib/migagent (a hostPath in the DaemonSet)."""
+    throw-away simulated node; next to MIGAGENT_FAKE_NVML_STATE when the fake NVML library serves
+    the node (its simulated GPUs must not share the real node's journal); else /var/lib/migagent
+    (a hostPath in the DaemonSet)."""
     if getattr(args, "journal_dir", None):
         return FileJournal(Path(args.journal_dir))
     if args.state:
@@ -69,6 +72,10 @@ def journal_for(args: argparse.Namespace) -> Journal:
         return FileJournal(state.with_name(f"{state.name}.journal"))
     if args.simulate:
         return MemoryJournal()
+    fake_state = os.environ.get(FAKE_NVML_STATE_ENV)
+    if fake_state:
+        state = Path(fake_state)
+        return FileJournal(state.with_name(f"{state.name}.journal"))
     return FileJournal(Path(DEFAULT_JOURNAL_DIR))
 
 

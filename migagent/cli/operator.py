@@ -7,11 +7,11 @@ and runtime.operator_ready for what they do and why, step for step against NVIDI
 from __future__ import annotations
 
 import argparse
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from migagent.cli.flags import add_host_clients_argument
 from migagent.clock import Clock
 from migagent.kube.adapter import KubeApi
 from migagent.kube.names import ConditionReason
@@ -31,7 +31,10 @@ def add_operator_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"before the first NVML call, wait for the operator's driver-ready and toolkit-ready markers"
         f" (in --validations-dir, default {DEFAULT_VALIDATIONS_DIR})",
     )
-    group.add_argument("--validations-dir", default=str(DEFAULT_VALIDATIONS_DIR), help=argparse.SUPPRESS)
+    group.add_argument(
+        "--validations-dir", default=str(DEFAULT_VALIDATIONS_DIR), metavar="DIR",
+        help="where the operator's validator writes its ready markers",
+    )
     group.add_argument(
         "--operator-ready-timeout", type=float, default=600.0, metavar="SECONDS",
         help="how long --wait-for-operator waits before failing (the pod then restarts and waits again)",
@@ -56,10 +59,10 @@ def add_operator_arguments(parser: argparse.ArgumentParser) -> None:
         help="delete the operator's CUDA/plugin validator pods before a change and its operator-validator pod"
         " after, so the validations re-run against the new MIG devices (needs pods delete in its namespace)",
     )
-    group.add_argument(
-        "--host-gpu-clients", default=os.environ.get("MIGAGENT_HOST_GPU_CLIENTS", ""), metavar="UNITS",
-        help="comma-separated host systemd units using the GPUs (mig-manager's gpu-clients), stopped before and"
-        " started after a change through the host root (--host-root)",
+    add_host_clients_argument(
+        group,
+        help_text="comma-separated host systemd units using the GPUs (mig-manager's gpu-clients), stopped before"
+        " and started after a change through the host root (--host-root)",
     )
     group.add_argument("--host-root", default="/host", metavar="DIR", help="the host's / mounted in this pod")
 

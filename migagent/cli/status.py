@@ -165,7 +165,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--api-server", help="API server URL, e.g. the simulator's http://127.0.0.1:PORT")
     parser.add_argument("-l", "--selector", help="only nodes with these labels, e.g. pool=a100 (as kubectl -l)")
-    parser.add_argument("-o", "--output", choices=("table", "json"), default="table", help="default table")
+    parser.add_argument("-o", "--output", choices=("table", "json"), default="table", help="output format")
     parser.add_argument(
         "-w", "--watch", action="store_true", help="after the table, print a line per node change (Ctrl-C ends)"
     )

@@ -1,8 +1,9 @@
 """`migagent validate`: format, resolution and fit of layouts, per catalog GPU model, without a GPU.
 
-For each config it prints which models it was checked on, which models were skipped and why, and
-which entries could not be checked anywhere (see `planning.validation` for the rules). Only a
-config whose every entry was checked is counted valid; exit 1 when any config is invalid.
+One line per config: the models it fits, and any entry that could not be checked (with -v, also
+the models skipped and why); see `planning.validation` for the rules. Only a config whose every
+entry was checked is counted valid; exit 1 when any config is invalid or could be checked on no
+model at all (an unknown profile such as `1g.11gb` is invalid).
 """
 
 from __future__ import annotations
@@ -15,26 +16,32 @@ from migagent.catalog import UnknownGpuModelError, model_by_key
 from migagent.cli.commands import summary
 from migagent.cli.layout_args import add_config_file_argument, add_selected_config_argument, read_layout
 from migagent.errors import InvalidLayoutError, UsageError
+from migagent.layout.parse import cap_problems
 from migagent.planning.validation import ConfigReport, ConfigStatus, validate_layout
 
 
-def _print_config(report: ConfigReport, *, verbose: bool) -> None:
+def _line(report: ConfigReport) -> str:
+    """One line per config: what it is, and the models it fits."""
     checked = ", ".join(report.checked)
-    headline = {
-        ConfigStatus.VALID: f"valid on {checked}",
-        ConfigStatus.PARTLY_CHECKED: f"partly checked; valid on {checked}",
-        ConfigStatus.NOT_CHECKED: "not checked",
-        ConfigStatus.INVALID: "INVALID",
-    }[report.status]
-    print(f"{report.name}: {headline}")
-    by_reason: dict[str, list[str]] = {}
-    for model, reason in report.skipped().items():
-        by_reason.setdefault(reason, []).append(model)
-    for reason, models in by_reason.items():
-        print(f"  skipped {', '.join(models)}: {reason}")
-    for entry in report.unchecked_entries:
-        print(f"  not checked: {entry}")
+    unchecked = "; ".join(report.unchecked_entries)
+    if report.status is ConfigStatus.VALID:
+        return f"{report.name}: valid on {checked}"
+    if report.status is ConfigStatus.PARTLY_CHECKED:
+        return f"{report.name}: partly checked; valid on {checked}; not checked: {unchecked}"
+    if report.status is ConfigStatus.NOT_CHECKED:
+        return f"{report.name}: NOT CHECKED: {unchecked}"
+    fits = f" (valid on {checked})" if checked else ""
+    return f"{report.name}: INVALID{fits}: {len(report.problems)} problem(s), listed below"
+
+
+def _print_config(report: ConfigReport, *, verbose: bool) -> None:
+    print(_line(report))
     if verbose:
+        by_reason: dict[str, list[str]] = {}
+        for model, reason in report.skipped().items():
+            by_reason.setdefault(reason, []).append(model)
+        for reason, models in by_reason.items():
+            print(f"  skipped {', '.join(models)}: {reason}")
         for model, entries in report.checked.items():
             print(f"  checked on {model}: entries {', '.join(f'[{i}]' for i in entries)}")
     for warning in report.warnings:
@@ -58,8 +65,15 @@ def _run(args: argparse.Namespace) -> int:
     for report in reports:
         _print_config(report, verbose=args.verbose)
     problems = [p for r in reports for p in r.problems]
+    # A config checked on no model at all is not known to apply anywhere: apply would be the first
+    # to find out. Saying "valid" (or exiting 0) would be a guess.
+    problems += [
+        f"mig-configs.{r.name}: could not be checked on any catalog GPU model ({'; '.join(r.unchecked_entries)})"
+        for r in reports
+        if r.status is ConfigStatus.NOT_CHECKED
+    ]
     if problems:
-        raise InvalidLayoutError(f"{layout.path}: {len(problems)} problem(s):\n" + "\n".join(problems))
+        raise InvalidLayoutError(f"{layout.path}: {len(problems)} problem(s):\n" + cap_problems(problems))
     print(_summary(layout.path, reports))
     return 0
 
@@ -73,6 +87,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="catalog model to check on (repeatable; default: every model the filters match)",
     )
     parser.add_argument(
-        "-v", "--verbose", action="store_true", help="also list which entries were checked on each model"
+        "-v", "--verbose", action="store_true",
+        help="also list the models skipped and why, and which entries were checked on each model"
     )
     parser.set_defaults(handler=_run)

@@ -10,6 +10,7 @@ conversion, so our loader sees the same values mig-parted does.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import struct
@@ -105,8 +106,10 @@ def _number(text: str) -> tuple[str, object] | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def go_resolve(text: str, *, timestamps: bool = True) -> tuple[str, object]:
-    """The tag and value go-yaml v2 gives the plain scalar `text`."""
+    """The tag and value go-yaml v2 gives the plain scalar `text` (cached: a layout file repeats a
+    few dozen scalars, `all`, `true`, profile names, thousands of times; the values are immutable)."""
     if text in _WORDS:
         return _WORDS[text]
     first = text[0]

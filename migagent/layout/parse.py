@@ -19,7 +19,7 @@ from typing import Literal
 from migagent.errors import InvalidLayoutError
 from migagent.layout.profile import MigProfile, ProfileNameError
 from migagent.layout.spec import ALL_DEVICES, LayoutEntry, LayoutFile, PciFilter, PciFilterError, parse_pci_filter
-from migagent.layout.strict_yaml import JsonKey, YamlSyntaxError, load_strict, path_part
+from migagent.layout.strict_yaml import JsonKey, YamlSyntaxError, gc_paused, load_strict, path_part
 
 SUPPORTED_VERSION = "v1"
 TOP_LEVEL_FIELDS = ("version", "mig-configs")
@@ -28,23 +28,44 @@ _MISSING = object()
 _FILTER_HINT = 'expected "0xDDDDVVVV" or "0xDDDDVVVV:0xSSSSVVVV" (device+vendor[:subsystem]), e.g. "0x20B710DE"'
 
 
+MAX_REPORTED_PROBLEMS = 20
+
+
 class _Problems:
-    """Collects every error in one file, so a user fixes them in one pass."""
+    """Collects the errors in one file, so a user fixes them in one pass; the first
+    MAX_REPORTED_PROBLEMS are shown and the rest counted (a broken generator can write thousands)."""
 
     def __init__(self, source: str) -> None:
         self.source = source
         self.lines: list[str] = []
+        self.count = 0
 
     def add(self, path: str, message: str) -> None:
-        self.lines.append(f"{self.source}: {path}: {message}" if path else f"{self.source}: {message}")
+        self.count += 1
+        if len(self.lines) < MAX_REPORTED_PROBLEMS:
+            self.lines.append(f"{self.source}: {path}: {message}" if path else f"{self.source}: {message}")
 
     def raise_if_any(self) -> None:
-        if self.lines:
-            raise InvalidLayoutError("\n".join(self.lines))
+        if self.count:
+            raise InvalidLayoutError(cap_problems(self.lines, total=self.count, source=self.source))
+
+
+def cap_problems(lines: list[str], *, total: int | None = None, source: str = "") -> str:
+    """The first MAX_REPORTED_PROBLEMS lines, and a last one saying how many more there were."""
+    total = len(lines) if total is None else total
+    shown = lines[:MAX_REPORTED_PROBLEMS]
+    rest = total - len(shown)
+    more = f"{source}: " if source else ""
+    return "\n".join(shown + ([f"{more}... and {rest} more problem(s) not shown"] if rest > 0 else []))
 
 
 def parse_layout(text: str, *, source: str) -> LayoutFile:
     """Parse the text of a layout file; `source` names it in messages. Raises `InvalidLayoutError`."""
+    with gc_paused():
+        return _parse_layout(text, source=source)
+
+
+def _parse_layout(text: str, *, source: str) -> LayoutFile:
     problems = _Problems(source)
     try:
         data, yaml_problems = load_strict(text)
@@ -70,17 +91,16 @@ def load_layout_file(path: str | Path) -> LayoutFile:
 
 def select_config(layout: LayoutFile, name: str | None) -> tuple[LayoutEntry, ...]:
     """The entries of config `name`; `None` is allowed only when the file holds exactly one config."""
-    available = ", ".join(layout.names)
     if name is None:
         if len(layout.configs) == 1:
             return next(iter(layout.configs.values()))
         raise InvalidLayoutError(
             f"{layout.path}: no config selected and the file holds {len(layout.configs)}; "
-            f"choose one of: {available}"
+            f"choose one of: {', '.join(layout.names)}"
         )
     if name not in layout.configs:
         raise InvalidLayoutError(
-            f"{layout.path}: selected mig-config not present: {name}; available configs: {available}"
+            f"{layout.path}: selected mig-config not present: {name}; available configs: {', '.join(layout.names)}"
         )
     return layout.configs[name]
 
@@ -173,7 +193,7 @@ def _read_entry(raw: object, *, index: int, path: str, problems: _Problems) -> L
     if not isinstance(raw, dict):
         problems.add(path, f"expected a mapping with {', '.join(ENTRY_FIELDS)}, got {_show(raw)}")
         return None
-    before = len(problems.lines)
+    before = problems.count
     _unknown_fields(raw, path=path, allowed=ENTRY_FIELDS, problems=problems)
     devices = _read_devices(raw.get("devices", _MISSING), path=f"{path}.devices", problems=problems)
     device_filter = _read_filter(raw.get("device-filter", _MISSING), path=f"{path}.device-filter", problems=problems)
@@ -181,7 +201,7 @@ def _read_entry(raw: object, *, index: int, path: str, problems: _Problems) -> L
     mig_devices = _read_mig_devices(
         raw.get("mig-devices", _MISSING), enabled=enabled, path=f"{path}.mig-devices", problems=problems
     )
-    if len(problems.lines) > before or devices is None or enabled is None:
+    if problems.count > before or devices is None or enabled is None:
         return None
     return LayoutEntry(
         index=index, devices=devices, device_filter=device_filter, mig_enabled=enabled, mig_devices=mig_devices

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from migagent.catalog.model import GiProfile, ProfileTable
 from migagent.layout.desired import DesiredGi
 from migagent.layout.profile import ci_profile_name, gi_profile_name
+from migagent.planning.steps import Step, StepKind
 
 
 def gi_name(table: ProfileTable, profile_id: int) -> str:
@@ -60,3 +61,41 @@ def size_key(table: ProfileTable, gi: DesiredGi) -> tuple[int, int, int, tuple[i
 
 def largest_first(table: ProfileTable, gis: Iterable[DesiredGi]) -> tuple[DesiredGi, ...]:
     return tuple(sorted(gis, key=lambda gi: size_key(table, gi)))
+
+
+def step_text(step: Step, table: ProfileTable | None) -> str:
+    """A step as a person reads it, with profile names and placements: `GPU 3: destroy 1g.10gb at
+    slot 2`, `GPU 0: create compute instance 1c.3g.40gb at slot 0 in 3g.40gb at slot 4`. Without
+    the GPU's profile table (not known), the NVML profile ids stand in for the names."""
+    head = f"GPU {step.gpu}:"
+    gi = _gi_at(step, table)
+    ci = _ci_at(step, table)
+    match step.kind:
+        case StepKind.SET_MODE:
+            return f"{head} set MIG {'on' if step.mig_enabled else 'off'}"
+        case StepKind.RESET_GPU:
+            return f"{head} reset the GPU to activate MIG {'on' if step.mig_enabled else 'off'}"
+        case StepKind.DESTROY_GI:
+            return f"{head} destroy {gi}"
+        case StepKind.CREATE_GI:
+            return f"{head} create {gi}"
+        case StepKind.DESTROY_CI:
+            return f"{head} destroy compute instance {ci} in {gi}"
+        case StepKind.CREATE_CI:
+            return f"{head} create compute instance {ci} in {gi}"
+    raise AssertionError(step.kind)  # pragma: no cover - exhaustive match
+
+
+def _gi_at(step: Step, table: ProfileTable | None) -> str:
+    if step.gi_profile_id is None or step.gi_placement is None:
+        return "-"
+    name = f"GI profile {step.gi_profile_id}" if table is None else gi_name(table, step.gi_profile_id)
+    return f"{name} at slot {step.gi_placement.start}"
+
+
+def _ci_at(step: Step, table: ProfileTable | None) -> str:
+    if step.ci_profile_id is None or step.ci_placement is None:
+        return "-"
+    gi = None if table is None or step.gi_profile_id is None else table.gi_profile(step.gi_profile_id)
+    name = f"CI profile {step.ci_profile_id}" if table is None else ci_name(table, gi, step.ci_profile_id)
+    return f"{name} at slot {step.ci_placement.start}"

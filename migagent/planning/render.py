@@ -1,4 +1,4 @@
-"""Plans for people: a table per GPU, the numbered steps, and the `--output json` form.
+"""Plans for people: a table per group of GPUs that change alike, their steps, and the `--output json` form.
 
 Everything is derived from the plan plus the observation it was made from (for GPU names and
 profile tables), in plan order, so the same plan always renders the same text.
@@ -6,12 +6,13 @@ profile tables), in plan order, so the same plan always renders the same text.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from migagent.catalog.model import Placement, ProfileTable
 from migagent.layout.observed import Observation, ObservedGi, ObservedGpu
 from migagent.planning.model import GpuPlan, Plan
-from migagent.planning.naming import ci_name, describe_gi, gi_name
+from migagent.planning.naming import ci_name, describe_gi, gi_name, step_text
 from migagent.planning.steps import Step, StepKind
 
 
@@ -73,8 +74,8 @@ def _rows(gpu_plan: GpuPlan, steps: tuple[Step, ...], names: _Names) -> list[tup
 _HEADER = ("action", "profile", "placement", "id", "compute instances", "")
 
 
-def _table(rows: list[tuple[str, ...]]) -> list[str]:
-    rows = [_HEADER, *rows]
+def _table(rows: list[tuple[str, ...]], *, header: tuple[str, ...] = _HEADER) -> list[str]:
+    rows = [header, *rows]
     widths = [max(len(row[col]) for row in rows) for col in range(len(rows[0]))]
     return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
 
@@ -95,34 +96,77 @@ def _summary(gpu_plan: GpuPlan) -> str:
 
 
 def describe_step(step: Step, observation: Observation) -> str:
+    """`GPU 3: destroy 1g.10gb at slot 2`: the step with the GPU's profile names and placements."""
     gpu = _gpu(observation, step.gpu)
+    return step_text(step, None if gpu is None else gpu.profiles)
+
+
+@dataclass(frozen=True)
+class _GpuBlock:
+    """What render_plan prints for one GPU, apart from its index and NVML instance ids: GPUs whose
+    blocks are equal are printed once (`GPUs 0-7: ...`)."""
+
+    name: str
+    summary: str
+    modes: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]  # without the id column
+    steps: tuple[str, ...]  # without the "GPU n: " prefix
+
+
+def _block(gpu_plan: GpuPlan, plan: Plan, observation: Observation) -> tuple[_GpuBlock, list[tuple[str, ...]]]:
+    gpu = _gpu(observation, gpu_plan.gpu)
     names = _Names(None if gpu is None else gpu.profiles)
-    parts = [f"GPU {step.gpu}", step.kind.value]
-    if step.gi_placement is not None:
-        parts.append(f"{names.gi(step.gi_profile_id)}@{step.gi_placement}")
-    if step.ci_placement is not None and step.ci_profile_id is not None:
-        parts.append(f"CI {names.ci(step.gi_profile_id, step.ci_profile_id)}@{step.ci_placement}")
-    if step.mig_enabled is not None:
-        parts.append("MIG on" if step.mig_enabled else "MIG off")
-    return " ".join(parts)
+    rows = _rows(gpu_plan, plan.steps_for(gpu_plan.gpu), names)
+    prefix = f"GPU {gpu_plan.gpu}: "
+    steps = tuple(describe_step(step, observation).removeprefix(prefix) for step in plan.steps_for(gpu_plan.gpu))
+    block = _GpuBlock(
+        name="" if gpu is None else gpu.name,
+        summary=_summary(gpu_plan),
+        modes=tuple(_mode_lines(gpu_plan)),
+        rows=tuple(row[:3] + row[4:] for row in rows),
+        steps=steps,
+    )
+    return block, rows
+
+
+def gpu_ranges(indices: list[int]) -> str:
+    """`0-3, 5, 7-8`: sorted GPU indices, runs joined."""
+    runs: list[list[int]] = []
+    for index in sorted(indices):
+        if runs and index == runs[-1][-1] + 1:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 def render_plan(plan: Plan, observation: Observation) -> str:
-    """The plan as text: per GPU a keep/destroy/create table, then the numbered steps."""
-    lines: list[str] = []
+    """The plan as text: per group of GPUs that change alike, a keep/destroy/create table and the
+    steps on each; the apply runs them across the GPUs in this order, kind by kind (`-o json`
+    lists them one by one)."""
+    groups: dict[_GpuBlock, list[int]] = {}
+    full_rows: dict[_GpuBlock, list[tuple[str, ...]]] = {}
     for gpu_plan in plan.gpus:
-        gpu = _gpu(observation, gpu_plan.gpu)
-        names = _Names(None if gpu is None else gpu.profiles)
-        lines.append(f"{_label(observation, gpu_plan.gpu)}: {_summary(gpu_plan)}")
-        lines += _mode_lines(gpu_plan)
-        rows = _rows(gpu_plan, plan.steps_for(gpu_plan.gpu), names)
-        if rows:
-            lines += _table(rows)
+        block, rows = _block(gpu_plan, plan, observation)
+        groups.setdefault(block, []).append(gpu_plan.gpu)
+        full_rows.setdefault(block, rows)
+    lines: list[str] = []
+    for block, indices in groups.items():
+        many = len(indices) > 1
+        label = f"GPUs {gpu_ranges(indices)}" if many else f"GPU {indices[0]}"
+        name = f" ({block.name})" if block.name else ""
+        lines.append(f"{label}{name}{', each' if many else ''}: {block.summary}")
+        lines += block.modes
+        if block.rows:
+            # One GPU: with its NVML instance ids; several: those differ per GPU and are left out.
+            lines += _table(list(block.rows), header=_HEADER[:3] + _HEADER[4:]) if many else _table(full_rows[block])
+        if block.steps:
+            lines.append(f"  steps{' on each' if many else ''}:")
+            width = len(str(len(block.steps)))
+            lines += [f"    {n:>{width}}. {text}" for n, text in enumerate(block.steps, 1)]
     if not plan.gpus:
         lines.append("no GPU selected")
-    lines.append(f"{len(plan.steps)} step(s)" + (":" if plan.steps else ""))
-    width = len(str(len(plan.steps)))
-    lines += [f"  {n:>{width}}. {describe_step(step, observation)}" for n, step in enumerate(plan.steps, 1)]
+    lines.append(f"{len(plan.steps)} step(s) in all")
     return "\n".join(lines) + "\n"
 
 

@@ -11,6 +11,7 @@ valid when every entry was checked somewhere; skipped is never counted as valid.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -18,15 +19,21 @@ from enum import StrEnum
 from migagent.catalog import GpuModel, all_models, driver_variants
 from migagent.errors import LayoutDoesNotFitError
 from migagent.layout.desired import DesiredNode
-from migagent.layout.packing import ProfileNotOfferedError, resolve_profile
+from migagent.layout.packing import ProfileNotOfferedError, offered_gi_names, resolve_profile
 from migagent.layout.parse import select_config
+from migagent.layout.profile import MigProfile
 from migagent.layout.resolve import GpuIdentity, resolve_entry
-from migagent.layout.spec import LayoutEntry, LayoutFile
+from migagent.layout.spec import LayoutEntry, LayoutFile, PciFilter
 from migagent.layout.strict_yaml import path_part
 from migagent.planning.offline import empty_observation
 from migagent.planning.planner import plan
 
 NO_FILTER_MATCH = "not matched by any entry's device-filter"
+
+
+@functools.cache
+def _models_by_key() -> dict[str, GpuModel]:
+    return {model.key: model for model in (*all_models(), *driver_variants())}
 
 
 class ConfigStatus(StrEnum):
@@ -72,24 +79,97 @@ def _identity(model: GpuModel, entry: LayoutEntry) -> GpuIdentity:
                        label=f"GPU 0 ({model.key})")
 
 
-def _check_on_model(entry: LayoutEntry, model: GpuModel, *, config: str) -> None:
-    """Resolve the entry on an empty GPU of `model` and run the exact placement solver on it."""
-    desired = resolve_entry(entry, _identity(model, entry), config_name=config)
-    plan(empty_observation([model], mig_enabled=entry.mig_enabled), DesiredNode(gpus=(desired,)))
+_FitKey = tuple[str, int, bool, tuple[tuple[MigProfile, int], ...]]
+_RESOLVE_FAILS = ""
+_Outcomes = dict[_FitKey, str | None]
+"""Per request: None (fits), the solver's message, or _RESOLVE_FAILS (resolving names the config)."""
 
 
-def _missing_profiles(entry: LayoutEntry, model: GpuModel) -> list[str]:
-    missing = []
-    for profile, _count in entry.requested:
+def _check_on_model(entry: LayoutEntry, model: GpuModel, *, config: str, outcomes: _Outcomes) -> None:
+    """Resolve the entry on an empty GPU of `model` and run the exact placement solver on it.
+
+    Whether it fits depends only on the model, the PCI id the entry picks and what it asks for, so
+    each such request is resolved and solved once (a large generated file repeats a few dozen
+    requests thousands of times). A request that does not resolve is resolved again for each entry,
+    because that message names the config; the solver's names only the GPU and the profiles."""
+    identity = _identity(model, entry)
+    key: _FitKey = (model.key, identity.pci_device_id, entry.mig_enabled, entry.requested)
+    if key not in outcomes:
+        outcomes[key] = _RESOLVE_FAILS
+        desired = resolve_entry(entry, identity, config_name=config)
         try:
-            resolve_profile(profile, model.profiles)
-        except ProfileNotOfferedError:
-            missing.append(str(profile))
+            plan(empty_observation([model], mig_enabled=entry.mig_enabled), DesiredNode(gpus=(desired,)))
+        except LayoutDoesNotFitError as exc:
+            outcomes[key] = str(exc)
+        else:
+            outcomes[key] = None
+    failure = outcomes[key]
+    if failure == _RESOLVE_FAILS:
+        resolve_entry(entry, identity, config_name=config)  # raises, naming this config
+    if failure:
+        raise LayoutDoesNotFitError(failure)
+
+
+def _missing_profiles(entry: LayoutEntry, model: GpuModel) -> tuple[str, ...]:
+    return _missing_by_model(tuple(profile for profile, _count in entry.requested)).get(model.key, ())
+
+
+@functools.lru_cache(maxsize=4096)
+def _missing_by_model(profiles: tuple[MigProfile, ...]) -> dict[str, tuple[str, ...]]:
+    """Per catalog model (and driver variant), the profiles it does not offer (cached: files repeat
+    the same requests); the cached dicts are only read."""
+    missing: dict[str, tuple[str, ...]] = {}
+    for key, model in _models_by_key().items():
+        lacking = []
+        for profile in profiles:
+            try:
+                resolve_profile(profile, model.profiles)
+            except ProfileNotOfferedError:
+                lacking.append(str(profile))
+        missing[key] = tuple(lacking)
     return missing
 
 
+def _offered_nowhere(entry: LayoutEntry) -> list[str]:
+    """For each profile of `entry` that no catalog model (nor driver variant) offers, a message naming
+    the profiles of the same size that exist: `1g.11gb` is more likely a typo than unknown hardware."""
+    everywhere = [*all_models(), *driver_variants()]
+    messages = []
+    for profile, _count in entry.requested:
+        offered = []
+        for model in everywhere:
+            try:
+                resolve_profile(profile, model.profiles)
+            except ProfileNotOfferedError:
+                continue
+            offered.append(model.key)
+        if not offered:
+            names = {name for model in everywhere for name in offered_gi_names(model.profiles)}
+            same_size = sorted((n for n in names if n.startswith(f"{profile.g}g.")), key=lambda n: (len(n), n))
+            known = ", ".join(same_size) or "none"
+            messages.append(f"profile '{profile}' is offered by no catalog GPU model ({profile.g}g profiles: {known})")
+    return messages
+
+
+def _report_uncheckable(entry: LayoutEntry, report: ConfigReport, *, where: str) -> None:
+    """No model offers all the entry's profiles: a profile offered nowhere is a problem, a combination
+    no model has is left unchecked."""
+    unknown = _offered_nowhere(entry)
+    if unknown:
+        report.problems.extend(f"{where}: {message}" for message in unknown)
+        return
+    wanted = ", ".join(str(p) for p, _ in entry.requested)
+    report.unchecked_entries.append(f"[{entry.index}] no catalog model offers all of {wanted}")
+
+
 def _targets(entry: LayoutEntry, model: GpuModel) -> bool:
-    return any(entry.may_match_pci(p) for p in model.pci_device_ids)
+    return not entry.device_filter or _filter_targets(entry.device_filter, model.pci_device_ids)
+
+
+@functools.lru_cache(maxsize=4096)
+def _filter_targets(device_filter: tuple[PciFilter, ...], pci_device_ids: tuple[int, ...]) -> bool:
+    """Whether a device filter may match one of a model's PCI ids (cached: files repeat filters)."""
+    return not device_filter or any(f.may_match(p) for f in device_filter for p in pci_device_ids)
 
 
 def _filter_text(entry: LayoutEntry) -> str:
@@ -112,11 +192,13 @@ def _check_entry(
     strict: bool,
     report: ConfigReport,
     variants: Sequence[GpuModel] = (),
+    outcomes: _Outcomes,
 ) -> None:
     where = f"mig-configs.{path_part(report.name)}[{entry.index}]"
     targeted = [m for m in models if _targets(entry, m)]
+    targeted_keys = {m.key for m in targeted}  # keys, not models: comparing catalog rows is slow
     for model in models:
-        if model not in targeted:
+        if model.key not in targeted_keys:
             report.skip_reasons.setdefault(model.key, []).append(NO_FILTER_MATCH)
     if not targeted:
         report.unchecked_entries.append(_untargeted_reason(entry, models))
@@ -130,13 +212,12 @@ def _check_entry(
         if missing.get(model.key):
             report.skip_reasons.setdefault(model.key, []).append(f"lacks {', '.join(missing[model.key])}")
     if not candidates:
-        wanted = ", ".join(str(p) for p, _ in entry.requested)
-        report.unchecked_entries.append(f"[{entry.index}] no catalog model offers all of {wanted}")
+        _report_uncheckable(entry, report, where=where)
         return
     misfits: list[tuple[str, LayoutDoesNotFitError]] = []
     for model in candidates:
         try:
-            _check_on_model(entry, model, config=report.name)
+            _check_on_model(entry, model, config=report.name, outcomes=outcomes)
         except LayoutDoesNotFitError as exc:
             misfits.append((model.key, exc))
         else:
@@ -158,11 +239,12 @@ def validate_layout(
     names = [config] if config is not None else list(layout.names)
     considered = list(models) if models else list(all_models())
     reports = []
+    outcomes: _Outcomes = {}
     for name in names:
         report = ConfigReport(name)
         for entry in select_config(layout, name):
             _check_entry(entry, considered, strict=bool(models), report=report,
-                         variants=() if models else driver_variants())
+                         variants=() if models else driver_variants(), outcomes=outcomes)
         shown = [*considered, *([] if models else driver_variants())]
         report.checked = {m.key: report.checked[m.key] for m in shown if m.key in report.checked}
         reports.append(report)

@@ -29,6 +29,7 @@ from migagent.errors import (
 from migagent.layout.desired import DesiredNode
 from migagent.layout.observed import Observation
 from migagent.planning import Plan, plan
+from migagent.planning.naming import step_text
 from migagent.planning.steps import Step, StepKind
 from migagent.reconcile.bootid import BootIdProvider, read_boot_id
 from migagent.reconcile.executor import (
@@ -244,8 +245,9 @@ class ApplyEngine:
         (a.steps_run if ran else a.steps_skipped).append(step)
 
     def _run_step(self, a: _Attempt, step: Step) -> bool:
-        step_log = a.log.bind(gpu=step.gpu, step=step.describe())
         observation = self._observe_step_gpu(step)
+        # Named as a person reads it (`GPU 3: destroy 1g.10gb at slot 2`); errors keep NVML's ids.
+        step_log = a.log.bind(gpu=step.gpu, step=step_text(step, observation.gpu(step.gpu).profiles))
         if step.is_done(observation):
             step_log.info("step_skipped", reason="already done")
             return False

@@ -50,6 +50,8 @@ class ApplySession:
     engine: ApplyEngine
     observe: Callable[[], Observation]
     hooks: HookRunner | None = None
+    checkpoint: Callable[[], None] | None = None
+    """Runs between two engine steps (see `ApplyEngine.apply`); what it raises stops the apply there."""
 
     def run(self, desired: DesiredNode, *, config_name: str, mode_only: bool) -> SessionReport:
         """Run the sequence; raises the first failure (after apply-exit ran)."""
@@ -74,7 +76,8 @@ class ApplySession:
         self._hook("pre-apply-mode", report)
         target = mode_only_target(observation, desired)
         report.mode = self.engine.apply(
-            target, layout_hash=f"mode:{desired_node_hash(target)}", config_name=config_name
+            target, layout_hash=f"mode:{desired_node_hash(target)}", config_name=config_name,
+            checkpoint=self.checkpoint,
         )
         _raise_unless_done(report.mode, allow_reset_pending=mode_only)
 
@@ -82,7 +85,9 @@ class ApplySession:
         if not config_mismatches(self.observe(), desired):
             return
         self._hook("pre-apply-config", report)
-        report.config = self.engine.apply(desired, layout_hash=desired_node_hash(desired), config_name=config_name)
+        report.config = self.engine.apply(
+            desired, layout_hash=desired_node_hash(desired), config_name=config_name, checkpoint=self.checkpoint
+        )
         _raise_unless_done(report.config, allow_reset_pending=False)
 
     def _hook(self, name: str, report: SessionReport) -> None:

@@ -36,7 +36,8 @@ _IDLE_WAIT_S = 3600.0  # nothing to do: wake up now and then anyway, harmlessly
 
 @dataclass(frozen=True)
 class Selection:
-    """What to apply: a parsed layout file and the selected config name (None: its only config)."""
+    """What to apply: a parsed layout file and the selected config name (None: its only config;
+    "": none selected yet, nothing to apply)."""
 
     layout: LayoutFile
     config_name: str | None
@@ -149,6 +150,9 @@ class HostAgent:
 
     def _apply_selected(self) -> str:
         selection = self._read_selection()
+        if selection.config_name == "":
+            log.info("host_no_layout_selected", hint="set MIGAGENT_LAYOUT=<config> to apply one")
+            return "no layout selected (MIGAGENT_LAYOUT is empty); nothing changed"
         observation = self._observe()
         desired = resolve_config(
             selection.layout, selection.config_name, [identity_of(gpu) for gpu in observation.gpus]

@@ -1,11 +1,12 @@
 """Progress of an apply, told by the engine's own log events.
 
 The engine logs `step_started`, `step_succeeded` (with `seconds`), `step_failed` and
-`apply_converged` (the summary). In JSON logs these are ordinary events. On a terminal they are
-rendered as short lines a person can follow, GPU and step first:
+`apply_converged` (the summary). In JSON logs these are ordinary events. On a terminal each step
+is one short line a person can follow, GPU, action, profile and placement first, when it ends
+(`step_started` is not shown there):
 
-    GPU 0: create-gi GI 9@0:4 ...
-    GPU 0: create-gi GI 9@0:4 done in 0.12s
+    GPU 0: create 3g.40gb at slot 4 (0.12s)
+    GPU 0: destroy 1g.10gb at slot 2 failed after 0.03s: ...
     applied config all-balanced: 14 step(s) on GPU 0, 1 in 1.31s (3 already done)
 
 (`apply` first sets MIG modes in an engine run of its own, summarised as "set MIG modes for config ...".)
@@ -37,13 +38,13 @@ def keep_progress_events(level: int, *, progress: bool) -> structlog.typing.Proc
 
 
 def progress_line(event_dict: MutableMapping[str, Any]) -> str | None:
-    """The terminal line of a progress event; None for any other event."""
+    """The terminal line of a progress event ("" when it shows none); None for any other event."""
     event = event_dict.get("event")
     step = event_dict.get("step", "")
     if event == "step_started":
-        return f"{step} ..."
+        return ""  # the step's line comes when it ends: one line per step
     if event == "step_succeeded":
-        return f"{step} done in {float(event_dict.get('seconds', 0.0)):.2f}s"
+        return f"{step} ({float(event_dict.get('seconds', 0.0)):.2f}s)"
     if event == "step_failed":
         return f"{step} failed after {float(event_dict.get('seconds', 0.0)):.2f}s: {event_dict.get('error', '')}"
     if event == "apply_converged":
@@ -59,10 +60,12 @@ def progress_line(event_dict: MutableMapping[str, Any]) -> str | None:
 
 
 def with_progress_lines(renderer: structlog.typing.Processor) -> structlog.typing.Processor:
-    """`renderer`, except that progress events become their short line."""
+    """`renderer`, except that progress events become their short line (or none)."""
 
     def render(logger: Any, method: str, event_dict: MutableMapping[str, Any]) -> Any:
         line = progress_line(event_dict)
+        if line == "":
+            raise structlog.DropEvent
         return line if line is not None else renderer(logger, method, event_dict)
 
     return render

@@ -43,7 +43,8 @@ log = structlog.get_logger(__name__)
 
 def read_selected_layout(path: Path, *, variable: str = SELECTED_LAYOUT_VARIABLE) -> str | None:
     """The layout name assigned to `variable` in `path`; None when the file or the line is absent
-    (then only a layout file holding a single config can be applied)."""
+    (then only a layout file holding a single config can be applied); "" when the line assigns
+    nothing (`MIGAGENT_LAYOUT=`, as shipped): the admin has not chosen yet, so nothing is applied."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -55,7 +56,7 @@ def read_selected_layout(path: Path, *, variable: str = SELECTED_LAYOUT_VARIABLE
         key, sep, raw = line.strip().partition("=")
         if sep and not key.startswith(("#", ";")) and key.strip() == variable:
             value = _unquote(raw.strip())
-    return value or None
+    return value
 
 
 def _unquote(value: str) -> str:

@@ -1,7 +1,7 @@
 """A standalone device plugin (its own Helm chart) is really off the GPUs while they change.
 
 The agent pauses it with nvidia.com/gpu.deploy.device-plugin, which the plugin's DaemonSet avoids
-once patched (deploy/overlays/standalone/device-plugin-affinity.yaml), and counts only the pods of
+once patched (deploy/overlays/standalone/device-plugin-affinity.json), and counts only the pods of
 that DaemonSet: the chart gives GPU Feature Discovery the same labels."""
 
 from __future__ import annotations

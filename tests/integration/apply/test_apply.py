@@ -112,6 +112,6 @@ def test_steps_log_structured_events_bound_to_gpu_step_and_phase(make_node: Make
         node.apply("all-enabled")
     started = [e for e in logs if e["event"] == "step_started"]
     assert [(e["gpu"], e["phase"]) for e in started] == [(0, "applying"), (0, "applying")]
-    assert started[0]["step"] == "GPU 0: set-mode MIG on"
+    assert started[0]["step"] == "GPU 0: set MIG on"
     assert logs[-1]["event"] == "apply_converged"
     assert all(e["event"].islower() and " " not in e["event"] for e in logs)

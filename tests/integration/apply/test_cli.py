@@ -36,8 +36,12 @@ def test_plan_offline_prints_the_steps_and_exits_zero_when_the_layout_fits(
     code = _run(["plan", "-f", str(layouts), "-c", "a100-balanced", "--gpu-model", "2xA100-40GB"])
     out = capsys.readouterr().out
     assert code == 0
-    assert "GPU 1 create-gi 3g.20gb@4:4" in out
-    assert "16 step(s)" in out
+    # Two identical A100s: one table and one list of steps, each step named with profile and slot.
+    assert "GPUs 0-1 (NVIDIA A100-SXM4-40GB), each: keep 0, destroy 0, create 4 GI(s)\n" in out
+    assert "    1. create 3g.20gb at slot 4\n" in out
+    assert "    5. create compute instance 3g.20gb at slot 0 in 3g.20gb at slot 4\n" in out
+    assert out.endswith("16 step(s) in all\n")
+    assert len(out.splitlines()) < 20
 
 
 def test_plan_offline_exits_non_zero_naming_the_profile_the_gpu_lacks(
@@ -70,7 +74,7 @@ def test_plan_against_the_node_includes_the_mode_change(
 ) -> None:
     code = _run(["plan", "-f", str(layouts), "-c", "all-enabled", *_node_args(tmp_path)])
     assert code == 0
-    assert "GPU 0 set-mode MIG on" in capsys.readouterr().out
+    assert "    1. set MIG on\n    2. reset the GPU to activate MIG on\n" in capsys.readouterr().out
 
 
 def test_apply_then_assert_on_the_same_simulated_node(

@@ -1,5 +1,5 @@
-"""Progress of `migagent apply`: a line per step as it starts and ends, and a summary; on a terminal as
-short lines, in JSON logs as the engine's events."""
+"""Progress of `migagent apply`: in JSON logs an event as each step starts and ends, and a summary; on a
+terminal one short line per step as it ends, named with profile and slot."""
 
 from __future__ import annotations
 
@@ -74,9 +74,15 @@ def test_apply_on_a_terminal_prints_short_progress_lines_and_the_summary(tmp_pat
     os.close(controller)
     assert child.wait(timeout=60) == 0
     lines = b"".join(chunks).decode().splitlines()
-    assert lines[0] == "GPU 0: set-mode MIG on ..."
-    assert lines[1].startswith("GPU 0: set-mode MIG on done in ")
-    assert lines[1].endswith("s")
+    # One line per step, when it ends, named with the profile and the slot, not NVML's ids.
+    assert lines[0].startswith("GPU 0: set MIG on (")
+    assert lines[0].endswith("s)")
+    assert any(line.startswith("GPU 0: create 3g.20gb at slot 4 (") for line in lines)
+    ci_line = "GPU 1: create compute instance 1g.5gb at slot 0 in 1g.5gb at slot 3 ("
+    assert any(line.startswith(ci_line) for line in lines)
+    steps = [line for line in lines if line.startswith("GPU ")]
+    assert len(steps) == len(set(steps))  # each step once
+    assert not any("GI " in line or "..." in line for line in lines)
     assert any(line.startswith("set MIG modes for config all-balanced: ") for line in lines)
     assert lines[-1].startswith("applied config all-balanced: ")
     assert " step(s) on GPU 0, 1 in " in lines[-1]

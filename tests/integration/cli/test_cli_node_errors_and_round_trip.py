@@ -105,8 +105,10 @@ def test_a_state_file_that_cannot_be_saved_is_a_clear_error(
     blocker = _write(tmp_path, "a file, not a folder", name="blocker")
     assert main(["export", "--simulate", "1xA30-24GB", "--state", str(blocker / "state.json")]) == 1
     err = capsys.readouterr().err
-    assert "cannot save the simulated node" in err
+    assert "cannot write the simulated node's state" in err
+    assert str(blocker / "state.json") in err  # the path, and the errno after it
     assert "internal error" not in err
+    assert len(err.splitlines()) == 1
 
 
 def test_export_after_apply_round_trips_compute_profiles_media_mixed_models_and_disabled_gpus(
@@ -150,7 +152,7 @@ def test_an_unfiltered_entry_that_fits_some_models_is_valid_with_a_warning_for_t
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = _write(tmp_path, UNFILTERED_80GB_ONLY)
-    assert main(["validate", "-f", str(path), "-c", "all-1g.10gb"]) == 0
+    assert main(["validate", "-f", str(path), "-c", "all-1g.10gb", "-v"]) == 0
     captured = capsys.readouterr()
     assert "all-1g.10gb: valid on A100-80GB, H100-80GB-SXM, H100-80GB-PCIe\n" in captured.out
     assert "  skipped A100-40GB: [0] does not fit (see warning)\n" in captured.out

@@ -102,24 +102,29 @@ def test_validate_accepts_a_file_written_for_mig_parted_with_unfiltered_model_sp
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = _write(tmp_path, MIG_PARTED_STYLE)
-    assert main(["validate", "-f", str(path), "-v"]) == 0
-    out = capsys.readouterr().out
+    # 1g.16gb+gfx is offered by no catalog model: that config is refused, the others are reported.
+    assert main(["validate", "-f", str(path), "-v"]) == 1
+    captured = capsys.readouterr()
+    out = captured.out
     assert "all-1g.5gb: valid on A100-40GB\n  skipped A100-80GB, A30-24GB, H100-80GB-SXM" in out
     lacking = "B200-180GB, GB200-186GB, B300-288GB, GB300-288GB, RTX-PRO-6000-96GB, H20-96GB, PG506-96GB"
     assert f"{lacking}: lacks 1g.5gb\n" in out
-    assert "all-1g.16gb.gfx: not checked\n" in out
-    assert "all-balanced: partly checked; valid on A100-40GB\n" in out
+    assert "all-1g.16gb.gfx: INVALID: 1 problem(s), listed below\n" in out
+    assert "mig-configs.all-1g.16gb.gfx[0]: profile '1g.16gb+gfx' is offered by no catalog GPU model" in captured.err
+    assert "all-balanced: partly checked; valid on A100-40GB; not checked: [1] device-filter" in out
     assert "  checked on A100-40GB: entries [0]\n" in out
 
 
 def test_validate_warns_about_entries_for_hardware_the_catalog_does_not_describe(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["validate", "-f", str(_write(tmp_path, MIG_PARTED_STYLE))]) == 0
+    assert main(["validate", "-f", str(_write(tmp_path, MIG_PARTED_STYLE)), "-c", "all-balanced"]) == 0
     out = capsys.readouterr().out
-    assert "all-balanced: partly checked; valid on A100-40GB\n" in out
-    assert "  not checked: [1] device-filter 0x2C3110DE matches no catalog model\n" in out
-    assert "  not checked: [0] no catalog model offers all of 1g.16gb+gfx\n" in out
+    assert out.splitlines()[0] == (
+        "all-balanced: partly checked; valid on A100-40GB; not checked: [1] device-filter 0x2C3110DE matches no"
+        " catalog model"
+    )
+    assert out.splitlines()[-1].endswith(": 0 config(s) valid, 1 partly checked")
 
 
 def test_validate_with_a_named_model_refuses_a_profile_that_model_lacks(

@@ -27,26 +27,58 @@ def layouts(tmp_path: Path) -> Path:
     return path
 
 
+def test_one_line_per_config_and_a_config_checked_nowhere_fails_the_run(
+    layouts: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["validate", "-f", str(layouts)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [
+        "a100-only: valid on A100-40GB",
+        "other-only: NOT CHECKED: [0] device-filter 0x2C3110DE matches no catalog model",
+        "a100-and-other: partly checked; valid on A100-40GB; not checked: [1] device-filter 0x2C3110DE matches"
+        " no catalog model",
+        "unfiltered-1g.6gb: valid on A30-24GB",
+    ]
+    assert captured.err == (
+        f"migagent validate: {layouts}: 1 problem(s):\n"
+        "mig-configs.other-only: could not be checked on any catalog GPU model"
+        " ([0] device-filter 0x2C3110DE matches no catalog model)\n"
+    )
+
+
 def test_skipped_and_unchecked_configs_are_not_counted_as_valid(
     layouts: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["validate", "-f", str(layouts)]) == 0
+    assert main(["validate", "-f", str(layouts), "-c", "a100-and-other"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"{layouts}: 0 config(s) valid, 1 partly checked"
+    assert main(["validate", "-f", str(layouts), "-c", "unfiltered-1g.6gb", "-v"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[-1] == f"{layouts}: 2 config(s) valid, 1 partly checked, 1 not checked"
-    assert "other-only: not checked\n  skipped A100-40GB, A100-80GB" in out
-    assert "  not checked: [0] device-filter 0x2C3110DE matches no catalog model\n" in out
-    assert "a100-and-other: partly checked; valid on A100-40GB\n" in out
     assert "unfiltered-1g.6gb: valid on A30-24GB\n  skipped A100-40GB, A100-80GB, H100-80GB-SXM" in out
 
 
 def test_with_named_models_a_filter_for_another_model_says_so_instead_of_matching_no_catalog_model(
     layouts: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["validate", "-f", str(layouts), "-c", "a100-only", "--gpu-model", "H100-80GB-SXM"]) == 0
-    assert capsys.readouterr().out == (
-        "a100-only: not checked\n"
-        "  skipped H100-80GB-SXM: not matched by any entry's device-filter\n"
-        "  not checked: [0] device-filter 0x20B010DE matches A100-40GB, not among the models checked "
+    assert main(["validate", "-f", str(layouts), "-c", "a100-only", "--gpu-model", "H100-80GB-SXM"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == (
+        "a100-only: NOT CHECKED: [0] device-filter 0x20B010DE matches A100-40GB, not among the models checked "
         "(H100-80GB-SXM)\n"
-        f"{layouts}: 0 config(s) valid, 1 not checked\n"
+    )
+    assert "could not be checked on any catalog GPU model" in captured.err
+
+
+def test_a_profile_no_model_offers_fails_validation_with_the_profiles_of_that_size(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "typo.yaml"
+    path.write_text(
+        'version: v1\nmig-configs:\n  typo:\n    - {devices: all, mig-enabled: true, mig-devices: {"1g.11gb": 7}}\n',
+        encoding="utf-8",
+    )
+    assert main(["validate", "-f", str(path), "-c", "typo"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "typo: INVALID: 1 problem(s), listed below\n"
+    assert "mig-configs.typo[0]: profile '1g.11gb' is offered by no catalog GPU model (1g profiles: 1g.5gb," in (
+        captured.err
     )

@@ -104,12 +104,15 @@ def test_the_daemonset_mounts_the_host_paths_the_agent_uses(kustomization: str) 
 
 
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
-def test_the_daemonset_runs_privileged_on_mig_capable_nodes_even_when_cordoned(kustomization: str) -> None:
+def test_the_daemonset_runs_privileged_on_chosen_gpu_nodes_even_when_cordoned(kustomization: str) -> None:
     objects = render(kustomization)
     pod = daemonset_pod_spec(objects)
     container = agent_container(objects)
     assert container["securityContext"]["privileged"] is True
-    assert pod["nodeSelector"] == {"nvidia.com/mig.capable": "true"}
+    # GFD (run by the GPU Operator) sets mig.capable; the standalone plugin chart leaves GFD off, so
+    # there the admin picks the nodes with a label deploy/README.md documents.
+    expected = {"migagent.io/enabled": "true"} if "standalone" in kustomization else {"nvidia.com/mig.capable": "true"}
+    assert pod["nodeSelector"] == expected
     assert pod["priorityClassName"] == "system-node-critical"
     # Every taint tolerated (no key, no effect, operator Exists), as the GPU Operator's operands.
     assert pod["tolerations"] == [{"operator": "Exists"}]

@@ -51,14 +51,15 @@ def test_the_last_assignment_wins_and_comments_and_other_variables_are_ignored(t
     assert read_selected_layout(path) == "second"
 
 
-def test_a_missing_file_or_an_empty_value_selects_nothing(tmp_path: Path) -> None:
+def test_a_missing_file_selects_the_only_config_and_an_empty_value_selects_none(tmp_path: Path) -> None:
     assert read_selected_layout(tmp_path / "absent.env") is None
-    assert read_selected_layout(_write(tmp_path, "MIGAGENT_LAYOUT=\n")) is None
+    assert read_selected_layout(_write(tmp_path, "MIGAGENT_LAYOUT=\n")) == ""
+    assert read_selected_layout(_write(tmp_path, "MIGAGENT_LAYOUT=''\n")) == ""
 
 
-def test_the_shipped_example_selects_all_disabled() -> None:
+def test_the_shipped_example_selects_no_layout_so_installing_it_changes_nothing() -> None:
     example = Path(__file__).parents[3] / "systemd" / "migagent.env.example"
-    assert read_selected_layout(example) == "all-disabled"
+    assert read_selected_layout(example) == ""
 
 
 @pytest.mark.parametrize(

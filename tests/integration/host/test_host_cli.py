@@ -43,7 +43,7 @@ def test_migagent_host_is_ready_after_applying_reapplies_on_change_and_sighup_an
     argv = [
         "host", "-f", str(layouts), "--selected-layout-file", str(selected),
         "--simulate", "A100-40GB", "--state", str(state), "--journal-dir", str(tmp_path / "journal"),
-        "--host-clients", "nvidia-dcgm.service", "--debounce", "0.05",
+        "--host-gpu-clients", "nvidia-dcgm.service", "--debounce", "0.05",
     ]  # fmt: skip
     env = {**os.environ, "NOTIFY_SOCKET": notify_socket.name, "WATCHDOG_USEC": "2000000"}
     with open(tmp_path / "host.log", "wb") as log:

@@ -143,6 +143,16 @@ def test_selecting_a_layout_that_does_not_exist_is_reported_and_changes_nothing(
     assert host.fake.sim_mutations == []
 
 
+def test_an_empty_selection_as_shipped_changes_nothing_and_says_so_until_a_layout_is_named(tmp_path: Path) -> None:
+    with capture_logs() as logs, HostHarness(tmp_path, selected="") as host:
+        host.wait_for_status("no layout selected")
+        assert host.fake.sim_mutations == []
+        host.select("a100-1g")
+        host.wait_for_status("config a100-1g applied")
+    assert any(event["event"] == "host_no_layout_selected" for event in logs)
+    assert host.mismatches("a100-1g") == ()
+
+
 def test_without_a_selected_layout_a_file_with_several_configs_is_refused(tmp_path: Path) -> None:
     with capture_logs(), HostHarness(tmp_path, selected=None) as host:
         host.wait_for_status("apply failed")

@@ -2,6 +2,7 @@
 contract of host mode, the hardening, and command lines that migagent's own CLI accepts."""
 
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -161,14 +162,29 @@ def _expand(command: str, env: dict[str, str]) -> list[str]:
 
 
 def test_the_boot_command_line_is_an_apply_of_the_selected_layout_that_migagent_accepts() -> None:
-    env = _environment(ENV_EXAMPLE, MIGAGENT_APPLY_FLAGS="--allow-reboot")
+    env = _environment(ENV_EXAMPLE, MIGAGENT_APPLY_FLAGS="--allow-reboot", MIGAGENT_LAYOUT="all-1g.10gb")
     argv = _expand(load(BOOT).one("Service", "ExecStart"), env)
     assert argv[0] == "/usr/local/bin/migagent"
     args = build_parser().parse_args(argv[1:])
     assert args.command == "apply"
     assert args.config_file == "/etc/migagent/layouts.yaml"
-    assert args.selected_config == read_selected_layout(ENV_EXAMPLE) == "all-disabled"
+    assert args.selected_config == "all-1g.10gb"
     assert args.allow_reboot is True
+
+
+def _condition(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The boot unit's ExecCondition as systemd runs it: `$$` is a literal `$`, the file's variables
+    are in the environment."""
+    argv = shlex.split(load(BOOT).one("Service", "ExecCondition").replace("$$", "$"))
+    return subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=30)
+
+
+def test_the_shipped_settings_select_no_layout_so_the_boot_unit_is_skipped_with_a_line_saying_so() -> None:
+    assert read_selected_layout(ENV_EXAMPLE) == ""
+    skipped = _condition(_environment(ENV_EXAMPLE))
+    assert skipped.returncode == 1  # 1-254: the unit is skipped, not failed
+    assert "no layout selected" in skipped.stdout
+    assert _condition(_environment(ENV_EXAMPLE, MIGAGENT_LAYOUT="all-1g.10gb")).returncode == 0
 
 
 def test_the_boot_command_line_leaves_out_allow_reboot_unless_configured() -> None:
@@ -187,7 +203,7 @@ def test_the_host_command_line_watches_the_file_the_boot_unit_reads() -> None:
 
 
 def test_the_example_settings_name_the_default_host_gpu_clients() -> None:
-    clients = _environment(ENV_EXAMPLE)["MIGAGENT_HOST_CLIENTS"].split(",")
+    clients = _environment(ENV_EXAMPLE)["MIGAGENT_HOST_GPU_CLIENTS"].split(",")
     assert {"nvidia-dcgm.service", "dcgm.service", "dcgm-exporter.service"} <= set(clients)
     assert "kubelet.service" not in clients
     # Started last (clients start in reverse order), so the CDI spec is written for the new layout.

@@ -73,7 +73,7 @@ def test_the_decorated_json_output_is_serialisable_and_still_loads_as_the_plan()
     assert data["gpus"][0]["name"] == "NVIDIA A100-SXM4-40GB"
     assert [gi["profile"] for gi in data["gpus"][0]["destroy"]] == ["2g.10gb", "3g.20gb"]
     assert [gi["profile"] for gi in data["gpus"][0]["keep"]] == ["1g.5gb", "1g.5gb"]
-    assert data["steps"][0]["description"] == "GPU 0 destroy-ci 2g.10gb@0:2 CI 2g.10gb@0:2"
+    assert data["steps"][0]["description"] == "GPU 0: destroy compute instance 2g.10gb at slot 0 in 2g.10gb at slot 0"
 
 
 def test_the_rendered_plan_shows_keep_destroy_create_with_placements_and_names() -> None:
@@ -87,7 +87,9 @@ def test_the_rendered_plan_shows_keep_destroy_create_with_placements_and_names()
     assert lines[3].split()[:4] == ["destroy", "3g.20gb", "4:4", "GI"]
     assert lines[4].split() == ["create", "2g.10gb[1c.2g.10gb", "x2]", "4:2", "1c.2g.10gb@0:1,", "1c.2g.10gb@1:1"]
     assert lines[5].split() == ["create", "1g.5gb", "6:1", "1g.5gb@0:1"]
-    assert "7 step(s):" in lines
+    assert "  steps:" in lines
+    assert any(line.endswith(". destroy 3g.20gb at slot 4") for line in lines)
+    assert lines[-1] == "7 step(s) in all"
     assert text == render_plan(
         plan(built, _node({0: (default_gi(T, 9), DesiredGi(14, (0, 0)), default_gi(T, 19))})), built
     )
@@ -98,13 +100,22 @@ def test_the_rendered_plan_shows_mode_changes_resets_and_untouched_gpus() -> Non
     text = render_plan(plan(empty, _node({0: (default_gi(T, 0),), 1: None})), empty)
     assert "GPU 0 (NVIDIA A100-SXM4-40GB): keep 0, destroy 0, create 1 GI(s)\n  mode    set MIG on\n  reset" in text
     assert "GPU 1 (NVIDIA H100 80GB HBM3): no change (0 GI(s) kept)" in text
-    assert "  1. GPU 0 set-mode MIG on" in text
-    assert "  2. GPU 0 reset-gpu MIG on" in text
+    assert "  steps:\n    1. set MIG on\n    2. reset the GPU to activate MIG on\n" in text
 
 
 def test_an_empty_plan_renders_as_no_steps() -> None:
     empty = empty_observation([H100])
-    assert render_plan(plan(empty, _node({0: ()})), empty).endswith("0 step(s)\n")
+    assert render_plan(plan(empty, _node({0: ()})), empty).endswith("no change (0 GI(s) kept)\n0 step(s) in all\n")
+
+
+def test_identical_gpus_are_rendered_once_and_different_ones_apart() -> None:
+    empty = empty_observation([A100, A100, H100, A100], mig_enabled=False)
+    desired = _node({0: (default_gi(T, 0),), 1: (default_gi(T, 0),), 2: None, 3: (default_gi(T, 0),)})
+    text = render_plan(plan(empty, desired), empty)
+    assert text.startswith("GPUs 0-1, 3 (NVIDIA A100-SXM4-40GB), each: keep 0, destroy 0, create 1 GI(s)\n")
+    assert "  steps on each:\n    1. set MIG on\n" in text
+    assert "\nGPU 2 (NVIDIA H100 80GB HBM3): no change (0 GI(s) kept)\n" in text
+    assert text.count("set MIG on\n") == 2  # the mode line and the step, once for the three GPUs
 
 
 def test_an_offline_observation_has_catalog_tables_and_no_instances() -> None:

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Install migagent on a host for the systemd units (systemd/README.md), from this checkout:
+#   sudo scripts/install_host.sh
+#
+# 1. a venv at $PREFIX (default /opt/migagent) with migagent and its dependencies, pinned by
+#    constraints.txt (requirements.lock's versions);
+# 2. /usr/local/bin/migagent, a link to $PREFIX/bin/migagent (the path the units run);
+# 3. the units in /etc/systemd/system (nvidia-gpu-reset.target only where nothing provides it);
+# 4. /etc/migagent/migagent.env (no layout selected: the units change nothing until you set
+#    MIGAGENT_LAYOUT) and /etc/migagent/layouts.yaml (the shipped layouts), each only if absent, so
+#    running it again (an upgrade) keeps your settings.
+# It enables nothing: edit /etc/migagent/migagent.env, then `systemctl enable` (it prints how).
+#
+# Options (environment): PREFIX (default /opt/migagent); ROOT (default /): install under this
+# directory instead of /, for tests and image builds (the venv then runs from $ROOT$PREFIX, the
+# link names $PREFIX, as seen from inside ROOT); PYTHON (default python3.11, else python3);
+# LAYOUTS (default configs/mig-layouts/mig-layouts.yaml); PIP_ARGS (extra `pip install` args,
+# e.g. --no-index --find-links DIR for an offline install).
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PREFIX=${PREFIX:-/opt/migagent}
+ROOT=${ROOT:-/}
+ROOT=${ROOT%/}
+if [ -z "${PYTHON:-}" ]; then
+  PYTHON=python3.11
+  command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+fi
+LAYOUTS=${LAYOUTS:-$repo/configs/mig-layouts/mig-layouts.yaml}
+say() { echo "install_host: $*"; }
+die() { echo "install_host: $*" >&2; exit 1; }
+
+command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON not found; set PYTHON to a Python >= 3.11"
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+  || die "$PYTHON is $("$PYTHON" -V 2>&1); migagent needs Python >= 3.11 (set PYTHON)"
+[ -f "$LAYOUTS" ] || die "layouts file $LAYOUTS not found (set LAYOUTS)"
+if [ -z "$ROOT" ] && [ "$(id -u)" != 0 ]; then
+  die "run as root (it writes $PREFIX, /usr/local/bin and /etc), or set ROOT to install under a directory"
+fi
+
+venv=$ROOT$PREFIX
+say "venv $venv"
+"$PYTHON" -m venv --clear "$venv"
+# The versions the image ships (requirements.lock's pins, constraints.txt): the host's Python may differ
+# from the image's 3.11, so the wheels' hashes are not enforced here.
+# shellcheck disable=SC2086
+"$venv/bin/pip" install --quiet --disable-pip-version-check --constraint "$repo/constraints.txt" ${PIP_ARGS:-} "$repo"
+"$venv/bin/migagent" --version >/dev/null || die "$venv/bin/migagent does not run"
+
+say "link $ROOT/usr/local/bin/migagent -> $PREFIX/bin/migagent"
+install -d -m 0755 "$ROOT/usr/local/bin"
+ln -sfn "$PREFIX/bin/migagent" "$ROOT/usr/local/bin/migagent"
+
+say "units in $ROOT/etc/systemd/system"
+install -d -m 0755 "$ROOT/etc/systemd/system"
+install -m 0644 "$repo/systemd/migagent-boot.service" "$repo/systemd/migagent-host.service" "$ROOT/etc/systemd/system/"
+provided=no
+for dir in /etc/systemd/system /run/systemd/system /usr/lib/systemd/system /lib/systemd/system; do
+  [ -e "$ROOT$dir/nvidia-gpu-reset.target" ] && provided=yes
+done
+if [ "$provided" = no ]; then
+  install -m 0644 "$repo/systemd/nvidia-gpu-reset.target" "$ROOT/etc/systemd/system/"
+fi
+
+install -d -m 0755 "$ROOT/etc/migagent"
+if [ -e "$ROOT/etc/migagent/migagent.env" ]; then
+  say "keeping $ROOT/etc/migagent/migagent.env"
+else
+  install -m 0644 "$repo/systemd/migagent.env.example" "$ROOT/etc/migagent/migagent.env"
+fi
+if [ -e "$ROOT/etc/migagent/layouts.yaml" ]; then
+  say "keeping $ROOT/etc/migagent/layouts.yaml"
+else
+  install -m 0644 "$LAYOUTS" "$ROOT/etc/migagent/layouts.yaml"
+fi
+
+if [ -z "$ROOT" ] && [ -d /run/systemd/system ]; then
+  systemctl daemon-reload
+fi
+cat <<EOF
+install_host: done. Nothing runs yet, and the units change nothing until a layout is selected:
+  1. pick a config:  $ROOT$PREFIX/bin/migagent validate -f $ROOT/etc/migagent/layouts.yaml
+  2. set it:         MIGAGENT_LAYOUT=<name> in $ROOT/etc/migagent/migagent.env (and MIGAGENT_HOST_GPU_CLIENTS)
+  3. enable:         systemctl enable migagent-boot.service; systemctl enable --now migagent-host.service
+EOF
