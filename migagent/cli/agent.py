@@ -150,6 +150,10 @@ def _run_agent(args: argparse.Namespace) -> int:
         with ExitStack() as node_stack:
             with reported_if_unable(api, ConditionReason.NVML_UNAVAILABLE, "cannot initialise NVML"):
                 driver = node_stack.enter_context(open_node(args, held=False))
+                # The agent holds NVML only while it works, so prove now, once, that it can be opened:
+                # an agent that never could would otherwise leave the Node saying `success`.
+                with driver.session():
+                    pass
             agent, source = build_agent(
                 options, api=api, driver=driver, journal=journal_for(args), clock=clock,
                 reboot_requester=reboot_requester_for(args), listener=listener, health=health,
