@@ -40,6 +40,7 @@ BLOCKS = (
     Block("agent", ("-m", "bench.agent_bench")),
     Block("journal", ("-m", "bench.journal_bench")),
     Block("compare", ("-m", "bench.compare", "{base}", "--runs", "7")),
+    Block("compare-journal", ("-m", "bench.compare", "{base}", "--runs", "3", "--probe", "journal", "--gpus", "16")),
 )
 
 
@@ -100,10 +101,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = sorted(set(names) - {b.name for b in BLOCKS})
     if unknown:
         parser.error(f"unknown block(s) {', '.join(unknown)}; known: {', '.join(b.name for b in BLOCKS)}")
-    if "compare" in names and not args.compare_with:
+    comparing = [name for name in names if name.startswith("compare")]
+    if comparing and not args.compare_with:
         if args.only:
-            parser.error("the compare block needs --compare-with REV")
-        names.remove("compare")
+            parser.error("the compare blocks need --compare-with REV")
+        names = [name for name in names if name not in comparing]
     chosen = [b for b in BLOCKS if b.name in names]
     text = README.read_text(encoding="utf-8")
     new, missing = regenerate(text, chosen, base=args.compare_with)
