@@ -6,7 +6,9 @@ Figures, not assertions (see bench/README.md), all on the simulator with zero fa
 (c) API requests per idle minute: the agent idles with short periods and the counts are scaled
     to the default periods (--resync-period 300 s, watch timeout 300 s);
 (d) RSS and CPU of an idle `migagent agent` process (a child process, so the simulator's own
-    memory and threads are not counted).
+    memory and threads are not counted);
+(e) API requests per change with 0, 10 and 100 pods on the node (bench.agent_scaling);
+(f) label -> success for 8, 16 and 32 GPUs (bench.agent_scaling).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bench.agent_scaling import pods_table, size_table
 from bench.tables import Cell, render_table
 from migagent.kube.names import CONDITION_TYPE, DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
 from migagent.runtime.logging import configure_logging
@@ -210,6 +213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(idle_table(workdir / "idle", window))
         print("\n(d) The agent process")
         print(agent_process_table(workdir / "process", window))
+        print("\n(e) API requests per change by pods on the node")
+        print(pods_table(workdir / "pods"))
+        print("\n(f) Label -> success by node size")
+        print(size_table(workdir / "sizes", max(1, runs // 2 + 1)))
     print(f"\ntotal {time.perf_counter() - started:.1f} s")
     return 0
 

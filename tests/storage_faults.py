@@ -1,5 +1,6 @@
 """Real storage faults for tests, whoever runs them: a directory nobody can write (a read-only tmpfs
-when we are root and may mount, else mode 0555, which root would write through), and a full one."""
+when we are root and may mount, else an immutable directory (chattr +i) for root, else mode 0555,
+which root would write through), and a full one."""
 
 from __future__ import annotations
 
@@ -35,7 +36,13 @@ def unwritable_directory(path: Path) -> Iterator[int]:
             _unmount(path)
         return
     if os.geteuid() == 0:
-        raise RuntimeError("running as root without permission to mount: no way to make a directory unwritable")
+        if subprocess.run(["chattr", "+i", str(path)], capture_output=True, check=False).returncode != 0:
+            raise RuntimeError("running as root without mount or chattr +i: no way to make a directory unwritable")
+        try:
+            yield errno.EPERM
+        finally:
+            subprocess.run(["chattr", "-i", str(path)], capture_output=True, check=False)
+        return
     path.chmod(0o555)
     try:
         yield errno.EACCES

@@ -301,6 +301,11 @@ class DeletePod:
 class NodeUpdates(Protocol):
     """The agent's watch of its own Node (sources.node_label.NodeLabelSource)."""
 
+    @property
+    def watching(self) -> bool:
+        """False while no watch runs (not started, failing): then the Node is polled instead."""
+        ...
+
     def node_after(self, seen: int, timeout_s: float) -> tuple[int, NodeView | None]:
         """(sequence, newest Node) once the watch has delivered one numbered past `seen`, or at timeout."""
         ...
@@ -364,10 +369,10 @@ def wait_for_advertisement(
     """Wait until our Node's allocatable matches `expected`; AdvertisementTimeoutError otherwise.
 
     With `updates` (the watch the agent holds anyway) each Node event is checked as it arrives and
-    the Node is read only when the watch has been quiet for WATCH_QUIET_S; without, the Node is
-    polled every `poll_interval_s`. `checkpoint` runs at every turn of the watch (a polling caller
-    puts it in `api.get_node`)."""
-    if updates is not None:
+    the Node is read only when the watch has been quiet for WATCH_QUIET_S; without, or while that
+    watch is not running, the Node is polled every `poll_interval_s`. `checkpoint` runs at every
+    turn of the watch (a polling caller puts it in `api.get_node`)."""
+    if updates is not None and updates.watching:
         return _advertised_on_watch(
             api, updates, _Settling(expected, clock), timeout_s=timeout_s, clock=clock, stop=stop, checkpoint=checkpoint
         )

@@ -258,7 +258,7 @@ class SimNodeState:
         """Write atomically (a uniquely named temporary file, fsync, rename) so a crash never leaves a
         half-written node; StorageError (path, errno) when the disk refuses, with no temporary file left."""
         text = json.dumps(self.to_dict(), indent=2, sort_keys=True)
-        write_atomically(path, text.encode("utf-8"), what="the simulated node's state", sync_directory=False)
+        write_atomically(path, text.encode("utf-8"), what="the simulated node", sync_directory=False)
 
     @classmethod
     def load(cls, path: Path) -> SimNodeState:

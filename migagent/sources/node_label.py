@@ -130,6 +130,14 @@ class NodeLabelSource:
             self._clock.wait(self._changed, min(_STOP_POLL_S, deadline - now, resync_at - now))
         return Wakeup()
 
+    @property
+    def watching(self) -> bool:
+        """Whether the watch thread runs and its last list or watch succeeded (its events can be waited on)."""
+        with self._lock:
+            failing = self._failing is not None
+        alive = self._thread is not None and self._thread.is_alive() and not self._stopping.is_set()
+        return alive and not failing
+
     def node_after(self, seen: int, timeout_s: float) -> tuple[int, NodeView | None]:
         """(sequence, Node): the newest Node the watch delivered, as soon as its sequence number passes
         `seen` or after `timeout_s` (then whatever is newest). One waiter at a time (the agent's loop):

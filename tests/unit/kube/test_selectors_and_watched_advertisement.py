@@ -49,6 +49,7 @@ class Watch:
         self.clock = clock
         self.nodes = nodes
         self.seq = 1 if nodes else 0
+        self.watching = True
 
     def node_after(self, seen: int, timeout_s: float) -> tuple[int, NodeView | None]:
         if self.seq <= seen and timeout_s > 0:
@@ -107,3 +108,14 @@ def test_the_watched_wait_times_out_naming_what_is_missing() -> None:
         wait_for_advertisement(
             Reads(_node(0, 1)), EXPECTED, timeout_s=12, clock=clock, updates=Watch(clock, [_node(0, 1)])
         )
+
+
+def test_without_a_running_watch_the_node_is_polled() -> None:
+    clock = FakeClock()
+    reads = Reads(_node(7, 4))
+    watch = Watch(clock, [_node(0, 1)])
+    watch.watching = False
+    node = wait_for_advertisement(reads, EXPECTED, timeout_s=30, clock=clock, updates=watch, poll_interval_s=0.5)
+    assert node.resource_version == "4"
+    assert reads.gets == 1
+    assert clock.monotonic() == 0

@@ -10,21 +10,37 @@ import pytest
 from structlog.testing import capture_logs
 
 from migagent.errors import StorageError
-from migagent.reconcile.journal import FileJournal, JournalRecord
+from migagent.reconcile.journal import SLOT_BYTES, FileJournal, JournalRecord
 from migagent.reconcile.states import Phase
 from tests.storage_faults import full_directory, unwritable_directory
 from tests.unit.reconcile.test_journal import _PLAN, _record
 
 
-def test_steps_after_the_first_record_append_one_line_each_and_leave_the_record_alone(tmp_path: Path) -> None:
+def _progress_lines(tmp_path: Path) -> list[bytes]:
+    return [line for line in (tmp_path / "journal.log").read_bytes().splitlines() if line.strip()]
+
+
+def test_steps_after_the_first_record_write_one_line_each_and_leave_the_record_alone(tmp_path: Path) -> None:
     journal = FileJournal(tmp_path)
     journal.save(_record(step_index=0))
     written = (tmp_path / "journal.json").read_bytes()
+    slots = (tmp_path / "journal.log").stat().st_size
+    assert slots == SLOT_BYTES * (len(_PLAN.steps) + 2)  # one blank slot per step (and one more), written up front
     for index in range(1, 4):
         journal.save(_record(step_index=index))
     assert (tmp_path / "journal.json").read_bytes() == written
-    assert len((tmp_path / "journal.log").read_bytes().splitlines()) == 3
+    assert len(_progress_lines(tmp_path)) == 3
+    assert (tmp_path / "journal.log").stat().st_size == slots  # overwritten in place, not appended
     assert FileJournal(tmp_path).load() == _record(step_index=3)
+
+
+def test_progress_past_the_slots_is_appended(tmp_path: Path) -> None:
+    journal = FileJournal(tmp_path)
+    journal.save(_record(step_index=0))
+    for index in range(1, 12):
+        journal.save(_record(step_index=index))
+    assert len(_progress_lines(tmp_path)) == 11
+    assert FileJournal(tmp_path).load() == _record(step_index=11)
 
 
 def test_a_record_that_changes_more_than_the_step_index_is_written_whole_and_the_log_emptied(
@@ -34,7 +50,7 @@ def test_a_record_that_changes_more_than_the_step_index_is_written_whole_and_the
     journal.save(_record(step_index=0))
     journal.save(_record(step_index=1))
     journal.save(_record(step_index=2, phase=Phase.FAILED, last_error="boom"))
-    assert (tmp_path / "journal.log").read_bytes() == b""
+    assert _progress_lines(tmp_path) == []
     assert FileJournal(tmp_path).load() == _record(step_index=2, phase=Phase.FAILED, last_error="boom")
 
 
@@ -42,7 +58,8 @@ def test_a_line_torn_by_a_crash_leaves_the_step_before_it(tmp_path: Path) -> Non
     journal = FileJournal(tmp_path)
     journal.save(_record(step_index=0))
     journal.save(_record(step_index=1))
-    with open(tmp_path / "journal.log", "ab") as log:
+    with open(tmp_path / "journal.log", "r+b") as log:
+        log.seek(SLOT_BYTES)  # the slot after step 1's line, torn mid-write
         log.write(b'{"progress":"')
     assert FileJournal(tmp_path).load() == _record(step_index=1)
 
@@ -63,7 +80,7 @@ def test_a_loaded_journal_writes_the_record_afresh_before_appending(tmp_path: Pa
     record = again.load()
     assert record is not None
     again.save(record.evolve(step_index=1))
-    assert (tmp_path / "journal.log").read_bytes() == b""
+    assert _progress_lines(tmp_path) == []
     assert FileJournal(tmp_path).load() == _record(step_index=1)
 
 

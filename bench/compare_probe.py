@@ -1,0 +1,125 @@
+"""One measurement against whichever migagent is first on sys.path: run by `bench.compare` as a script,
+with PYTHONPATH set to a commit's tree, so two commits are measured by the same code.
+
+Self-contained on purpose (no `bench` import, only APIs that both sides of a comparison have):
+  change GPUS PODS TARGET  -> label -> success seconds and API requests for one change of a fresh
+                              simulated node (zero fake latency), pods spread over its 1g GIs
+  journal GPUS             -> seconds spent in journal saves while the engine applies that change
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+_SIMCLUSTER_MODULES = ("migagent_sim.cluster", "migagent_sim.simcluster", "migagent_sim.cluster")
+
+
+def _simcluster() -> Any:
+    for name in _SIMCLUSTER_MODULES:
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    raise SystemExit(f"no simulated cluster module among {', '.join(_SIMCLUSTER_MODULES)}")
+
+
+def _quiet() -> None:
+    from migagent.runtime.logging import configure_logging
+
+    configure_logging(json_logs=False, level=logging.WARNING)
+    for name in ("urllib3.connectionpool", "kubernetes.client.rest"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _applied(cluster: Any, layout: str) -> bool:
+    from migagent.kube.names import CONDITION_TYPE, DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
+
+    node = cluster.node()
+    labels, notes = node["metadata"].get("labels", {}), node["metadata"].get("annotations", {})
+    conditions = node.get("status", {}).get("conditions", [])
+    ready = any(c["type"] == CONDITION_TYPE and c["status"] == "True" for c in conditions)
+    return ready and labels.get(MIG_CONFIG_STATE_LABEL) == "success" and layout in notes.get(DESIRED_ANNOTATION, "")
+
+
+def _wait(cluster: Any, layout: str) -> None:
+    deadline = time.monotonic() + 300
+    while not _applied(cluster, layout):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{layout} was not applied within 300 s")
+        time.sleep(0.002)
+
+
+def change(gpus: int, pods: int, target: str) -> dict[str, Any]:
+    module = _simcluster()
+    config = module.SimClusterConfig(spec=f"{gpus}xH100-80GB-SXM", start_layout="all-1g.10gb")
+    with tempfile.TemporaryDirectory(prefix="compare-") as tmp, module.SimCluster(Path(tmp), config) as cluster:
+        for i in range(pods):
+            gpu, slot = divmod(i % (gpus * 7), 7)
+            cluster.kubelet.run_workload("bench", f"w{i}", mig_uuid=cluster.mig_uuid(gpu, slot))
+        running = cluster.start_agent()
+        _wait(cluster, "all-1g.10gb")
+        since = len(cluster.api.requests)
+        started = time.perf_counter()
+        cluster.label(target)
+        _wait(cluster, target)
+        seconds = time.perf_counter() - started
+        requests = len(cluster.api.requests) - since
+        running.stop()
+    return {"seconds": seconds, "requests": requests}
+
+
+def journal(gpus: int) -> dict[str, Any]:
+    from migagent.clock import FakeClock
+    from migagent.layout.parse import parse_layout
+    from migagent.layout.resolve import identity_of, resolve_config
+    from migagent.nvml.driver import GpuDriver
+    from migagent.reconcile.journal import FileJournal, desired_node_hash
+    from migagent.reconcile.machine import ApplyEngine
+    from migagent.sim.fake_nvml import FakeNvml
+    from migagent.sim.reset import SimResetRunner
+
+    layouts = parse_layout(
+        'version: v1\nmig-configs:\n  a: [{devices: all, mig-enabled: true, mig-devices: {"1g.10gb": 7}}]\n'
+        '  b: [{devices: all, mig-enabled: true, mig-devices: {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}}]\n',
+        source="probe",
+    )
+    spent = [0.0]
+
+    class Timed(FileJournal):
+        def save(self, record: Any) -> None:
+            started = time.perf_counter()
+            super().save(record)
+            spent[0] += time.perf_counter() - started
+
+    fake = FakeNvml.from_spec(f"{gpus}xH100-80GB-SXM", mig_enabled=True)
+    with tempfile.TemporaryDirectory(prefix="compare-") as tmp, GpuDriver(fake, reset_runner=SimResetRunner(fake)) as d:
+        for name in ("a", "b"):
+            spent[0] = 0.0
+            desired = resolve_config(layouts, name, [identity_of(g) for g in d.observe().gpus])
+            engine = ApplyEngine(d, Timed(Path(tmp) / name), clock=FakeClock())
+            result = engine.apply(desired, layout_hash=desired_node_hash(desired), config_name=name)
+            if not result.converged:
+                raise SystemExit(f"{name}: {result.error}")
+    return {"seconds": spent[0], "requests": 0}
+
+
+def main(argv: list[str]) -> int:
+    import migagent
+
+    _quiet()
+    mode, *rest = argv
+    figures = change(int(rest[0]), int(rest[1]), rest[2]) if mode == "change" else journal(int(rest[0]))
+    print(json.dumps({**figures, "migagent": str(Path(migagent.__file__).parent)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

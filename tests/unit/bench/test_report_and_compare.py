@@ -1,0 +1,47 @@
+"""bench.report puts a bench's own stdout between a block's markers (never typed figures), and
+bench.compare's table shows both trees' medians; structure only, no timing is asserted."""
+
+from __future__ import annotations
+
+from bench.compare import _table
+from bench.report import Block, regenerate
+
+README = """# Some bench
+
+prose stays
+<!-- bench:demo begin -->
+old figures
+<!-- bench:demo end -->
+more prose
+"""
+
+
+def test_a_block_is_replaced_by_the_bench_output_and_the_prose_around_it_is_kept() -> None:
+    block = Block("demo", ("-c", "print('figure 1.23')"))
+    text, missing = regenerate(README, [block], base=None)
+    assert missing == []
+    assert "old figures" not in text
+    assert "```\nfigure 1.23\n```" in text
+    assert text.startswith("# Some bench\n\nprose stays\n<!-- bench:demo begin")
+    assert text.endswith("<!-- bench:demo end -->\nmore prose\n")
+    assert "python -c print('figure 1.23')" in text  # says which command wrote it
+    again, _ = regenerate(text, [block], base=None)
+    assert again.count("bench:demo begin") == 1
+
+
+def test_a_block_without_markers_is_reported_missing_and_nothing_changes() -> None:
+    text, missing = regenerate(README, [Block("other", ("-c", "print(1)"))], base=None)
+    assert (text, missing) == (README, ["other"])
+
+
+def test_the_compare_table_has_a_row_per_tree_with_its_median() -> None:
+    results = {
+        "abc (this tree)": [{"seconds": s, "requests": 20} for s in (0.5, 0.7, 0.6)],
+        "def (main)": [{"seconds": s, "requests": 40} for s in (1.0, 1.4, 1.2)],
+    }
+    table = _table(results, runs=3, probe_args=["change", "8", "0", "all-balanced"])
+    lines = table.splitlines()
+    assert lines[2].split()[:2] == ["abc", "(this"]
+    assert lines[2].split()[-5:] == ["3", "0.60", "0.50", "0.70", "20"]
+    assert lines[3].split()[-1] == "40"
+    assert "this tree / other: 0.50 of the median" in table
