@@ -113,6 +113,7 @@ class NvmlLib(Protocol):
         self, device: Handle, /
     ) -> Sequence[ProcessInfo]: ...
     def nvmlDeviceGetMigMode(self, device: Handle, /) -> Sequence[int]: ...  # noqa: N802
+    def nvmlDeviceGetPersistenceMode(self, device: Handle, /) -> int: ...  # noqa: N802
     def nvmlDeviceSetMigMode(self, device: Handle, mode: int, /) -> int: ...  # noqa: N802
     def nvmlDeviceGetGpuInstanceProfileInfo(  # noqa: N802
         self, device: Handle, profile: int, /
