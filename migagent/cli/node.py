@@ -158,7 +158,7 @@ def open_node(args: argparse.Namespace, *, held: bool = True) -> Iterator[GpuDri
         files = load_nvml_from(Path(getattr(args, "driver_root", None) or DEFAULT_DRIVER_ROOT))
         *prefix, nvidia_smi = files.nvidia_smi_argv()
         reset = NvidiaSmiResetRunner(run=lambda argv: run_command([*prefix, *argv]), nvidia_smi=nvidia_smi)
-        checks = HostResetChecks(_host_root(args))
+        checks = HostResetChecks(host_root(args))
         with _held(GpuDriver(system_nvml(), reset_runner=reset, reset_checks=checks), held=held) as driver:
             yield driver
         return
@@ -181,7 +181,7 @@ def _held(driver: GpuDriver, *, held: bool) -> AbstractContextManager[GpuDriver]
     return driver if held else nullcontext(driver)
 
 
-def _host_root(args: argparse.Namespace) -> Path:
+def host_root(args: argparse.Namespace) -> Path:
     """Where the host's /proc and /sys are, to name what would block a GPU reset: MIGAGENT_HOST_ROOT,
     else the agent's --host-root (the host's / mounted in the pod), else / (host mode, the CLI)."""
     return Path(os.environ.get(HOST_ROOT_ENV) or getattr(args, "host_root", None) or "/")

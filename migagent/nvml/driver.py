@@ -30,7 +30,14 @@ from migagent.layout.observed import Observation, ObservedGi, ObservedGpu, Obser
 from migagent.nvml.device import Device, acquire, mode_change_needs_reset, read_mig_mode
 from migagent.nvml.errors import classify, nvml_call, nvml_error_name, nvml_probe
 from migagent.nvml.floor import check_driver_floor
-from migagent.nvml.inspect import NodeReport, inspect_node, read_ci_profiles
+from migagent.nvml.inspect import (
+    GpuReport,
+    NodeReport,
+    capture_gpu,
+    check_capturable,
+    inspect_node,
+    read_ci_profiles,
+)
 from migagent.nvml.lib import Handle, NvmlLib
 from migagent.nvml.mode import ModeActivation, activation_of
 from migagent.nvml.observe import compute_instances_of, read_gpu_instances, read_processes
@@ -130,6 +137,19 @@ class GpuDriver:
     def inspect(self) -> NodeReport:
         """Versions, MIG modes and every profile NVML reports, read with query calls only (`doctor`)."""
         return inspect_node(self._lib)
+
+    @_changes_the_node
+    def capture(self) -> NodeReport:
+        """`doctor --capture`: `inspect`, with every GPU's CI profiles read through a GI of each profile
+        created and destroyed in turn. Every GPU is checked (MIG on, no GI) before any is touched."""
+        report = inspect_node(self._lib)
+        for gpu in report.gpus:
+            if gpu.mig_capable:
+                check_capturable(self._lib, gpu)
+        gpus: tuple[GpuReport, ...] = tuple(
+            capture_gpu(self._lib, gpu.index) if gpu.mig_capable else gpu for gpu in report.gpus
+        )
+        return replace(report, gpus=gpus)
 
     @_in_session
     def profile_table(self, gpu: int) -> ProfileTable:
