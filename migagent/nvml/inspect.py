@@ -260,7 +260,8 @@ def _ci_placements(lib: NvmlLib, device: Device, gi: Handle, profile_id: int) ->
 def _with_default(profiles: tuple[CiProfile, ...], *, gi_slices: int) -> tuple[CiProfile, ...]:
     """NVML does not flag the default CI; it is the one filling the GI, with the most SMs (a 1g REV1 CI)."""
     full = [ci for ci in profiles if ci.slices == gi_slices]
-    default = max(full, key=lambda ci: (ci.sms, ci.id), default=None)
+    # Most SMs (a 1g REV1 CI beats the plain 1c); on a tie the lower id: 7_SLICE (4), not 7_SLICE_NVL (8).
+    default = max(full, key=lambda ci: (ci.sms, -ci.id), default=None)
     marked = (
         CiProfile(
             id=ci.id,
