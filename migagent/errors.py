@@ -35,6 +35,10 @@ class ResetRequiredError(PermanentError):
     """A MIG mode change needs a GPU reset (or a reboot where reset is not supported)."""
 
 
+class NoPermissionError(PermanentError):
+    """NVML answered NO_PERMISSION: not root, or without the mig/config capability."""
+
+
 class NotSupportedError(PermanentError):
     """The GPU or driver does not support the operation."""
 

@@ -50,6 +50,20 @@ def model_by_pci_device_id(pci_device_id: int) -> GpuModel | None:
     return next((m for m in all_models() if pci_device_id in m.pci_device_ids), None)
 
 
+def rows_for_pci_device_id(pci_device_id: int) -> tuple[GpuModel, ...]:
+    """The model with this PCI id, then its driver variants (same chip, other memory sizes and names)."""
+    return tuple(m for m in (*all_models(), *driver_variants()) if pci_device_id in m.pci_device_ids)
+
+
+def model_by_pci_device_id_and_memory(pci_device_id: int, memory_mb: int | None) -> GpuModel | None:
+    """The row for this PCI id whose memory is nearest what the GPU reports: driver variants share a
+    PCI id (GB200 186GB / 189GB) and only the memory tells them apart. No memory: the primary row."""
+    rows = rows_for_pci_device_id(pci_device_id)
+    if not rows or memory_mb is None:
+        return rows[0] if rows else None
+    return min(rows, key=lambda row: abs(row.profiles.total_memory_mb - memory_mb))
+
+
 __all__ = [
     "Architecture",
     "CiProfile",
@@ -65,5 +79,7 @@ __all__ = [
     "driver_variants",
     "model_by_key",
     "model_by_pci_device_id",
+    "model_by_pci_device_id_and_memory",
     "model_keys",
+    "rows_for_pci_device_id",
 ]

@@ -51,6 +51,7 @@ def _gi(row: dict[str, Any]) -> GiProfile:
         ci_profiles=tuple(_ci(ci) for ci in row["ci_profiles"]),
         confidence=Confidence(row.get("confidence", "observed")),
         disputed=tuple(str(field) for field in row.get("disputed", ())),
+        unknown=tuple(str(field) for field in row.get("unknown", ())),
         note=str(row.get("note", "")),
     )
 

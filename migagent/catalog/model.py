@@ -108,6 +108,9 @@ class GiProfile:
     # Catalog fields (`memory_mb`, `sms`, `ce`, `dec`...) whose published sources disagree; `note` says how.
     # Provenance, not profile data: a table read from NVML equals the catalog's without them.
     disputed: tuple[str, ...] = field(default=(), compare=False)
+    # Catalog fields never seen on hardware (H20 SM counts): the value is a stand-in so the simulator
+    # runs, not a fact; doctor reports NVML's value as the one to contribute.
+    unknown: tuple[str, ...] = field(default=(), compare=False)
     note: str = field(default="", compare=False)
 
     @property

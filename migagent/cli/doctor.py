@@ -1,8 +1,14 @@
 """`migagent doctor`: what NVML reports about each GPU's MIG support, and how it differs from the catalog.
 
-Read-only by construction: it calls `GpuDriver.inspect`, which uses query functions only, so it is
-safe on a node running workloads. Profiles are printed in the catalog's (models.yaml) format, so a
-GPU the catalog lacks, or a row that is wrong, can be fixed by pasting this output.
+Read-only by default: it calls `GpuDriver.inspect`, which uses query functions only, so it is safe
+on a node running workloads. Profiles are printed in the catalog's (models.yaml) format, so a GPU
+the catalog lacks, or a row that is wrong, can be fixed by pasting this output. It also reports
+what decides how a change goes: the architecture (and so whether a mode change needs a reset),
+persistence and virtualization mode, confidential computing, and what would block a GPU reset.
+A setting NVML will not tell (NO_PERMISSION, an older driver) is reported as unknown, not a failure.
+
+`--capture` (opt-in) reads the CI profiles too: NVML lists them only inside a GI, so it creates one
+GI of each profile in turn on an empty MIG-enabled GPU, reads them, and destroys it.
 """
 
 from __future__ import annotations
@@ -16,10 +22,11 @@ import yaml
 
 from migagent.catalog import CiProfile, GiProfile, GpuModel, ProfileTable, driver_variants, model_by_pci_device_id
 from migagent.cli.commands import summary
-from migagent.cli.node import add_node_arguments, open_node
+from migagent.cli.node import add_node_arguments, host_root, open_node
 from migagent.layout.catalog_diff import diff_profiles, gi_values
 from migagent.layout.profile import gi_profile_name
 from migagent.nvml.inspect import GpuReport, NodeReport
+from migagent.nvml.reset_checks import HostResetChecks
 
 
 class _Pair(list[int]):
@@ -33,7 +40,15 @@ class _Dumper(yaml.SafeDumper):
 _Dumper.add_representer(_Pair, lambda dumper, pair: dumper.represent_sequence(
     "tag:yaml.org,2002:seq", list(pair), flow_style=True))
 
-_CI_NOT_READ = "not read: NVML lists CI profiles only inside an existing GPU instance, and doctor creates none"
+_CI_NOT_READ = (
+    "not read: NVML lists CI profiles only inside an existing GPU instance, and doctor creates none"
+    " (doctor --capture does, on an empty MIG-enabled GPU)"
+)
+_RESET_RULES = {
+    "ampere": "a MIG mode change is pending until the GPU is reset (nvidia-smi -r)",
+    "hopper": "a MIG mode change applies at once; pending only while the GPU is in use, then a reset",
+    "blackwell": "a MIG mode change applies at once; pending only while the GPU is in use, then a reset",
+}
 
 
 def _hex(value: int | None) -> str | None:
@@ -100,6 +115,11 @@ def gpu_document(gpu: GpuReport) -> dict[str, Any]:
         "pci_device_id": _hex(gpu.pci_device_id),
         "pci_subsystem_id": _hex(gpu.pci_subsystem_id),
         "mig": {"capable": gpu.mig_capable, "current": gpu.mig_current, "pending": gpu.mig_pending},
+        "architecture": gpu.architecture or "unknown (NVML did not say)",
+        "mode_change": _RESET_RULES.get(gpu.architecture or "", "unknown: the architecture is not known"),
+        "persistence_mode": _on_off(gpu.persistence_mode),
+        "virtualization_mode": gpu.virtualization_mode or "unknown (NVML did not say)",
+        **({"unreadable": list(gpu.unreadable)} if gpu.unreadable else {}),
         "memory_mb": gpu.total_memory_mb,
         "catalog_row": row.key if row is not None else None,
         "gi_profiles": [_gi_row(gi, table, ci_read=gi.id in gpu.ci_profiles_read) for gi in gpu.gi_profiles],
@@ -107,18 +127,34 @@ def gpu_document(gpu: GpuReport) -> dict[str, Any]:
     }
 
 
-def node_document(report: NodeReport) -> dict[str, Any]:
-    return {
+def _on_off(value: bool | None) -> str:
+    return "unknown (NVML did not say)" if value is None else ("on" if value else "off")
+
+
+def node_document(report: NodeReport, *, reset_blockers: list[str] | None = None) -> dict[str, Any]:
+    document: dict[str, Any] = {
         "driver_version": report.driver_version,
         "nvml_version": report.nvml_version,
-        "gpus": [gpu_document(gpu) for gpu in report.gpus],
+        "confidential_computing": report.confidential_computing or "unknown (NVML did not say)",
     }
+    if reset_blockers is not None:
+        document["reset_preconditions"] = reset_blockers or ["nothing found that would block a GPU reset"]
+    document["gpus"] = [gpu_document(gpu) for gpu in report.gpus]
+    return document
+
+
+def _reset_blockers(args: argparse.Namespace, report: NodeReport) -> list[str] | None:
+    """What would block `nvidia-smi -r` on this host; None on a simulated node (it has no host)."""
+    if args.simulate or args.state:
+        return None
+    persistent = [gpu.pci_bus_id for gpu in report.gpus if gpu.persistence_mode]
+    return [str(b) for b in HostResetChecks(host_root(args)).blockers(persistence_mode_on=persistent)]
 
 
 def _run(args: argparse.Namespace) -> int:
     with open_node(args) as driver:
-        report = driver.inspect()
-    document = node_document(report)
+        report = driver.capture() if args.capture else driver.inspect()
+    document = node_document(report, reset_blockers=_reset_blockers(args, report))
     if args.output == "json":
         print(json.dumps(document, indent=2))
     else:
@@ -130,6 +166,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser("doctor", help=summary("doctor"))
     parser.add_argument(
         "-o", "--output", choices=("yaml", "json"), default="yaml", help="output format"
+    )
+    parser.add_argument(
+        "--capture",
+        action="store_true",
+        help="also read every CI profile: create one GPU instance of each profile in turn, read it, destroy it"
+        " (refused unless MIG is enabled and the GPU holds no GPU instance)",
     )
     add_node_arguments(parser)
     parser.set_defaults(handler=_run)

@@ -20,6 +20,7 @@ from migagent.errors import PermanentError, StorageError, UsageError
 from migagent.nvml.driver import GpuDriver
 from migagent.nvml.driver_root import DEFAULT_DRIVER_ROOT, load_nvml_from
 from migagent.nvml.reset import NvidiaSmiResetRunner, run_command
+from migagent.nvml.reset_checks import HostResetChecks
 from migagent.nvml.system import system_nvml
 from migagent.reconcile.journal import FileJournal, Journal, MemoryJournal
 from migagent.reconcile.ports import RebootRequester
@@ -34,6 +35,7 @@ from migagent.sim.state_check import check_profiles, check_spec_matches
 DEFAULT_JOURNAL_DIR = "/var/lib/migagent"
 FAKE_NVML_STATE_ENV = "MIGAGENT_FAKE_NVML_STATE"  # the fake libnvidia-ml.so.1's node (sim/fakelib_node.py)
 SIGKILL_AFTER_MUTATIONS_ENV = "MIGAGENT_SIM_SIGKILL_AFTER_MUTATIONS"
+HOST_ROOT_ENV = "MIGAGENT_HOST_ROOT"
 
 
 def add_node_arguments(parser: argparse.ArgumentParser) -> None:
@@ -166,7 +168,8 @@ def open_node(args: argparse.Namespace, *, held: bool = True) -> Iterator[GpuDri
         files = load_nvml_from(Path(getattr(args, "driver_root", None) or DEFAULT_DRIVER_ROOT))
         *prefix, nvidia_smi = files.nvidia_smi_argv()
         reset = NvidiaSmiResetRunner(run=lambda argv: run_command([*prefix, *argv]), nvidia_smi=nvidia_smi)
-        with _held(GpuDriver(system_nvml(), reset_runner=reset), held=held) as driver:
+        checks = HostResetChecks(host_root(args))
+        with _held(GpuDriver(system_nvml(), reset_runner=reset, reset_checks=checks), held=held) as driver:
             yield driver
         return
     fake = _load_fake(spec, state)
@@ -186,3 +189,9 @@ def open_node(args: argparse.Namespace, *, held: bool = True) -> Iterator[GpuDri
 
 def _held(driver: GpuDriver, *, held: bool) -> AbstractContextManager[GpuDriver]:
     return driver if held else nullcontext(driver)
+
+
+def host_root(args: argparse.Namespace) -> Path:
+    """Where the host's /proc and /sys are, to name what would block a GPU reset: MIGAGENT_HOST_ROOT,
+    else the agent's --host-root (the host's / mounted in the pod), else / (host mode, the CLI)."""
+    return Path(os.environ.get(HOST_ROOT_ENV) or getattr(args, "host_root", None) or "/")

@@ -76,6 +76,8 @@ def _gi_lines(
 
 
 def _why(expected: GiProfile, field: str) -> str:
+    if field in expected.unknown:
+        return " (the catalog does not know this value: never seen on hardware; NVML's is the one to contribute)"
     if field in expected.disputed:
         return " (catalog marks this value disputed)"
     if expected.confidence is not Confidence.OBSERVED:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from migagent.catalog import GpuModel, ProfileTable, all_models, model_by_key
+from migagent.catalog import GpuModel, ProfileTable, all_models, model_by_key, rows_for_pci_device_id
 from migagent.errors import LayoutDoesNotFitError, LayoutSelectsNoGpuError
 from migagent.layout.desired import DesiredGi, DesiredGpu, DesiredNode
 from migagent.layout.observed import ObservedGpu
@@ -23,6 +23,7 @@ from migagent.layout.packing import (
     resolve_profile,
 )
 from migagent.layout.parse import select_config
+from migagent.layout.profile import MigProfile
 from migagent.layout.spec import ALL_DEVICES, LayoutEntry, LayoutFile, format_pci_id
 from migagent.layout.strict_yaml import path_part
 
@@ -120,6 +121,10 @@ def resolve_entry(entry: LayoutEntry, gpu: GpuIdentity, *, config_name: str) -> 
         try:
             resolved.append((resolve_profile(profile, gpu.profiles), count))
         except ProfileNotOfferedError as exc:
+            alias = _variant_alias(profile, gpu)
+            if alias is not None:
+                resolved.append((alias, count))
+                continue
             errors.append(f"{gpu.label}: profile '{profile}' in {where} is not offered; {exc}")
     if errors:
         raise LayoutDoesNotFitError("\n".join(errors))
@@ -136,6 +141,24 @@ def resolve_entry(entry: LayoutEntry, gpu: GpuIdentity, *, config_name: str) -> 
     packed = pack_compute_instances(flatten(resolved))
     instances = tuple(DesiredGi(p.gi.id, tuple(sorted(ci.id for ci in p.cis))) for p in packed)
     return DesiredGpu(index=gpu.index, mig_enabled=True, gpu_instances=instances, config_name=config_name)
+
+
+def _variant_alias(profile: MigProfile, gpu: GpuIdentity) -> ResolvedProfile | None:
+    """`profile` named as a driver variant of this GPU's chip names it: GB200 drivers report 186 or 189 GB,
+    one PCI id, so `1g.23gb` and `1g.24gb` are the same GI profile (same NVML id). A layout file (mig-parted's
+    format selects by PCI id only) written for one variant then means the same instances on the other."""
+    for row in rows_for_pci_device_id(gpu.pci_device_id):
+        try:
+            theirs = resolve_profile(profile, row.profiles)
+        except ProfileNotOfferedError:
+            continue
+        gi = gpu.profiles.gi_profile(theirs.gi.id)
+        if gi is None or gi.slices != theirs.gi.slices:
+            continue
+        ci = gi.default_ci if profile.is_full_gi else gi.ci_profile(theirs.ci.id)
+        if ci is not None:
+            return ResolvedProfile(profile=profile, gi=gi, ci=ci)
+    return None
 
 
 def validate_entries(

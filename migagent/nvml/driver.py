@@ -14,7 +14,7 @@ commands); the agent and host mode never do, so an idle agent holds NVML on no d
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from ctypes import byref
 from dataclasses import replace
@@ -26,21 +26,33 @@ import pynvml
 import structlog
 
 from migagent.catalog import CiProfile, Placement, ProfileTable
-from migagent.errors import MigAgentError, NotSupportedError, PermanentError
+from migagent.errors import InUseError, MigAgentError, NotSupportedError, PermanentError
 from migagent.layout.observed import Observation, ObservedGi, ObservedGpu, ObservedProcess
 from migagent.nvml.device import Device, acquire, mode_change_needs_reset, read_mig_mode
-from migagent.nvml.errors import classify, nvml_call, nvml_error_name
+from migagent.nvml.errors import classify, nvml_call, nvml_error_name, nvml_probe
 from migagent.nvml.floor import check_driver_floor
-from migagent.nvml.inspect import NodeReport, inspect_node, read_ci_profiles
+from migagent.nvml.inspect import (
+    GpuReport,
+    NodeReport,
+    capture_gpu,
+    check_capturable,
+    inspect_node,
+    read_ci_profiles,
+)
 from migagent.nvml.lib import Handle, NvmlLib
 from migagent.nvml.mode import ModeActivation, activation_of
 from migagent.nvml.observe import CiProfileCounts, compute_instances_of, read_gpu_instances, read_processes
 from migagent.nvml.profiles import read_profile_table
-from migagent.nvml.reset import ResetRunner
+from migagent.nvml.reset import GroupResetRunner, ResetRunner
+from migagent.nvml.reset_checks import HostResetChecks
 from migagent.nvml.session import NvmlSession
 
 _INSTANCE_GONE = frozenset({pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_ERROR_INVALID_ARGUMENT})
 _NODE = "node"
+# A setting NVML cannot tell on this GPU or driver: treated as off / unknown, never an error.
+_UNKNOWN_SETTING = frozenset(
+    {pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, pynvml.NVML_ERROR_NO_PERMISSION}
+)
 log = structlog.get_logger(__name__)
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -70,9 +82,13 @@ def _changes_the_node(method: Callable[Concatenate[GpuDriver, P], R]) -> Callabl
 
 
 class GpuDriver:
-    def __init__(self, lib: NvmlLib, *, reset_runner: ResetRunner) -> None:
+    def __init__(
+        self, lib: NvmlLib, *, reset_runner: ResetRunner, reset_checks: HostResetChecks | None = None
+    ) -> None:
         self._lib = lib
         self._reset_runner = reset_runner
+        # None: no host to inspect (the simulator); production passes the host's /proc and /sys.
+        self._reset_checks = reset_checks
         self._profile_tables: dict[tuple[str, bool], ProfileTable] = {}
         self._ci_profiles: dict[str, CiProfileCounts] = {}
         """Per GPU UUID while MIG is on: the CI profiles NVML offers in a GI of each profile."""
@@ -125,6 +141,19 @@ class GpuDriver:
     def inspect(self) -> NodeReport:
         """Versions, MIG modes and every profile NVML reports, read with query calls only (`doctor`)."""
         return inspect_node(self._lib)
+
+    @_changes_the_node
+    def capture(self) -> NodeReport:
+        """`doctor --capture`: `inspect`, with every GPU's CI profiles read through a GI of each profile
+        created and destroyed in turn. Every GPU is checked (MIG on, no GI) before any is touched."""
+        report = inspect_node(self._lib)
+        for gpu in report.gpus:
+            if gpu.mig_capable:
+                check_capturable(self._lib, gpu)
+        gpus: tuple[GpuReport, ...] = tuple(
+            capture_gpu(self._lib, gpu.index) if gpu.mig_capable else gpu for gpu in report.gpus
+        )
+        return replace(report, gpus=gpus)
 
     @_in_session
     def profile_table(self, gpu: int) -> ProfileTable:
@@ -230,15 +259,41 @@ class GpuDriver:
 
     @_changes_the_node
     def reset_gpu(self, gpu: int) -> None:
-        """Reset one GPU (destroys its GIs/CIs, applies a pending mode). Invalidates every handle.
+        """Reset one GPU (destroys its GIs/CIs, applies a pending mode). Invalidates every handle."""
+        self.reset_gpus((gpu,))
 
-        `nvidia-smi -r` refuses while any NVML client holds the GPU, this process included, so NVML
-        is shut down around it and initialised again after (as mig-parted does); no handle taken
-        before survives, which is why none is kept.
+    @_changes_the_node
+    def reset_gpus(self, gpus: Sequence[int]) -> None:
+        """Reset GPUs in one `nvidia-smi -r -i A,B,...` (as mig-parted does: NVLink peers reset together).
+
+        What would block the reset (nvidia_drm, persistence mode without persistenced, processes on
+        /dev/nvidia*) is checked first and refused with each reason and its fix. `nvidia-smi -r`
+        refuses while any NVML client holds the GPU, this process included, so NVML is shut down
+        around it and initialised again after (as mig-parted does); no handle survives it.
         """
-        device = acquire(self._lib, gpu)
-        with self._sessions.released(device.label):
-            self._reset_runner.reset(device.pci_bus_id)
+        devices = [acquire(self._lib, gpu) for gpu in gpus]
+        labels = ", ".join(device.label for device in devices)
+        if self._reset_checks is not None:
+            persistent = [device.pci_bus_id for device in devices if self._persistence_mode_on(device)]
+            blockers = self._reset_checks.blockers(persistence_mode_on=persistent)
+            if blockers:
+                raise InUseError(f"{labels}: a reset would be refused: " + " | ".join(map(str, blockers)))
+        with self._sessions.released(labels):
+            runner = self._reset_runner
+            if len(devices) > 1 and isinstance(runner, GroupResetRunner):
+                runner.reset_together([device.pci_bus_id for device in devices])
+            else:
+                for device in devices:
+                    runner.reset(device.pci_bus_id)
+
+    def _persistence_mode_on(self, device: Device) -> bool:
+        mode = nvml_probe(
+            lambda: self._lib.nvmlDeviceGetPersistenceMode(device.handle),
+            absent=_UNKNOWN_SETTING,
+            what="nvmlDeviceGetPersistenceMode",
+            gpu_label=device.label,
+        )
+        return mode is not None and int(mode) == pynvml.NVML_FEATURE_ENABLED
 
     # --- instances -----------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from migagent.errors import (
     InsufficientResourcesError,
     InUseError,
     MigAgentError,
+    NoPermissionError,
     NotSupportedError,
     PermanentError,
     ResetRequiredError,
@@ -55,6 +56,7 @@ _CLASS_BY_CODE: dict[int, type[PermanentError]] = {
     pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES: InsufficientResourcesError,
     pynvml.NVML_ERROR_RESET_REQUIRED: ResetRequiredError,
     pynvml.NVML_ERROR_NOT_SUPPORTED: NotSupportedError,
+    pynvml.NVML_ERROR_NO_PERMISSION: NoPermissionError,
     # A missing symbol means this driver is too old for the call: the driver does not support it.
     pynvml.NVML_ERROR_FUNCTION_NOT_FOUND: NotSupportedError,
     NVML_ERROR_RESET_TYPE_NOT_SUPPORTED: NotSupportedError,

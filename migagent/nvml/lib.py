@@ -96,6 +96,11 @@ class ComputeInstanceInfo(Protocol):
     def placement(self) -> PlacementStruct: ...
 
 
+class ConfComputeState(Protocol):
+    @property
+    def ccFeature(self) -> int: ...  # noqa: N802
+
+
 class NvmlLib(Protocol):
     """Exactly the pynvml functions the driver calls (same names, same argument order)."""
 
@@ -113,6 +118,10 @@ class NvmlLib(Protocol):
         self, device: Handle, /
     ) -> Sequence[ProcessInfo]: ...
     def nvmlDeviceGetMigMode(self, device: Handle, /) -> Sequence[int]: ...  # noqa: N802
+    def nvmlDeviceGetPersistenceMode(self, device: Handle, /) -> int: ...  # noqa: N802
+    def nvmlDeviceGetVirtualizationMode(self, device: Handle, /) -> int: ...  # noqa: N802
+    def nvmlDeviceGetArchitecture(self, device: Handle, /) -> int: ...  # noqa: N802
+    def nvmlSystemGetConfComputeState(self) -> ConfComputeState: ...  # noqa: N802
     def nvmlDeviceSetMigMode(self, device: Handle, mode: int, /) -> int: ...  # noqa: N802
     def nvmlDeviceGetGpuInstanceProfileInfo(  # noqa: N802
         self, device: Handle, profile: int, /

@@ -16,7 +16,15 @@ from functools import partial
 
 import pynvml
 
-from migagent.catalog import CiProfile, Engines, GiProfile, GpuModel, Placement, ProfileTable, model_by_pci_device_id
+from migagent.catalog import (
+    CiProfile,
+    Engines,
+    GiProfile,
+    GpuModel,
+    Placement,
+    ProfileTable,
+    model_by_pci_device_id_and_memory,
+)
 from migagent.nvml.ci_profiles import PLAIN_GI_ENUMS, inferred_ci_profiles
 from migagent.nvml.device import Device
 from migagent.nvml.enumerate import profiles_by_enum
@@ -30,7 +38,7 @@ _MIB = 1024 * 1024
 def read_profile_table(lib: NvmlLib, device: Device, *, mig_enabled: bool) -> ProfileTable | None:
     """The GPU's profile table, or None when neither NVML nor the catalog can tell."""
     infos = read_gi_profile_infos(lib, device)
-    model = model_by_pci_device_id(device.pci_device_id)
+    model = model_by_pci_device_id_and_memory(device.pci_device_id, _reported_memory_mb(lib, device))
     if not infos:
         # Profile queries refused while MIG is disabled: the catalog knows this model's table.
         return model.profiles if (model is not None and not mig_enabled) else None
@@ -122,6 +130,16 @@ def gi_profile_from_info(
         placements=read_gi_placements(lib, device, int(info.id)),
         ci_profiles=ci_profiles,
     )
+
+
+def _reported_memory_mb(lib: NvmlLib, device: Device) -> int | None:
+    memory = nvml_probe(
+        lambda: lib.nvmlDeviceGetMemoryInfo(device.handle),
+        absent=_MEMORY_UNREADABLE,
+        what="nvmlDeviceGetMemoryInfo",
+        gpu_label=device.label,
+    )
+    return None if memory is None else int(memory.total) // _MIB
 
 
 def _total_memory_mb(

@@ -1,13 +1,14 @@
-"""GPU reset through `nvidia-smi -r -i <bus id>` (NVML has no public reset call; reference §2).
+"""GPU reset through `nvidia-smi -r -i <bus id>[,<bus id>...]` (NVML has no public reset call; reference §2).
 
-One GPU at a time, unlike mig-parted, which resets every GPU of the node (mig-parted#357).
+GPUs that must reset together (NVLink peers; every GPU a plan resets) go in one command, as
+mig-parted does; `-i` takes a comma-separated list.
 """
 
 from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from migagent.errors import InUseError, NotSupportedError, PermanentError, TransientError
 
@@ -18,6 +19,12 @@ _RETRY_AFTER_TIMEOUT_S = 30.0
 class ResetRunner(Protocol):
     def reset(self, pci_bus_id: str) -> None:
         """Reset one GPU; raises NotSupportedError / InUseError / PermanentError."""
+
+
+@runtime_checkable
+class GroupResetRunner(Protocol):
+    def reset_together(self, pci_bus_ids: Sequence[str]) -> None:
+        """Reset these GPUs in one command; raises like `reset`."""
 
 
 class CompletedProcessLike(Protocol):
@@ -43,6 +50,10 @@ class NvidiaSmiResetRunner:
         self._nvidia_smi = nvidia_smi
 
     def reset(self, pci_bus_id: str) -> None:
+        self.reset_together([pci_bus_id])
+
+    def reset_together(self, pci_bus_ids: Sequence[str]) -> None:
+        pci_bus_id = ",".join(pci_bus_ids)
         argv = [self._nvidia_smi, "-r", "-i", pci_bus_id]
         command = " ".join(argv)
         try:

@@ -185,6 +185,15 @@ def _untargeted_reason(entry: LayoutEntry, models: Sequence[GpuModel]) -> str:
             f"not among the models checked ({named})")
 
 
+def _targeted(entry: LayoutEntry, models: Sequence[GpuModel], variants: Sequence[GpuModel]) -> list[GpuModel]:
+    """The models an entry's filter matches; a driver variant shares its model's PCI id, so an entry
+    filtered to that id is applied to (and checked on) the variant too."""
+    targeted = [m for m in models if _targets(entry, m)]
+    if entry.device_filter:
+        targeted += [v for v in variants if _targets(entry, v) and v not in targeted]
+    return targeted
+
+
 def _check_entry(
     entry: LayoutEntry,
     models: Sequence[GpuModel],
@@ -195,7 +204,7 @@ def _check_entry(
     outcomes: _Outcomes,
 ) -> None:
     where = f"mig-configs.{path_part(report.name)}[{entry.index}]"
-    targeted = [m for m in models if _targets(entry, m)]
+    targeted = _targeted(entry, models, variants)
     targeted_keys = {m.key for m in targeted}  # keys, not models: comparing catalog rows is slow
     for model in models:
         if model.key not in targeted_keys:
@@ -205,7 +214,7 @@ def _check_entry(
         return
     lenient = not strict and not entry.device_filter
     # A driver variant (the names an early GB200 driver reported) is one more place such an entry may be meant for.
-    pool = [*targeted, *variants] if lenient else targeted
+    pool = [*targeted, *(v for v in variants if v not in targeted)] if lenient else targeted
     missing = {m.key: _missing_profiles(entry, m) for m in pool} if lenient else {}
     candidates = [m for m in pool if not missing.get(m.key)]
     for model in targeted:

@@ -125,11 +125,15 @@ def _set_mode(driver: NodeDriver, step: Step, observation: Observation) -> None:
             " (pass-through VM?); it activates after a reboot"
         )
     if activation is ModeActivation.PENDING_RESET and not observation.gpu(step.gpu).mode_change_needs_reset:
-        # Hopper and later switch in place; left pending, a client is holding the GPU.
-        raise InUseError(
-            f"GPU {step.gpu}: the MIG mode change stayed pending because the GPU is in use;"
-            " stop the processes and clients using it and apply again"
-        )
+        # Hopper and later switch in place; left pending, something held the GPU: a reset activates
+        # it (mig-parted's fallback), or says with each reason what holds the GPU.
+        try:
+            driver.reset_gpu(step.gpu)
+        except InUseError as exc:
+            raise InUseError(
+                f"GPU {step.gpu}: the MIG mode change stayed pending (the GPU is in use) and the reset that"
+                f" would activate it was refused: {exc}"
+            ) from exc
 
 
 def _gi(step: Step, observation: Observation) -> ObservedGi | None:

@@ -39,7 +39,7 @@ from migagent.reconcile.executor import (
     precondition_failure,
 )
 from migagent.reconcile.journal import JOURNAL_VERSION, Journal, JournalRecord
-from migagent.reconcile.ports import NodeDriver, RebootRequester, unit_of_work
+from migagent.reconcile.ports import GroupReset, NodeDriver, RebootRequester, unit_of_work
 from migagent.reconcile.result import ApplyOutcome, ApplyResult
 from migagent.reconcile.retry import RetryPolicy, step_retrying
 from migagent.reconcile.safety import check_nothing_in_use
@@ -259,7 +259,14 @@ class ApplyEngine:
         step_log.info("step_started")  # step_started/succeeded/failed are the CLI's progress lines too
         started = self._clock.monotonic()
         try:
-            self._execute_step(step, observation)
+            together = self._reset_group(a, step)
+            if len(together) > 1 and isinstance(self._driver, GroupReset):
+                step_log.info("gpus_reset_together", gpus=list(together))
+                self._driver.reset_gpus(together)
+                if not step.is_done(self._observe_step_gpu(step)):
+                    raise PermanentError(f"{step.describe()}: the reset reported success but the node does not show it")
+            else:
+                self._execute_step(step, observation)
         except (MigAgentError, Replan, RebootNeeded) as exc:  # every started step gets an end line
             step_log.warning("step_failed", seconds=round(self._clock.monotonic() - started, 3), error=str(exc))
             if step.kind is StepKind.CREATE_CI and isinstance(exc, PermanentError):
@@ -267,6 +274,15 @@ class ApplyEngine:
             raise
         step_log.info("step_succeeded", seconds=round(self._clock.monotonic() - started, 3))
         return True
+
+    def _reset_group(self, a: _Attempt, step: Step) -> tuple[int, ...]:
+        """The GPUs this reset step resets: with it, every later reset step of the plan not yet done,
+        in one `nvidia-smi -r -i A,B,...` as mig-parted does (NVLink peers must reset together)."""
+        if step.kind is not StepKind.RESET_GPU or self._skip_reset or a.plan is None:
+            return (step.gpu,)
+        later = [s for s in a.plan.steps[a.step_index + 1 :] if s.kind is StepKind.RESET_GPU]
+        pending = [s.gpu for s in later if not s.is_done(self._observe_step_gpu(s))]
+        return (step.gpu, *pending)
 
     def _destroy_gis_left_without_cis(self, a: _Attempt, gpu: int) -> None:
         """A CI NVML refused ends the apply: the GIs this plan created on the GPU and that still have

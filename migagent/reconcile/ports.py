@@ -6,6 +6,7 @@ wrap the real driver (to crash it at step k, say) without subclassing it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Protocol, runtime_checkable
 
@@ -38,6 +39,13 @@ class RebootRequester(Protocol):
     def request_reboot(self, reason: str) -> None:
         """Ask the host to reboot (asynchronously); the engine returns right after asking."""
         ...
+
+
+@runtime_checkable
+class GroupReset(Protocol):
+    """A driver that resets several GPUs in one command (`GpuDriver`)."""
+
+    def reset_gpus(self, gpus: Sequence[int]) -> None: ...
 
 
 @runtime_checkable

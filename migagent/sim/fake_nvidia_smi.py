@@ -27,7 +27,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="nvidia-smi", description="simulated nvidia-smi: only `-r -i <pci bus id>` (GPU reset)"
     )
     parser.add_argument("-r", "--gpu-reset", action="store_true", required=True, help="reset the GPU")
-    parser.add_argument("-i", "--id", required=True, help="PCI bus id of the GPU, e.g. 00000000:18:00.0")
+    parser.add_argument(
+        "-i", "--id", required=True, help="PCI bus id(s) of the GPU(s), comma-separated, e.g. 00000000:18:00.0"
+    )
     return parser
 
 
@@ -58,14 +60,17 @@ def _refusal(bus_id: str, exc: pynvml.NVMLError) -> _ResetRefusedError:
     return _ResetRefusedError(f"Unable to reset GPU {bus_id}: {exc}", _OTHER_ERROR)
 
 
-def _reset(bus_id: str) -> None:
+def _reset(bus_ids: str) -> None:
+    """`-i A,B,...` resets every listed GPU in one run, as mig-parted asks the real tool to."""
+    bus_id = bus_ids
     try:
         node = node_from_environment()
         with node.session("reset") as fake:
             holders = node.clients.live(exclude=os.getpid())
             if holders:
-                raise _in_use(bus_id, f"NVML clients: pids {', '.join(map(str, holders))}")
-            fake.sim_reset_gpu(bus_id)
+                raise _in_use(bus_ids, f"NVML clients: pids {', '.join(map(str, holders))}")
+            for bus_id in bus_ids.split(","):
+                fake.sim_reset_gpu(bus_id.strip())
     except NodeConfigError as exc:
         raise _ResetRefusedError(f"nvidia-smi (simulated): {exc}", int(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)) from exc
     except pynvml.NVMLError as exc:

@@ -9,12 +9,18 @@ from typing import Any, ParamSpec, TypeVar
 
 import pynvml
 
+from migagent.catalog.model import Architecture
 from migagent.sim.core import NO_INSTANCE_ID, FakeCore, nvml_api
 from migagent.sim.device_bus import index_by_bus_id, parse_bus_id
 from migagent.sim.handles import HandleKind, nvml_error
 from migagent.sim.state import SimProcess
 
 _MIB = 1024 * 1024
+_ARCHITECTURES = {
+    Architecture.AMPERE: pynvml.NVML_DEVICE_ARCH_AMPERE,
+    Architecture.HOPPER: pynvml.NVML_DEVICE_ARCH_HOPPER,
+    Architecture.BLACKWELL: pynvml.NVML_DEVICE_ARCH_BLACKWELL,
+}
 P = ParamSpec("P")
 R = TypeVar("R")
 # Texts the real library returns for codes pynvml does not know itself (reference §1.1, observed).
@@ -72,6 +78,33 @@ class DeviceApi(FakeCore):
             return _ERROR_TEXTS[result]
         known: dict[int, str] = pynvml.NVMLError._errcode_to_string
         return known.get(result, f"NVML Error with code {result}")
+
+    # --- settings doctor and the reset checks read -------------------------------------------
+    # Per node, not saved in the state file: bare metal, persistence off, confidential computing off.
+    sim_persistence_mode = pynvml.NVML_FEATURE_DISABLED
+    sim_virtualization_mode = pynvml.NVML_GPU_VIRTUALIZATION_MODE_NONE
+    sim_conf_compute_feature = 0  # NVML_CC_SYSTEM_FEATURE_DISABLED
+
+    @nvml_api()
+    def nvmlDeviceGetPersistenceMode(self, device: Any) -> int:  # noqa: N802
+        self._physical(device)
+        return int(self.sim_persistence_mode)
+
+    @nvml_api()
+    def nvmlDeviceGetVirtualizationMode(self, device: Any) -> int:  # noqa: N802
+        self._physical(device)
+        return int(self.sim_virtualization_mode)
+
+    @nvml_api()
+    def nvmlDeviceGetArchitecture(self, device: Any) -> int:  # noqa: N802
+        index, _gpu = self._physical(device)
+        return int(_ARCHITECTURES[self.model(index).architecture])
+
+    @nvml_api()
+    def nvmlSystemGetConfComputeState(self) -> Any:  # noqa: N802
+        state = pynvml.c_nvmlConfComputeSystemState_t()
+        state.environment, state.ccFeature, state.devToolsMode = 0, self.sim_conf_compute_feature, 0
+        return state
 
     # --- versions ---------------------------------------------------------------------------
     # A simulated driver; real ones return e.g. "580.65.06" and NVML "13.580.65.06" (the CUDA major first).

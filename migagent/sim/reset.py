@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pynvml
 
 from migagent.errors import InUseError, NotSupportedError, PermanentError, TransientError
@@ -13,6 +15,11 @@ class SimResetRunner:
 
     def __init__(self, fake: FakeNvml) -> None:
         self._fake = fake
+
+    def reset_together(self, pci_bus_ids: Sequence[str]) -> None:
+        """nvidia-smi -r -i A,B: each GPU in turn."""
+        for pci_bus_id in pci_bus_ids:
+            self.reset(pci_bus_id)
 
     def reset(self, pci_bus_id: str) -> None:
         try:

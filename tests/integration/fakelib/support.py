@@ -35,6 +35,8 @@ def library_env(directory: Path, state: Path, *, spec: str | None = None) -> dic
     env["LD_LIBRARY_PATH"] = str(directory)
     env["PATH"] = f"{directory}{os.pathsep}{env.get('PATH', '')}"
     env["MIGAGENT_FAKE_NVML_STATE"] = str(state)
+    # The reset checks read this host's /proc and /sys; a simulated node has neither (hermetic tests).
+    env["MIGAGENT_HOST_ROOT"] = str(state.with_name(f"{state.name}.host"))
     if spec is not None:
         env["MIGAGENT_FAKE_NVML_SPEC"] = spec
     return env

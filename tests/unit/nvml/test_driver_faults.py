@@ -13,6 +13,7 @@ from migagent.errors import (
     InsufficientResourcesError,
     InUseError,
     MigAgentError,
+    NoPermissionError,
     NotSupportedError,
     PermanentError,
     ResetRequiredError,
@@ -68,7 +69,7 @@ ERRORS: list[tuple[int, type[MigAgentError]]] = [
     (pynvml.NVML_ERROR_NOT_SUPPORTED, NotSupportedError),
     (pynvml.NVML_ERROR_TIMEOUT, TransientError),
     (pynvml.NVML_ERROR_UNKNOWN, TransientError),
-    (pynvml.NVML_ERROR_NO_PERMISSION, PermanentError),
+    (pynvml.NVML_ERROR_NO_PERMISSION, NoPermissionError),
     (pynvml.NVML_ERROR_GPU_IS_LOST, PermanentError),
 ]
 
