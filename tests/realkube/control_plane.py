@@ -8,8 +8,10 @@ outside the repository). The API server runs as a cluster's does where it matter
 - authorization `Node,RBAC`; admission with NodeRestriction and ValidatingAdmissionPolicy;
 - kube-controller-manager with the controllers the scenarios meet: `disruption` (PodDisruptionBudget
   status, which decides a 429 on eviction), `garbage-collector` (dependents of a deleted owner),
-  `namespace` (deleting a namespace deletes its content) and `serviceaccount` (each namespace's
-  `default` account, without which the ServiceAccount admission plugin refuses pods).
+  `namespace` (deleting a namespace deletes its content), `serviceaccount` (each namespace's
+  `default` account, without which the ServiceAccount admission plugin refuses pods) and
+  `validatingadmissionpolicy-status` (type-checks each policy against the schemas and reports
+  warnings in its status).
   Not started, on purpose: `daemonset` (its pods would be bound to nodes where no kubelet runs them;
   the simulated kubelet plays the device plugin DaemonSet's part, creating its pod when the node's
   deploy label lets it, as the fast suite's simulator does), `node-lifecycle` (with no real kubelet
@@ -49,7 +51,13 @@ BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 IDENTITY_POD_LABEL = "migagent-test-identity"
 """The label of the pods the agents' tokens are bound to (the harness's, not a scenario's)."""
-CONTROLLERS = ("disruption", "garbage-collector-controller", "namespace", "serviceaccount")
+CONTROLLERS = (
+    "disruption",
+    "garbage-collector-controller",
+    "namespace",
+    "serviceaccount",
+    "validatingadmissionpolicy-status-controller",
+)
 JsonDict = dict[str, Any]
 
 

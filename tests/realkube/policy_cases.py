@@ -225,7 +225,11 @@ ESCALATIONS = [
     Case("a node-restriction label", labels(**{"node-restriction.kubernetes.io__trusted": "true"}), False),
     Case("a node role label removed", labels(**{"node-role.kubernetes.io__gpu": None}), False),
     Case("the hostname label", labels(kubernetes_io__hostname="gpu-9"), False),
-    Case("a label that merely contains the prefix", labels(**{"evil__nvidia_com__gpu_deploy_x": "1"}), False),
+    Case(
+        "a look-alike of a pause label",
+        labels(**{"evil_nvidia_com__gpu_deploy_device-plugin": "paused-for-mig-change"}),
+        False,
+    ),
     Case("state label set to a value outside the contract", labels(nvidia_com__mig_config_state="owned"), False),
     Case("the node's mig.capable label", labels(nvidia_com__mig_capable="true"), False),
     # The GPU Operator's labels the agent never pauses, and pauses it never makes.
@@ -280,7 +284,6 @@ ESCALATIONS = [
     Case(
         "a taint's effect changed", at("spec.taints.0", {"key": "nvidia.com/gpu", "effect": "PreferNoSchedule"}), False
     ),
-    Case("providerID changed", at("spec.providerID", "aws:///i-2"), False),
     Case(
         "addresses rewritten", at("status.addresses", [{"type": "InternalIP", "address": "6.6.6.6"}]), False, "status"
     ),
@@ -310,10 +313,13 @@ ESCALATIONS = [
     ),
 ]
 
-# Denied by the fake's cel-python evaluation, but on a real server they are refused (or made moot)
-# before admission: podCIDR is immutable once set (validation), nodeInfo and phase are rewritten by
-# the Node status strategy. Kept for the fake, where nothing else stands in the way.
+# Denied by the fake's cel-python evaluation; on the real server validation refuses them first (422:
+# an invalid label key; podCIDR and providerID are immutable once set) or they are not tried there
+# (nodeInfo and phase belong to the kubelet's status; an owner reference the garbage collector would
+# act on). Kept for the fake, where nothing else stands in the way.
 FAKE_ONLY_ESCALATIONS = [
+    Case("a label that merely contains the prefix", labels(**{"evil__nvidia_com__gpu_deploy_x": "1"}), False),
+    Case("providerID changed", at("spec.providerID", "aws:///i-2"), False),
     Case("podCIDR changed", at("spec.podCIDR", "10.9.9.0/24"), False),
     Case("nodeInfo changed", at("status.nodeInfo", {"kubeletVersion": "v9"}), False, "status"),
     Case("phase set", at("status.phase", "Running"), False, "status"),
