@@ -37,7 +37,7 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 from kubernetes import client
@@ -112,6 +112,7 @@ class ControlPlane:
         self.bin_dir = bin_dir
         self.workdir = workdir
         self._processes: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self._logs: list[IO[bytes]] = []
         self.pki = Pki(workdir / "pki")
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
@@ -143,9 +144,13 @@ class ControlPlane:
                 process.kill()
                 process.wait()
         self._processes.clear()
+        for log in self._logs:
+            log.close()
+        self._logs.clear()
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         log = (self.workdir / f"{name}.log").open("wb")
+        self._logs.append(log)
         process = subprocess.Popen([str(self.bin_dir / name), *args], stdout=log, stderr=subprocess.STDOUT)
         self._processes.append((name, process))
         return process

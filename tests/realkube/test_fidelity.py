@@ -303,7 +303,7 @@ def real_endpoint(control_plane: ControlPlane) -> Endpoint:
     node = admin.get(node_path)
     node["metadata"]["labels"] = dict(LABELS)
     node["metadata"]["annotations"] = {}
-    node["spec"] = {}
+    node["spec"].pop("unschedulable", None)  # podCIDR and providerID cannot be cleared once set
     node = admin.replace(node_path, node)
     node["status"] = {}
     admin.replace(f"{node_path}/status", node)

@@ -101,7 +101,8 @@ class RealKubeApi:
         def fresh(node: JsonDict) -> None:
             node["metadata"]["labels"] = {"kubernetes.io/hostname": name, **dict(labels or {})}
             node["metadata"]["annotations"] = {}
-            node["spec"] = {}
+            node["spec"].pop("unschedulable", None)
+            node["spec"].pop("taints", None)
             node["status"] = {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}
 
         self._clear(name)
