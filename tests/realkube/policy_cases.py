@@ -175,7 +175,8 @@ ALLOWED = [
     Case("state label to pending", labels(nvidia_com__mig_config_state="pending"), True),
     Case("state label to rebooting", labels(nvidia_com__mig_config_state="rebooting"), True),
     Case("state label to failed", labels(nvidia_com__mig_config_state="failed"), True),
-    Case("state label removed", labels(nvidia_com__mig_config_state=None), True),
+    Case("state label set where it was absent", labels(nvidia_com__mig_config_state="pending"), True,
+         before=labels(nvidia_com__mig_config_state=None)),
     Case("pause the device plugin (true to paused)", deploy("device-plugin", PAUSED), True),
     Case("resume a paused component (paused to true)", deploy("gpu-feature-discovery", "true"), True),
     Case(
@@ -231,6 +232,7 @@ ESCALATIONS = [
         False,
     ),
     Case("state label set to a value outside the contract", labels(nvidia_com__mig_config_state="owned"), False),
+    Case("state label removed", labels(nvidia_com__mig_config_state=None), False),
     Case("the node's mig.capable label", labels(nvidia_com__mig_capable="true"), False),
     # The GPU Operator's labels the agent never pauses, and pauses it never makes.
     Case("setting gpu.deploy.driver=false (the operator removes the driver)", deploy("driver", "false"), False),
@@ -305,6 +307,12 @@ ESCALATIONS = [
         "status",
     ),
     Case("the Ready condition removed", at("status.conditions", [MIG_READY_FALSE]), False, "status"),
+    Case(
+        "the MigConfigReady condition removed",
+        at("status.conditions", [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]),
+        False,
+        "status",
+    ),
     Case("a finalizer added", at("metadata.finalizers", ["example.com/keep"]), False),
     Case(
         "an allowed change smuggling the admin's layout label",
