@@ -180,12 +180,6 @@ ALLOWED = [
     Case("pause the device plugin (true to paused)", deploy("device-plugin", PAUSED), True),
     Case("resume a paused component (paused to true)", deploy("gpu-feature-discovery", "true"), True),
     Case(
-        "pause an absent device-plugin label (the standalone plugin)",
-        deploy("device-plugin", PAUSED),
-        True,
-        before=deploy("device-plugin", None),
-    ),
-    Case(
         "pause dcgm-exporter where it is true",
         deploy("dcgm-exporter", PAUSED),
         True,
@@ -218,6 +212,15 @@ ALLOWED = [
         True,
     ),
 ]
+
+# Allowed only where the standalone overlay's marker (pause-absent-device-plugin) is granted: its plugin
+# runs where the label is absent. Denied on a GPU Operator overlay, where it would add the label.
+PAUSE_ABSENT_PLUGIN = Case(
+    "pause an absent device-plugin label",
+    deploy("device-plugin", PAUSED),
+    True,
+    before=deploy("device-plugin", None),
+)
 
 # Anything else: denied to the agent even on its own Node.
 ESCALATIONS = [

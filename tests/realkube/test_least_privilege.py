@@ -19,6 +19,7 @@ from tests.realkube.control_plane import ControlPlane, Identity
 from tests.realkube.deployment import (
     FORCE_DELETE,
     GPU_OPERATOR,
+    STANDALONE,
     STANDALONE_DELETE_POD,
     Deployer,
     Variant,
@@ -31,6 +32,7 @@ from tests.realkube.policy_cases import (
     ESCALATIONS,
     NODE,
     OTHER_NODE,
+    PAUSE_ABSENT_PLUGIN,
     POD_CASES,
     Case,
     PodCase,
@@ -109,6 +111,21 @@ def test_the_agent_may_not_change_another_node_even_where_its_own_would_be_allow
     assert_refused_by(error, NODE_POLICY)
     assert error is not None
     assert f"migagent running on node {NODE} may not change node {OTHER_NODE}" in error.message
+
+
+@pytest.mark.parametrize("variant", [GPU_OPERATOR, STANDALONE], ids=lambda v: v.name)
+def test_pausing_an_absent_device_plugin_label_is_the_standalone_overlays_alone(
+    control_plane: ControlPlane, deployer: Deployer, variant: Variant
+) -> None:
+    """On a GPU Operator node an absent label stays absent (else absent -> paused -> true adds the plugin)."""
+    agent = deployer.agent(deployer.install(variant), NODE)
+    control_plane.ensure_node(OTHER_NODE)
+    error = agent_update(control_plane, agent, PAUSE_ABSENT_PLUGIN)
+    if variant == STANDALONE:
+        assert error is None, (error.status, error.body)
+    else:
+        assert_refused_by(error, NODE_POLICY)
+    deployer.install(GPU_OPERATOR)
 
 
 def test_the_servers_token_carries_the_pods_node_and_the_agents_groups(

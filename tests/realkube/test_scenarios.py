@@ -12,6 +12,7 @@ whose budgets the real disruption controller computes, are written here.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ import pytest
 from migagent.cli.simcluster import SimCluster, SimClusterConfig
 from migagent.kube.names import deploy_label
 from migagent.runtime.listener import Outcome
+from migagent.sim.kubelet import FakeKubelet
 from tests.integration.agent.support import (
     SMALL,
     SMALL_ALL_1G,
@@ -44,8 +46,16 @@ from tests.integration.agent.test_reconfigure import (
     test_an_admin_cordoned_node_stays_cordoned_after_the_change,
     test_the_delete_pod_strategy_restarts_a_daemonset_plugin_and_reaches_success,
 )
+from tests.integration.agent.test_standalone_plugin import LABELS, NS, PLUGIN_DS
 from tests.realkube.control_plane import ControlPlane
-from tests.realkube.deployment import GPU_OPERATOR, STANDALONE_DELETE_POD, Deployer, ensure_namespace, ensure_owner
+from tests.realkube.deployment import (
+    GPU_OPERATOR,
+    STANDALONE,
+    STANDALONE_DELETE_POD,
+    Deployer,
+    ensure_namespace,
+    ensure_owner,
+)
 from tests.realkube.world import RealSimCluster
 
 SCENARIOS = (
@@ -170,3 +180,60 @@ def test_a_pdb_that_never_allows_fails_the_change_and_undoes_nothing_it_did_not_
     assert cluster.node()["metadata"]["labels"][deploy_label("device-plugin")] == "true"
     assert "inference-0" in workload_names(cluster)
     assert advertised(cluster) == SMALL_ALL_1G
+
+
+def test_a_standalone_plugin_leaves_the_node_while_the_gpus_change_under_the_standalone_overlays_policy(
+    control_plane: ControlPlane, deployer: Deployer, tmp_path: Path
+) -> None:
+    """The node-label restart of tests/integration/agent/test_standalone_plugin.py, where the label starts
+    absent: the agent pauses it (absent -> paused, the standalone overlay's marker) and sets it to true."""
+    objects = deployer.install(STANDALONE)
+    account = next(o for o in objects if o["kind"] == "ServiceAccount")["metadata"]
+    config = SimClusterConfig(spec="2xH100-80GB-SXM", start_layout="all-1g.10gb", plugin_mode="node-label", labels={})
+    agent_account = (account["namespace"], account["name"])
+    cluster = RealSimCluster(control_plane, tmp_path / "c", config, agent_account=agent_account)
+    cluster.kubelet = FakeKubelet(
+        cluster.api,
+        cluster.fake,
+        node_name=config.node_name,
+        socket_path=cluster.socket_path,
+        plugin_mode="node-label",
+        plugin_namespace=NS,
+        plugin_labels=LABELS,
+        plugin_daemonset=PLUGIN_DS,
+    )
+    cluster.start()
+    try:
+        cluster.real.create_pod(
+            node_name=config.node_name,
+            namespace=NS,
+            name="nvdp-gfd-x1",
+            labels=LABELS,
+            owner_kind="DaemonSet",
+            owner_name=f"{PLUGIN_DS}-gpu-feature-discovery",
+        )
+        before = (cluster.kubelet.plugin_pod or {})["metadata"]["uid"]
+        assert deploy_label("device-plugin") not in cluster.node()["metadata"]["labels"]
+        options = replace(
+            cluster.options(),
+            restart="node-label",
+            operator_namespace=NS,
+            plugin_selector="app.kubernetes.io/name=nvidia-device-plugin",
+            plugin_daemonset=PLUGIN_DS,
+        )
+        agent, _ = cluster.build_agent(options)
+        cluster.label("all-7g")
+
+        assert agent.reconcile_once() is Outcome.APPLIED
+
+        after = cluster.kubelet.plugin_pod
+        assert after is not None
+        assert after["metadata"]["uid"] != before
+        assert cluster.node()["metadata"]["labels"][deploy_label("device-plugin")] == "true"
+        assert "nvdp-gfd-x1" in {p["metadata"]["name"] for p in cluster.real.pods(config.node_name)}
+        assert advertised(cluster) == {"nvidia.com/mig-7g.80gb": 2}
+        assert state(cluster) == "success"
+        assert_released(cluster)
+    finally:
+        cluster.stop()
+        deployer.install(GPU_OPERATOR)
