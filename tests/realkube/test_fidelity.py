@@ -315,8 +315,8 @@ def real_endpoint(control_plane: ControlPlane) -> Endpoint:
     node["status"] = {}
     admin.replace(f"{node_path}/status", node)
     ensure_namespace(control_plane, WORK)
-    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "w1-owner", "uid": "", "controller": True}
-    pod = {
+    owner: JsonDict = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "w1-owner", "uid": "", "controller": True}
+    pod: JsonDict = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": "w1", "namespace": WORK, "labels": {"app": "work"}, "ownerReferences": [owner]},
