@@ -192,6 +192,7 @@ ALLOWED = [
     Case("cordon, marking the cordon its own", CORDON_OURS, True),
     Case("uncordon its own cordon, removing the mark", UNCORDON_OURS, True, before=migagent_cordoned),
     Case("drop a stale mark from a node an admin uncordoned", annotation(MARK, None), True, before=stale_mark),
+    Case("cordon a node still carrying a stale mark", CORDON_OURS, True, before=stale_mark),
     Case(
         "other annotations on a node it cordoned",
         annotation("migagent.io/attempt", "3"),
