@@ -20,7 +20,10 @@ import pytest
 from migagent.cli.simcluster import SimCluster, SimClusterConfig
 from migagent.kube.names import deploy_label
 from migagent.runtime.listener import Outcome
+from migagent.runtime.post_change import CdiSettings, PostChangeSteps
+from migagent.runtime.services import HostClients, RecordingServiceManager
 from migagent.sim.kubelet import FakeKubelet
+from migagent.sim.nvidia_ctk import FakeNvidiaTools
 from tests.integration.agent.support import (
     SMALL,
     SMALL_ALL_1G,
@@ -49,6 +52,7 @@ from tests.integration.agent.test_reconfigure import (
 from tests.integration.agent.test_standalone_plugin import LABELS, NS, PLUGIN_DS
 from tests.realkube.control_plane import ControlPlane
 from tests.realkube.deployment import (
+    FORCE_DELETE,
     GPU_OPERATOR,
     STANDALONE,
     STANDALONE_DELETE_POD,
@@ -58,6 +62,7 @@ from tests.realkube.deployment import (
 )
 from tests.realkube.world import RealSimCluster
 
+OPERATOR_NS = "gpu-operator"
 SCENARIOS = (
     test_a_label_change_ends_in_success_with_exactly_the_new_resources_advertised,
     test_an_admin_cordoned_node_stays_cordoned_after_the_change,
@@ -232,6 +237,69 @@ def test_a_standalone_plugin_leaves_the_node_while_the_gpus_change_under_the_sta
         assert cluster.node()["metadata"]["labels"][deploy_label("device-plugin")] == "true"
         assert "nvdp-gfd-x1" in {p["metadata"]["name"] for p in cluster.real.pods(config.node_name)}
         assert advertised(cluster) == {"nvidia.com/mig-7g.80gb": 2}
+        assert state(cluster) == "success"
+        assert_released(cluster)
+    finally:
+        cluster.stop()
+        deployer.install(GPU_OPERATOR)
+
+
+def test_the_operator_validators_on_the_node_are_deleted_around_a_change_under_the_pod_policy(
+    cluster: SimCluster, tmp_path: Path
+) -> None:
+    """The agent's validator restarts (mig-manager's order) pass the pod policy: pods on its own node of
+    the validator kinds; the same kind on another node stays."""
+    real = _real(cluster).real
+    made = {}
+    for app in ("nvidia-cuda-validator", "nvidia-operator-validator"):
+        made[app] = real.create_pod(
+            node_name=cluster.config.node_name, namespace=OPERATOR_NS, name=app, labels={"app": app},
+            owner_kind="DaemonSet", owner_name=f"{app}-ds",
+        )["metadata"]["uid"]
+    elsewhere = real.create_pod(
+        node_name="gpu-elsewhere", namespace=OPERATOR_NS, name="nvidia-cuda-validator-elsewhere",
+        labels={"app": "nvidia-cuda-validator"}, owner_kind="DaemonSet", owner_name="nvidia-cuda-validator-ds",
+    )
+    services = RecordingServiceManager(active=["nvidia-dcgm.service"])
+    steps = PostChangeSteps(
+        api=cluster.agent_api(),
+        namespace=OPERATOR_NS,
+        restart_validators=True,
+        cdi=CdiSettings(driver_root="/run/nvidia/driver", output=tmp_path / "cdi" / "management.nvidia.com-gpu.yaml"),
+        host_clients=HostClients(services, ["nvidia-dcgm.service"]),
+        run=FakeNvidiaTools(cluster.fake),
+    )
+    agent, _ = cluster.build_agent(post_change=steps)
+    cluster.label("all-7g")
+
+    assert agent.reconcile_once() is Outcome.APPLIED
+
+    left = {p["metadata"]["uid"] for p in real.pods(None) if not p["metadata"].get("deletionTimestamp")}
+    assert not set(made.values()) & left, "a validator on the agent's node was not deleted"
+    assert elsewhere["metadata"]["uid"] in left
+    assert state(cluster) == "success"
+    assert_released(cluster)
+
+
+def test_force_delete_drains_a_budget_guarded_pod_under_the_components_pod_policy(
+    control_plane: ControlPlane, deployer: Deployer, tmp_path: Path
+) -> None:
+    """With components/force-delete the agent drains by DELETE, which the pod policy allows for workload
+    pods holding a GPU on its node (the marker the component grants), budget or not."""
+    objects = deployer.install(FORCE_DELETE)
+    account = next(o for o in objects if o["kind"] == "ServiceAccount")["metadata"]
+    cluster = RealSimCluster(
+        control_plane, tmp_path / "c", SMALL, agent_account=(account["namespace"], account["name"])
+    ).start()
+    try:
+        _guarded_workloads(cluster)
+        agent, _ = cluster.build_agent(cluster.options(drain_timeout_s=10.0, force_delete=True))
+        cluster.label("all-balanced")
+
+        assert agent.reconcile_once() is Outcome.APPLIED
+
+        assert "inference-0" not in workload_names(cluster)
+        assert advertised(cluster) == SMALL_BALANCED
         assert state(cluster) == "success"
         assert_released(cluster)
     finally:
