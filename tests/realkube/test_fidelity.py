@@ -300,8 +300,7 @@ def fake_endpoint() -> Iterator[Endpoint]:
 
 
 @pytest.fixture(scope="module")
-def real_endpoint(control_plane: ControlPlane) -> Endpoint:
-    deployer = Deployer(control_plane)
+def real_endpoint(control_plane: ControlPlane, deployer: Deployer) -> Endpoint:
     objects = deployer.install(GPU_OPERATOR)
     admin = control_plane.rest(control_plane.admin)
     node_path = f"/api/v1/nodes/{NODE}"

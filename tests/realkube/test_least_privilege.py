@@ -47,13 +47,9 @@ NODE_POLICY = "migagent-own-node-only"
 POD_POLICY = "migagent-own-node-pods"
 
 
-@pytest.fixture(scope="module")
-def deployer(control_plane: ControlPlane) -> Deployer:
-    return Deployer(control_plane)
-
-
-@pytest.fixture(scope="module")
+@pytest.fixture
 def operator_agent(deployer: Deployer) -> Identity:
+    """The agent under the gpu-operator overlay (installed again if another test switched variants)."""
     objects = deployer.install(GPU_OPERATOR)
     deployer.plane.ensure_node(OTHER_NODE)
     return deployer.agent(objects, NODE)

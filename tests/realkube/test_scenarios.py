@@ -73,11 +73,6 @@ SCENARIOS = (
 )
 
 
-@pytest.fixture(scope="module")
-def deployer(control_plane: ControlPlane) -> Deployer:
-    return Deployer(control_plane)
-
-
 @pytest.fixture
 def make_cluster(
     control_plane: ControlPlane, deployer: Deployer, tmp_path: Path
