@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.realkube.control_plane import SCRIPT, ControlPlane, binaries_built, binaries_dir, new_workdir
+from tests.realkube.deployment import Deployer
 
 _REQUIRED = os.environ.get("MIGAGENT_REQUIRE_REAL_KUBE") == "1"
 _HERE = Path(__file__).resolve().parent
@@ -56,3 +57,10 @@ def control_plane() -> Iterator[ControlPlane]:
     finally:
         plane.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def deployer(control_plane: ControlPlane) -> Deployer:
+    """The one record of which deploy/ variant is installed: every test that needs one asks it, so a
+    variant's leftovers (a component's grant) are removed whichever test installed it."""
+    return Deployer(control_plane)

@@ -8,8 +8,10 @@ outside the repository). The API server runs as a cluster's does where it matter
 - authorization `Node,RBAC`; admission with NodeRestriction and ValidatingAdmissionPolicy;
 - kube-controller-manager with the controllers the scenarios meet: `disruption` (PodDisruptionBudget
   status, which decides a 429 on eviction), `garbage-collector` (dependents of a deleted owner),
-  `namespace` (deleting a namespace deletes its content) and `serviceaccount` (each namespace's
-  `default` account, without which the ServiceAccount admission plugin refuses pods).
+  `namespace` (deleting a namespace deletes its content), `serviceaccount` (each namespace's
+  `default` account, without which the ServiceAccount admission plugin refuses pods) and
+  `validatingadmissionpolicy-status` (type-checks each policy against the schemas and reports
+  warnings in its status).
   Not started, on purpose: `daemonset` (its pods would be bound to nodes where no kubelet runs them;
   the simulated kubelet plays the device plugin DaemonSet's part, creating its pod when the node's
   deploy label lets it, as the fast suite's simulator does), `node-lifecycle` (with no real kubelet
@@ -35,7 +37,7 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 from kubernetes import client
@@ -49,7 +51,13 @@ BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 IDENTITY_POD_LABEL = "migagent-test-identity"
 """The label of the pods the agents' tokens are bound to (the harness's, not a scenario's)."""
-CONTROLLERS = ("disruption", "garbage-collector-controller", "namespace", "serviceaccount")
+CONTROLLERS = (
+    "disruption",
+    "garbage-collector-controller",
+    "namespace",
+    "serviceaccount",
+    "validatingadmissionpolicy-status-controller",
+)
 JsonDict = dict[str, Any]
 
 
@@ -104,6 +112,7 @@ class ControlPlane:
         self.bin_dir = bin_dir
         self.workdir = workdir
         self._processes: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self._logs: list[IO[bytes]] = []
         self.pki = Pki(workdir / "pki")
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
@@ -135,9 +144,13 @@ class ControlPlane:
                 process.kill()
                 process.wait()
         self._processes.clear()
+        for log in self._logs:
+            log.close()
+        self._logs.clear()
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         log = (self.workdir / f"{name}.log").open("wb")
+        self._logs.append(log)
         process = subprocess.Popen([str(self.bin_dir / name), *args], stdout=log, stderr=subprocess.STDOUT)
         self._processes.append((name, process))
         return process

@@ -8,6 +8,7 @@ never the namespace or the service account: the agent's pod-bound token names th
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,10 +17,12 @@ import yaml
 from tests.integration.deploy.manifests import only, render, render_with_components
 from tests.realkube.control_plane import ControlPlane, Identity
 from tests.realkube.policy_cases import NODE, Case, stored_node
-from tests.realkube.rest import HttpError
+from tests.realkube.rest import SMP, HttpError
 
 JsonDict = dict[str, Any]
 Key = tuple[str, str, str]  # kind, namespace, name
+PROBE_NODE = "policy-probe-node"
+"""A node no agent runs on: the dry-run probes that the policies are in force touch it."""
 
 
 @dataclass(frozen=True)
@@ -77,10 +80,69 @@ class Deployer:
         stale = [o for k, o in self._applied.items() if k not in wanted and o["kind"] not in self.KEEP]
         if stale:
             self.plane.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=_dump(stale))
+        # The namespaces the overlays expect to exist (the GPU Operator's, the plugin chart's).
+        created = {o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"}
+        for namespace in {o["metadata"].get("namespace") for o in objects} - created - {None}:
+            ensure_namespace(self.plane, namespace)
         self.plane.apply(objects)
         self._applied = wanted
         self.current = variant
+        self._wait_in_force(variant, objects)
         return objects
+
+    def _wait_in_force(self, variant: Variant, objects: list[JsonDict], timeout_s: float = 60) -> None:
+        """Until the API server's admission enforces the policies just applied (its informers lag the
+        write by a moment): an escalation by the agent, sent as a dry run, must be refused by each."""
+        agent = self.plane.rest(self.agent(objects, NODE))
+        admin = self.plane.rest(self.plane.admin)
+        self.plane.ensure_node(PROBE_NODE)
+        namespace = next((n for n in variant.delete_namespaces if n != "*"), None)
+        probe_pod = None
+        if namespace is not None:
+            probe_pod = f"/api/v1/namespaces/{namespace}/pods/policy-probe"
+            try:
+                admin.get(probe_pod)
+            except HttpError:
+                pod = {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": "policy-probe", "namespace": namespace},
+                    "spec": {"nodeName": PROBE_NODE, "containers": [{"name": "main", "image": "example.com/app:1"}]},
+                }
+                admin.create(f"/api/v1/namespaces/{namespace}/pods", pod)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            refused = 0
+            answers: list[str] = []
+            try:
+                agent.request(
+                    "PATCH",
+                    f"/api/v1/nodes/{NODE}",
+                    {"metadata": {"labels": {"nvidia.com/gpu.deploy.driver": "probe"}}},
+                    query={"dryRun": "All"},
+                    content_type=SMP,
+                )
+                answers.append("node patch allowed")
+            except HttpError as error:
+                answers.append(error.message)
+                refused += "migagent-own-node-only" in error.message
+            if probe_pod is None:
+                refused += 1
+            else:
+                try:
+                    # (with a body, the server reads DeleteOptions from it alone: dryRun goes there)
+                    agent.delete(probe_pod, {"gracePeriodSeconds": 0, "dryRun": ["All"]})
+                    answers.append("pod delete allowed")
+                except HttpError as error:
+                    answers.append(error.message)
+                    refused += "migagent-own-node-pods" in error.message
+            if refused == 2:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"the admission policies of {variant.name} were not in force after {timeout_s}s: {answers}"
+                )
+            time.sleep(0.2)
 
     def agent(self, objects: list[JsonDict], node: str) -> Identity:
         """The rendered service account, authenticated by a token bound to a pod on `node`."""

@@ -175,15 +175,10 @@ ALLOWED = [
     Case("state label to pending", labels(nvidia_com__mig_config_state="pending"), True),
     Case("state label to rebooting", labels(nvidia_com__mig_config_state="rebooting"), True),
     Case("state label to failed", labels(nvidia_com__mig_config_state="failed"), True),
-    Case("state label removed", labels(nvidia_com__mig_config_state=None), True),
+    Case("state label set where it was absent", labels(nvidia_com__mig_config_state="pending"), True,
+         before=labels(nvidia_com__mig_config_state=None)),
     Case("pause the device plugin (true to paused)", deploy("device-plugin", PAUSED), True),
     Case("resume a paused component (paused to true)", deploy("gpu-feature-discovery", "true"), True),
-    Case(
-        "pause an absent device-plugin label (the standalone plugin)",
-        deploy("device-plugin", PAUSED),
-        True,
-        before=deploy("device-plugin", None),
-    ),
     Case(
         "pause dcgm-exporter where it is true",
         deploy("dcgm-exporter", PAUSED),
@@ -197,6 +192,7 @@ ALLOWED = [
     Case("cordon, marking the cordon its own", CORDON_OURS, True),
     Case("uncordon its own cordon, removing the mark", UNCORDON_OURS, True, before=migagent_cordoned),
     Case("drop a stale mark from a node an admin uncordoned", annotation(MARK, None), True, before=stale_mark),
+    Case("cordon a node still carrying a stale mark", CORDON_OURS, True, before=stale_mark),
     Case(
         "other annotations on a node it cordoned",
         annotation("migagent.io/attempt", "3"),
@@ -218,6 +214,15 @@ ALLOWED = [
     ),
 ]
 
+# Allowed only where the standalone overlay's marker (pause-absent-device-plugin) is granted: its plugin
+# runs where the label is absent. Denied on a GPU Operator overlay, where it would add the label.
+PAUSE_ABSENT_PLUGIN = Case(
+    "pause an absent device-plugin label",
+    deploy("device-plugin", PAUSED),
+    True,
+    before=deploy("device-plugin", None),
+)
+
 # Anything else: denied to the agent even on its own Node.
 ESCALATIONS = [
     Case("the admin's layout label", labels(nvidia_com__mig_config="all-7g"), False),
@@ -225,8 +230,13 @@ ESCALATIONS = [
     Case("a node-restriction label", labels(**{"node-restriction.kubernetes.io__trusted": "true"}), False),
     Case("a node role label removed", labels(**{"node-role.kubernetes.io__gpu": None}), False),
     Case("the hostname label", labels(kubernetes_io__hostname="gpu-9"), False),
-    Case("a label that merely contains the prefix", labels(**{"evil__nvidia_com__gpu_deploy_x": "1"}), False),
+    Case(
+        "a look-alike of a pause label",
+        labels(**{"evil_nvidia_com__gpu_deploy_device-plugin": "paused-for-mig-change"}),
+        False,
+    ),
     Case("state label set to a value outside the contract", labels(nvidia_com__mig_config_state="owned"), False),
+    Case("state label removed", labels(nvidia_com__mig_config_state=None), False),
     Case("the node's mig.capable label", labels(nvidia_com__mig_capable="true"), False),
     # The GPU Operator's labels the agent never pauses, and pauses it never makes.
     Case("setting gpu.deploy.driver=false (the operator removes the driver)", deploy("driver", "false"), False),
@@ -280,7 +290,6 @@ ESCALATIONS = [
     Case(
         "a taint's effect changed", at("spec.taints.0", {"key": "nvidia.com/gpu", "effect": "PreferNoSchedule"}), False
     ),
-    Case("providerID changed", at("spec.providerID", "aws:///i-2"), False),
     Case(
         "addresses rewritten", at("status.addresses", [{"type": "InternalIP", "address": "6.6.6.6"}]), False, "status"
     ),
@@ -302,6 +311,12 @@ ESCALATIONS = [
         "status",
     ),
     Case("the Ready condition removed", at("status.conditions", [MIG_READY_FALSE]), False, "status"),
+    Case(
+        "the MigConfigReady condition removed",
+        at("status.conditions", [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]),
+        False,
+        "status",
+    ),
     Case("a finalizer added", at("metadata.finalizers", ["example.com/keep"]), False),
     Case(
         "an allowed change smuggling the admin's layout label",
@@ -310,10 +325,13 @@ ESCALATIONS = [
     ),
 ]
 
-# Denied by the fake's cel-python evaluation, but on a real server they are refused (or made moot)
-# before admission: podCIDR is immutable once set (validation), nodeInfo and phase are rewritten by
-# the Node status strategy. Kept for the fake, where nothing else stands in the way.
+# Denied by the fake's cel-python evaluation; on the real server validation refuses them first (422:
+# an invalid label key; podCIDR and providerID are immutable once set) or they are not tried there
+# (nodeInfo and phase belong to the kubelet's status; an owner reference the garbage collector would
+# act on). Kept for the fake, where nothing else stands in the way.
 FAKE_ONLY_ESCALATIONS = [
+    Case("a label that merely contains the prefix", labels(**{"evil__nvidia_com__gpu_deploy_x": "1"}), False),
+    Case("providerID changed", at("spec.providerID", "aws:///i-2"), False),
     Case("podCIDR changed", at("spec.podCIDR", "10.9.9.0/24"), False),
     Case("nodeInfo changed", at("status.nodeInfo", {"kubeletVersion": "v9"}), False, "status"),
     Case("phase set", at("status.phase", "Running"), False, "status"),

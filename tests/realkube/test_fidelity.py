@@ -12,6 +12,7 @@ differing steps equals that list, so a fixed difference or a new one both fail i
 
 from __future__ import annotations
 
+import copy
 import http.client
 import json
 import ssl
@@ -121,7 +122,7 @@ def summary(status: int, body: Any, headers: dict[str, str]) -> JsonDict:
         record["resourceVersion is a string"] = isinstance(metadata.get("resourceVersion"), str)
     elif body.get("kind", "").endswith("List"):
         record["items"] = sorted(
-            i["metadata"]["name"]
+            (i["metadata"]["name"], "deletionTimestamp" in i["metadata"])
             for i in body.get("items") or []
             # the pod the real server's agent token is bound to is the harness's, not the world's
             if (i["metadata"].get("labels") or {}).get("app.kubernetes.io/name") != IDENTITY_POD_LABEL
@@ -252,6 +253,11 @@ def run_sequence(endpoint: Endpoint) -> dict[str, JsonDict]:
     step("list the budgets of a namespace", "GET", f"/apis/policy/v1/namespaces/{WORK}/poddisruptionbudgets")
     eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "w1", "namespace": WORK}}
     step("evict a pod its budget protects", "POST", f"/api/v1/namespaces/{WORK}/pods/w1/eviction", eviction)
+    free = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "w2", "namespace": WORK}}
+    step("evict a pod no budget protects", "POST", f"/api/v1/namespaces/{WORK}/pods/w2/eviction", free)
+    w2 = urllib.parse.urlencode({"fieldSelector": "metadata.name=w2"})
+    step("find the evicted pod terminating", "GET", f"/api/v1/namespaces/{WORK}/pods?{w2}")
+    step("evict it again while it terminates", "POST", f"/api/v1/namespaces/{WORK}/pods/w2/eviction", free)
     gone = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "gone", "namespace": WORK}}
     step("evict a pod that does not exist", "POST", f"/api/v1/namespaces/{WORK}/pods/gone/eviction", gone)
     step("delete a workload pod (not granted by this overlay)", "DELETE", f"/api/v1/namespaces/{WORK}/pods/w1")
@@ -280,6 +286,7 @@ def fake_endpoint() -> Iterator[Endpoint]:
     server.start()
     server.add_node(NODE, labels=LABELS)
     server.create_pod(node_name=NODE, namespace=WORK, name="w1", labels={"app": "work"}, owner_kind="ReplicaSet")
+    server.create_pod(node_name=NODE, namespace=WORK, name="w2", labels={"app": "free"}, owner_kind="ReplicaSet")
     server.add_pdb(WORK, "work", match_labels={"app": "work"}, disruptions_allowed=0)
     token = server.issue_token(UserInfo.service_account("migagent", "migagent", node_name=NODE))
 
@@ -293,8 +300,7 @@ def fake_endpoint() -> Iterator[Endpoint]:
 
 
 @pytest.fixture(scope="module")
-def real_endpoint(control_plane: ControlPlane) -> Endpoint:
-    deployer = Deployer(control_plane)
+def real_endpoint(control_plane: ControlPlane, deployer: Deployer) -> Endpoint:
     objects = deployer.install(GPU_OPERATOR)
     admin = control_plane.rest(control_plane.admin)
     node_path = f"/api/v1/nodes/{NODE}"
@@ -303,24 +309,28 @@ def real_endpoint(control_plane: ControlPlane) -> Endpoint:
     node = admin.get(node_path)
     node["metadata"]["labels"] = dict(LABELS)
     node["metadata"]["annotations"] = {}
-    node["spec"] = {}
+    node["spec"].pop("unschedulable", None)  # podCIDR and providerID cannot be cleared once set
     node = admin.replace(node_path, node)
     node["status"] = {}
     admin.replace(f"{node_path}/status", node)
     ensure_namespace(control_plane, WORK)
-    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "w1-owner", "uid": "", "controller": True}
-    pod = {
+    owner: JsonDict = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "w1-owner", "uid": "", "controller": True}
+    pod: JsonDict = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": "w1", "namespace": WORK, "labels": {"app": "work"}, "ownerReferences": [owner]},
         "spec": {"nodeName": NODE, "containers": [{"name": "main", "image": "example.com/app:1"}]},
     }
-    create_pod(control_plane, pod)
     kubelet = control_plane.rest(control_plane.node_identity(NODE))
-    kubelet.patch(
-        f"/api/v1/namespaces/{WORK}/pods/w1/status",
-        {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
-    )
+    for name, app in (("w1", "work"), ("w2", "free")):
+        one = copy.deepcopy(pod)
+        one["metadata"].update(name=name, labels={"app": app})
+        one["metadata"]["ownerReferences"][0]["name"] = f"{name}-owner"
+        create_pod(control_plane, one)
+        kubelet.patch(
+            f"/api/v1/namespaces/{WORK}/pods/{name}/status",
+            {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
+        )
     budgets = f"/apis/policy/v1/namespaces/{WORK}/poddisruptionbudgets"
     admin.create(
         budgets,

@@ -19,6 +19,7 @@ from tests.realkube.control_plane import ControlPlane, Identity
 from tests.realkube.deployment import (
     FORCE_DELETE,
     GPU_OPERATOR,
+    STANDALONE,
     STANDALONE_DELETE_POD,
     Deployer,
     Variant,
@@ -31,6 +32,7 @@ from tests.realkube.policy_cases import (
     ESCALATIONS,
     NODE,
     OTHER_NODE,
+    PAUSE_ABSENT_PLUGIN,
     POD_CASES,
     Case,
     PodCase,
@@ -45,13 +47,9 @@ NODE_POLICY = "migagent-own-node-only"
 POD_POLICY = "migagent-own-node-pods"
 
 
-@pytest.fixture(scope="module")
-def deployer(control_plane: ControlPlane) -> Deployer:
-    return Deployer(control_plane)
-
-
-@pytest.fixture(scope="module")
+@pytest.fixture
 def operator_agent(deployer: Deployer) -> Identity:
+    """The agent under the gpu-operator overlay (installed again if another test switched variants)."""
     objects = deployer.install(GPU_OPERATOR)
     deployer.plane.ensure_node(OTHER_NODE)
     return deployer.agent(objects, NODE)
@@ -111,6 +109,21 @@ def test_the_agent_may_not_change_another_node_even_where_its_own_would_be_allow
     assert f"migagent running on node {NODE} may not change node {OTHER_NODE}" in error.message
 
 
+@pytest.mark.parametrize("variant", [GPU_OPERATOR, STANDALONE], ids=lambda v: v.name)
+def test_pausing_an_absent_device_plugin_label_is_the_standalone_overlays_alone(
+    control_plane: ControlPlane, deployer: Deployer, variant: Variant
+) -> None:
+    """On a GPU Operator node an absent label stays absent (else absent -> paused -> true adds the plugin)."""
+    agent = deployer.agent(deployer.install(variant), NODE)
+    control_plane.ensure_node(OTHER_NODE)
+    error = agent_update(control_plane, agent, PAUSE_ABSENT_PLUGIN)
+    if variant == STANDALONE:
+        assert error is None, (error.status, error.body)
+    else:
+        assert_refused_by(error, NODE_POLICY)
+    deployer.install(GPU_OPERATOR)
+
+
 def test_the_servers_token_carries_the_pods_node_and_the_agents_groups(
     control_plane: ControlPlane, operator_agent: Identity
 ) -> None:
@@ -136,7 +149,8 @@ def test_a_token_without_the_node_claim_is_refused_with_the_reason(
 
 
 def test_the_admin_is_not_judged_by_the_policy(control_plane: ControlPlane, operator_agent: Identity) -> None:
-    assert agent_update(control_plane, control_plane.admin, ESCALATIONS[8]) is None  # gpu.deploy.driver=false
+    driver_off = next(case for case in ESCALATIONS if "gpu.deploy.driver=false" in case.what)
+    assert agent_update(control_plane, control_plane.admin, driver_off) is None
 
 
 def test_the_kubelet_of_the_node_may_publish_its_status_but_not_another_nodes(

@@ -19,11 +19,6 @@ from tests.realkube.deployment import VARIANTS, Deployer, Variant
 JsonDict = dict[str, object]
 
 
-@pytest.fixture(scope="module")
-def deployer(control_plane: ControlPlane) -> Deployer:
-    return Deployer(control_plane)
-
-
 def _type_checked(plane: ControlPlane, name: str, timeout_s: float = 60) -> dict[str, object]:
     admin = plane.rest(plane.admin)
     deadline = time.monotonic() + timeout_s

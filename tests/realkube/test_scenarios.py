@@ -12,13 +12,18 @@ whose budgets the real disruption controller computes, are written here.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from migagent.kube.names import deploy_label
 from migagent.runtime.listener import Outcome
+from migagent.runtime.post_change import CdiSettings, PostChangeSteps
+from migagent.runtime.services import HostClients, RecordingServiceManager
 from migagent_sim.cluster import SimCluster, SimClusterConfig
+from migagent_sim.kubelet import FakeKubelet
+from migagent_sim.nvidia_ctk import FakeNvidiaTools
 from tests.integration.agent.support import (
     SMALL,
     SMALL_ALL_1G,
@@ -44,10 +49,20 @@ from tests.integration.agent.test_reconfigure import (
     test_an_admin_cordoned_node_stays_cordoned_after_the_change,
     test_the_delete_pod_strategy_restarts_a_daemonset_plugin_and_reaches_success,
 )
+from tests.integration.agent.test_standalone_plugin import LABELS, NS, PLUGIN_DS
 from tests.realkube.control_plane import ControlPlane
-from tests.realkube.deployment import GPU_OPERATOR, STANDALONE_DELETE_POD, Deployer, ensure_namespace, ensure_owner
+from tests.realkube.deployment import (
+    FORCE_DELETE,
+    GPU_OPERATOR,
+    STANDALONE,
+    STANDALONE_DELETE_POD,
+    Deployer,
+    ensure_namespace,
+    ensure_owner,
+)
 from tests.realkube.world import RealSimCluster
 
+OPERATOR_NS = "gpu-operator"
 SCENARIOS = (
     test_a_label_change_ends_in_success_with_exactly_the_new_resources_advertised,
     test_an_admin_cordoned_node_stays_cordoned_after_the_change,
@@ -56,11 +71,6 @@ SCENARIOS = (
     test_a_layout_the_device_plugin_cannot_advertise_is_refused_before_anything_changes,
     test_a_label_change_between_nvml_steps_re_plans_to_the_new_layout_with_one_cordon,
 )
-
-
-@pytest.fixture(scope="module")
-def deployer(control_plane: ControlPlane) -> Deployer:
-    return Deployer(control_plane)
 
 
 @pytest.fixture
@@ -170,3 +180,123 @@ def test_a_pdb_that_never_allows_fails_the_change_and_undoes_nothing_it_did_not_
     assert cluster.node()["metadata"]["labels"][deploy_label("device-plugin")] == "true"
     assert "inference-0" in workload_names(cluster)
     assert advertised(cluster) == SMALL_ALL_1G
+
+
+def test_a_standalone_plugin_leaves_the_node_while_the_gpus_change_under_the_standalone_overlays_policy(
+    control_plane: ControlPlane, deployer: Deployer, tmp_path: Path
+) -> None:
+    """The node-label restart of tests/integration/agent/test_standalone_plugin.py, where the label starts
+    absent: the agent pauses it (absent -> paused, the standalone overlay's marker) and sets it to true."""
+    objects = deployer.install(STANDALONE)
+    account = next(o for o in objects if o["kind"] == "ServiceAccount")["metadata"]
+    config = SimClusterConfig(spec="2xH100-80GB-SXM", start_layout="all-1g.10gb", plugin_mode="node-label", labels={})
+    agent_account = (account["namespace"], account["name"])
+    cluster = RealSimCluster(control_plane, tmp_path / "c", config, agent_account=agent_account)
+    cluster.kubelet = FakeKubelet(
+        cluster.api,
+        cluster.fake,
+        node_name=config.node_name,
+        socket_path=cluster.socket_path,
+        plugin_mode="node-label",
+        plugin_namespace=NS,
+        plugin_labels=LABELS,
+        plugin_daemonset=PLUGIN_DS,
+    )
+    cluster.start()
+    try:
+        cluster.real.create_pod(
+            node_name=config.node_name,
+            namespace=NS,
+            name="nvdp-gfd-x1",
+            labels=LABELS,
+            owner_kind="DaemonSet",
+            owner_name=f"{PLUGIN_DS}-gpu-feature-discovery",
+        )
+        before = (cluster.kubelet.plugin_pod or {})["metadata"]["uid"]
+        assert deploy_label("device-plugin") not in cluster.node()["metadata"]["labels"]
+        options = replace(
+            cluster.options(),
+            restart="node-label",
+            operator_namespace=NS,
+            plugin_selector="app.kubernetes.io/name=nvidia-device-plugin",
+            plugin_daemonset=PLUGIN_DS,
+        )
+        agent, _ = cluster.build_agent(options)
+        cluster.label("all-7g")
+
+        assert agent.reconcile_once() is Outcome.APPLIED
+
+        after = cluster.kubelet.plugin_pod
+        assert after is not None
+        assert after["metadata"]["uid"] != before
+        assert cluster.node()["metadata"]["labels"][deploy_label("device-plugin")] == "true"
+        assert "nvdp-gfd-x1" in {p["metadata"]["name"] for p in cluster.real.pods(config.node_name)}
+        assert advertised(cluster) == {"nvidia.com/mig-7g.80gb": 2}
+        assert state(cluster) == "success"
+        assert_released(cluster)
+    finally:
+        cluster.stop()
+        deployer.install(GPU_OPERATOR)
+
+
+def test_the_operator_validators_on_the_node_are_deleted_around_a_change_under_the_pod_policy(
+    cluster: SimCluster, tmp_path: Path
+) -> None:
+    """The agent's validator restarts (mig-manager's order) pass the pod policy: pods on its own node of
+    the validator kinds; the same kind on another node stays."""
+    real = _real(cluster).real
+    made = {}
+    for app in ("nvidia-cuda-validator", "nvidia-operator-validator"):
+        made[app] = real.create_pod(
+            node_name=cluster.config.node_name, namespace=OPERATOR_NS, name=app, labels={"app": app},
+            owner_kind="DaemonSet", owner_name=f"{app}-ds",
+        )["metadata"]["uid"]
+    elsewhere = real.create_pod(
+        node_name="gpu-elsewhere", namespace=OPERATOR_NS, name="nvidia-cuda-validator-elsewhere",
+        labels={"app": "nvidia-cuda-validator"}, owner_kind="DaemonSet", owner_name="nvidia-cuda-validator-ds",
+    )
+    services = RecordingServiceManager(active=["nvidia-dcgm.service"])
+    steps = PostChangeSteps(
+        api=cluster.agent_api(),
+        namespace=OPERATOR_NS,
+        restart_validators=True,
+        cdi=CdiSettings(driver_root="/run/nvidia/driver", output=tmp_path / "cdi" / "management.nvidia.com-gpu.yaml"),
+        host_clients=HostClients(services, ["nvidia-dcgm.service"]),
+        run=FakeNvidiaTools(cluster.fake),
+    )
+    agent, _ = cluster.build_agent(post_change=steps)
+    cluster.label("all-7g")
+
+    assert agent.reconcile_once() is Outcome.APPLIED
+
+    left = {p["metadata"]["uid"] for p in real.pods(None) if not p["metadata"].get("deletionTimestamp")}
+    assert not set(made.values()) & left, "a validator on the agent's node was not deleted"
+    assert elsewhere["metadata"]["uid"] in left
+    assert state(cluster) == "success"
+    assert_released(cluster)
+
+
+def test_force_delete_drains_a_budget_guarded_pod_under_the_components_pod_policy(
+    control_plane: ControlPlane, deployer: Deployer, tmp_path: Path
+) -> None:
+    """With components/force-delete the agent drains by DELETE, which the pod policy allows for workload
+    pods holding a GPU on its node (the marker the component grants), budget or not."""
+    objects = deployer.install(FORCE_DELETE)
+    account = next(o for o in objects if o["kind"] == "ServiceAccount")["metadata"]
+    cluster = RealSimCluster(
+        control_plane, tmp_path / "c", SMALL, agent_account=(account["namespace"], account["name"])
+    ).start()
+    try:
+        _guarded_workloads(cluster)
+        agent, _ = cluster.build_agent(cluster.options(drain_timeout_s=10.0, force_delete=True))
+        cluster.label("all-balanced")
+
+        assert agent.reconcile_once() is Outcome.APPLIED
+
+        assert "inference-0" not in workload_names(cluster)
+        assert advertised(cluster) == SMALL_BALANCED
+        assert state(cluster) == "success"
+        assert_released(cluster)
+    finally:
+        cluster.stop()
+        deployer.install(GPU_OPERATOR)

@@ -101,7 +101,8 @@ class RealKubeApi:
         def fresh(node: JsonDict) -> None:
             node["metadata"]["labels"] = {"kubernetes.io/hostname": name, **dict(labels or {})}
             node["metadata"]["annotations"] = {}
-            node["spec"] = {}
+            node["spec"].pop("unschedulable", None)
+            node["spec"].pop("taints", None)
             node["status"] = {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}
 
         self._clear(name)
@@ -305,15 +306,18 @@ class RealKubeApi:
                     raise
 
     def _clear(self, node_name: str) -> None:
-        """Remove the pods and budgets a previous scenario left (not the agent's identity pod)."""
+        """Remove the pods and budgets a previous scenario left, on `node_name` or anywhere (not the agents'
+        identity pods)."""
         budgets: list[JsonDict] = self._admin.get("/apis/policy/v1/poddisruptionbudgets")["items"]
         for pdb in budgets:
             metadata = pdb["metadata"]
             self._admin.delete(
                 f"/apis/policy/v1/namespaces/{metadata['namespace']}/poddisruptionbudgets/{metadata['name']}"
             )
-        for pod in self.pods(node_name):
+        for pod in self.pods(None):  # every scenario's pods, wherever bound (not the harness's probe)
             metadata = pod["metadata"]
+            if metadata["name"] == "policy-probe":
+                continue
             self._finished.add(metadata["uid"])
             try:
                 self._admin.delete(

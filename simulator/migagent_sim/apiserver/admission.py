@@ -214,5 +214,13 @@ class AdmissionChain:
             message = f"{subject} is forbidden: {names} denied request: expression failed: {error}"
             raise ApiError(403, message, name=request.name, kind=request.resource, group=request.group) from error
         if not verdict.allowed:
-            message = f"{subject} is forbidden: {names} denied request: {verdict.messages[0]}"
-            raise ApiError(403, message, name=request.name, kind=request.resource, group=request.group)
+            denied = f"{names} denied request: {verdict.messages[0]}"
+            # The admission plugin's Status names the denial once more as its one cause (a message, no reason).
+            raise ApiError(
+                403,
+                f"{subject} is forbidden: {denied}",
+                name=request.name,
+                kind=request.resource,
+                group=request.group,
+                causes=[{"message": denied}],
+            )

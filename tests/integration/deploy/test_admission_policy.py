@@ -27,6 +27,7 @@ from tests.realkube.policy_cases import (
     ALLOWED,
     FAKE_ONLY_ESCALATIONS,
     NODE,
+    PAUSE_ABSENT_PLUGIN,
     POD_CASES,
     Case,
     PodCase,
@@ -224,3 +225,12 @@ def test_pod_deletes_are_decided_as_on_the_real_server_as_cel_python_evaluates_i
         if error is not None:
             assert "ValidatingAdmissionPolicy 'migagent-own-node-pods'" in error.message
             assert "expression failed" not in error.message
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_pausing_an_absent_plugin_label_needs_the_standalone_overlays_marker_as_cel_python_evaluates_it(
+    kustomization: str,
+) -> None:
+    objects = render(kustomization)
+    error = decide(objects, agent_identity(objects, NODE), PAUSE_ABSENT_PLUGIN)
+    assert (error is None) == (kustomization == "overlays/standalone"), error
