@@ -21,7 +21,7 @@ def make_cluster(tmp_path: Path) -> Iterator[Callable[..., SimCluster]]:
     def make(config: SimClusterConfig = SMALL, *extra_components: str) -> SimCluster:
         # a plugin restarted by deleting its pod: the standalone overlay with the component granting it
         overlay = "overlays/standalone" if config.plugin_mode == "daemonset" else "overlays/gpu-operator"
-        components = ("components/delete-pod-restart",) if config.plugin_mode == "daemonset" else ()
+        components: tuple[str, ...] = ("components/delete-pod-restart",) if config.plugin_mode == "daemonset" else ()
         if config.plugin_configs is not None and config.agent_reads_plugin_config:
             components += ("components/device-plugin-config",)  # get on the plugin's ConfigMap
         components += extra_components

@@ -23,9 +23,22 @@ TWICE_RENAMED = {"any": time_slicing_config(2, rename_by_default=True), "four": 
 MakeCluster = Callable[..., SimCluster]
 
 
-def _sharing_cluster(make_cluster: MakeCluster, configs: dict[str, str], **changes: object) -> SimCluster:
+def _sharing_cluster(
+    make_cluster: MakeCluster,
+    configs: dict[str, str],
+    *,
+    plugin_lag_s: float = 0.0,
+    agent_reads_plugin_config: bool = True,
+    gfd_labels: bool = False,
+) -> SimCluster:
     config = replace(
-        SMALL, plugin_configs=configs, plugin_config_map=CONFIG_MAP, plugin_default_config="any", **changes
+        SMALL,
+        plugin_configs=configs,
+        plugin_config_map=CONFIG_MAP,
+        plugin_default_config="any",
+        plugin_lag_s=plugin_lag_s,
+        agent_reads_plugin_config=agent_reads_plugin_config,
+        gfd_labels=gfd_labels,
     )
     return make_cluster(config)
 
