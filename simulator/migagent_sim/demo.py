@@ -10,7 +10,8 @@ layouts with the shipped layout file. With --mig-strategy single, the plugin can
 layout that mixes profiles, so the agent first refuses `all-balanced` with nothing touched, and the
 node is then labelled `all-3g.40gb`. With --time-slicing N the plugin replicates every MIG resource N
 times (its sharing config in a ConfigMap the agent reads), so the node advertises instances x N
-(`nvidia.com/mig-1g.10gb: 112` for 56 instances x 2; `.shared` with --rename-shared). Exit 0 on success within --timeout, 1 otherwise.
+(`nvidia.com/mig-1g.10gb: 112` for 56 instances x 2; `.shared` with --rename-shared).
+Exit 0 on success within --timeout, 1 otherwise.
 """
 
 from __future__ import annotations
