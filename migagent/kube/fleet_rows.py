@@ -47,7 +47,7 @@ class FleetRow:
     reason: str
     since: str | None  # the condition's lastTransitionTime (RFC 3339)
     gpus: tuple[GpuHolding, ...] | None  # None: the agent has not reported them (no migagent.io/observed)
-    advertised: dict[str, int]  # nvidia.com/mig-* (or nvidia.com/gpu) allocatable, prefix dropped
+    advertised: dict[str, int]  # nvidia.com/mig-* (else nvidia.com/gpu, gpu.shared) allocatable, prefix dropped
     last_error: str
 
     def to_json(self) -> dict[str, Any]:
@@ -105,11 +105,13 @@ def advertised(node: NodeView) -> dict[str, int]:
         for name, count in node.allocatable.items()
         if name.startswith(MIG_RESOURCE_PREFIX)
     }
-    if mig:
+    if mig:  # replicated MIG resources (time-slicing) show their replicas: mig-1g.10gb=14 for 7 x 2
         return dict(sorted(mig.items()))
-    if GPU_RESOURCE in node.allocatable:
-        return {"gpu": node.allocatable[GPU_RESOURCE]}
-    return {}
+    return {  # whole GPUs, or single-strategy MIG devices, renamed nvidia.com/gpu.shared when replicated
+        name.removeprefix("nvidia.com/"): count
+        for name, count in sorted(node.allocatable.items())
+        if name == GPU_RESOURCE or (name.startswith(GPU_RESOURCE + ".") and count)
+    }
 
 
 def fleet_row(node: NodeView) -> FleetRow:

@@ -1,8 +1,9 @@
 """Which sharing config the device plugin on this node runs with, from what the agent can read.
 
 In order (the first one configured wins):
-1. `--device-plugin-config-file`: a plugin config file, or a directory of them named by config
-   (a mounted copy of the plugin's ConfigMap), for hosts where the ConfigMap is not readable;
+1. `--device-plugin-config-file`: a plugin config file (the one config, whatever the node label
+   says), or a directory of them named by config (a mounted copy of the plugin's ConfigMap, selected
+   as below), for hosts where the ConfigMap is not readable;
 2. `--device-plugin-config-map NAMESPACE/NAME`: the plugin's ConfigMap (GPU Operator ClusterPolicy
    `devicePlugin.config.name`, in the operator namespace; the plugin chart's `config.name`, or the
    `<release>-nvidia-device-plugin-configs` map it renders from `config.map`);

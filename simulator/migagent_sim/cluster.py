@@ -131,6 +131,8 @@ class SimClusterConfig:
     """options() point the agent at the plugin's ConfigMap (False: it must learn sharing otherwise)."""
     gfd_labels: bool = False
     """Publish GPU Feature Discovery's per-resource labels (replicas, product) with each registration."""
+    dra_driver: bool = False
+    """NVIDIA's DRA driver kubelet plugin runs on the node, publishing ResourceSlices (static MIG)."""
 
 
 def time_slicing_config(
@@ -246,6 +248,7 @@ class SimCluster:
             plugin_config_map=self.config.plugin_config_map if self.config.plugin_configs is not None else None,
             plugin_default_config=self.config.plugin_default_config,
             gfd_labels=self.config.gfd_labels,
+            dra=self.config.dra_driver,
         )
         self._drivers: list[GpuDriver] = []
         self._running: list[RunningAgent] = []
@@ -296,7 +299,7 @@ class SimCluster:
                 config_map="/".join(self.config.plugin_config_map), default_config=self.config.plugin_default_config
             )
         settings = {**defaults, **settings}
-        return replace(base, settings=replace(base.settings, **settings))
+        return replace(base, settings=replace(base.settings, **settings), dra=self.config.dra_driver)
 
     def driver(self) -> GpuDriver:
         driver = GpuDriver(nvml_for(self.fake), reset_runner=SimResetRunner(self.fake)).__enter__()

@@ -8,7 +8,10 @@ the demo prints what the agent does as it happens, then each GPU's layout before
 GPUs changed), the advertised resources before and after, and the commands that reproduce both
 layouts with the shipped layout file. With --mig-strategy single, the plugin cannot advertise a
 layout that mixes profiles, so the agent first refuses `all-balanced` with nothing touched, and the
-node is then labelled `all-3g.40gb`. Exit 0 on success within --timeout, 1 otherwise.
+node is then labelled `all-3g.40gb`. With --time-slicing N the plugin replicates every MIG resource N
+times (its sharing config in a ConfigMap the agent reads), so the node advertises instances x N
+(`nvidia.com/mig-1g.10gb: 112` for 56 instances x 2; `.shared` with --rename-shared).
+Exit 0 on success within --timeout, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -22,13 +25,14 @@ import tempfile
 import threading
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from migagent.cli.agent import add_metrics_arguments, observability_from_args
 from migagent.cli.commands import summary
 from migagent.clock import SystemClock
+from migagent.errors import UsageError
 from migagent.kube.fleet_rows import gpu_holdings
 from migagent.kube.names import (
     CONDITION_TYPE,
@@ -40,7 +44,7 @@ from migagent.kube.names import (
 )
 from migagent.layout.strategy import MIG_STRATEGIES, MigStrategy
 from migagent.runtime.health import HealthState
-from migagent_sim.cluster import PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig
+from migagent_sim.cluster import PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig, time_slicing_config
 
 # The demo is a real-time show: one wall clock, through the seam like everything else.
 _CLOCK = SystemClock()
@@ -262,9 +266,16 @@ def _run_demo(args: argparse.Namespace) -> int:
     strategy = MigStrategy(args.mig_strategy)
     target = TARGET_LAYOUT[strategy]
     config = SimClusterConfig(mig_strategy=strategy)
+    if args.time_slicing is not None:
+        if args.time_slicing < 1:
+            raise UsageError(f"--time-slicing must be a number of replicas >= 1, got {args.time_slicing}")
+        shared = SHARED_RESOURCES[strategy]
+        plugin_config = time_slicing_config(args.time_slicing, resources=shared, rename_by_default=args.rename_shared)
+        config = replace(config, plugin_configs={"any": plugin_config}, plugin_default_config="any")
     with tempfile.TemporaryDirectory(prefix="migagent-demo-") as workdir, SimCluster(Path(workdir), config) as cluster:
         print(f"migagent demo: node {cluster.config.node_name} with {cluster.config.spec}, fake API server at"
-              f" {cluster.api.url}, device plugin MIG strategy {strategy}\n  GPUs start in layout {START_LAYOUT}:"
+              f" {cluster.api.url}, device plugin MIG strategy {strategy}{_sharing_note(args)}\n"
+              f"  GPUs start in layout {START_LAYOUT}:"
               f" advertised {cluster.kubelet.plugin_resources()}")
         where = _setup(cluster)
         for pod, place in where.items():
@@ -309,12 +320,36 @@ def _run_demo(args: argparse.Namespace) -> int:
         return 0
 
 
+# What --time-slicing replicates: every profile the demo's layouts use (single: the one resource).
+SHARED_RESOURCES: dict[MigStrategy, tuple[str, ...]] = {
+    MigStrategy.MIXED: ("nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb"),
+    MigStrategy.SINGLE: ("nvidia.com/gpu",),
+    MigStrategy.NONE: ("nvidia.com/gpu",),
+}
+
+
+def _sharing_note(args: argparse.Namespace) -> str:
+    if args.time_slicing is None:
+        return ""
+    renamed = ", renamed <name>.shared" if args.rename_shared else ""
+    return f", time-slicing x{args.time_slicing}{renamed} (ConfigMap read by the agent)"
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("demo", help=summary("demo"))
     parser.add_argument("--timeout", type=float, default=45.0, metavar="SECONDS", help="give up after this long")
     parser.add_argument(
         "--mig-strategy", choices=MIG_STRATEGIES, default=MigStrategy.MIXED.value,
         help="the simulated device plugin's MIG strategy, and the agent's (single: nvidia.com/gpu per MIG device)",
+    )
+    parser.add_argument(
+        "--time-slicing", type=int, metavar="REPLICAS",
+        help="the simulated device plugin replicates each MIG resource this many times (its sharing config in a"
+        " ConfigMap the agent reads): 7 1g.10gb instances x 2 advertise nvidia.com/mig-1g.10gb: 14",
+    )
+    parser.add_argument(
+        "--rename-shared", action="store_true",
+        help="with --time-slicing: renameByDefault, so replicated resources are advertised as <name>.shared",
     )
     add_metrics_arguments(parser)
     parser.add_argument(

@@ -25,6 +25,7 @@ from migagent.podresources import PodDevices
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.state import SimGpu, SimProcess
 from migagent_sim.apiserver import FakeApiServer
+from migagent_sim.dra_plugin import FakeDraKubeletPlugin
 from migagent_sim.kubelet_devices import (
     MIG_RESOURCE_PREFIX,
     PluginDevice,
@@ -79,9 +80,11 @@ class FakeKubelet:
         plugin_config_map: tuple[str, str] | None = None,
         plugin_default_config: str | None = None,
         gfd_labels: bool = False,
+        dra: bool = False,
     ) -> None:
         """`plugin_config_map` (namespace, name): the device plugin's ConfigMap of sharing configs,
-        selected per node by `nvidia.com/device-plugin.config` (kubelet_plugin)."""
+        selected per node by `nvidia.com/device-plugin.config` (kubelet_plugin). `dra`: NVIDIA's DRA
+        driver kubelet plugin runs on the node too, publishing ResourceSlices (dra_plugin)."""
         self._api = api
         self._fake = fake_nvml
         self.node_name = node_name
@@ -102,6 +105,13 @@ class FakeKubelet:
             config_map=plugin_config_map,
             default_config=plugin_default_config,
             gfd_labels=gfd_labels,
+        )
+        self.dra = (
+            FakeDraKubeletPlugin(
+                api, fake_nvml, node_name=node_name, clock=clock or SystemClock(), lock=self._lock, lag_s=plugin_lag_s
+            )
+            if dra
+            else None
         )
         self._workloads: dict[tuple[str, str], Workload] = {}
         self.replacements: list[JsonDict] = []
@@ -128,6 +138,8 @@ class FakeKubelet:
                 self._api.on_node_changed(self._on_node_changed)
                 self._listening = True
             self._plugin.adopt_or_sync(node)
+            if self.dra is not None:
+                self.dra.start()
 
     def stop(self) -> None:
         """Stop serving and stop reacting to the apiserver; pods and processes stay as they are."""
@@ -135,6 +147,8 @@ class FakeKubelet:
             self._running = False
             server, self._server = self._server, None
         self._plugin.stop()
+        if self.dra is not None:
+            self.dra.stop()
         if server is not None:
             server.stop(None).wait()
 
@@ -288,6 +302,8 @@ class FakeKubelet:
     def _on_pod_deleted(self, pod: JsonDict) -> None:
         with self._lock:
             if not self._running or self._plugin.pod_deleted(pod):
+                return
+            if self.dra is not None and self.dra.pod_deleted(pod):
                 return
             metadata = pod["metadata"]
             workload = self._workloads.get((metadata.get("namespace", ""), metadata["name"]))

@@ -3,6 +3,7 @@
 - "gpu-operator" mode: the plugin pod exists iff the node label `nvidia.com/gpu.deploy.device-plugin`
   is "true" (the operator's DaemonSet nodeSelector); any other value removes it.
 - "daemonset" mode: a deleted plugin pod is recreated at once with a new name and UID.
+- "absent": no device plugin on the node at all (a node served by the DRA driver only).
 - "node-label" mode: a standalone plugin DaemonSet patched with a node affinity on that label: the
   pod runs unless the label is "false" or "paused-for-mig-change" (absent runs), and is recreated
   when deleted.
@@ -41,8 +42,8 @@ from migagent_sim.apiserver import FakeApiServer
 from migagent_sim.apiserver.errors import ApiError
 from migagent_sim.kubelet_devices import DeviceInventory, is_plugin_resource, read_inventory
 
-PluginMode = Literal["gpu-operator", "daemonset", "node-label"]
-PLUGIN_MODES: tuple[PluginMode, ...] = ("gpu-operator", "daemonset", "node-label")
+PluginMode = Literal["gpu-operator", "daemonset", "node-label", "absent"]
+PLUGIN_MODES: tuple[PluginMode, ...] = ("gpu-operator", "daemonset", "node-label", "absent")
 # What a DaemonSet patched as deploy/overlays/standalone says keeps it off a node (node affinity NotIn).
 NODE_LABEL_OFF = ("false", "paused-for-mig-change")
 DEPLOY_LABEL = "nvidia.com/gpu.deploy.device-plugin"
@@ -151,6 +152,8 @@ class FakeDevicePlugin:
             thread.join(timeout=5)
 
     def _should_run(self, node: JsonDict) -> bool:
+        if self._mode == "absent":  # no device plugin on the node (the DRA driver serves it)
+            return False
         if self._mode == "daemonset":
             return True
         if self._mode == "node-label":

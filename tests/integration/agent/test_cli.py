@@ -112,3 +112,22 @@ def test_the_single_strategy_demo_refuses_a_mixed_layout_untouched_then_advertis
     assert re.search(r"nvidia\.com/gpu\s+56\s+16", table), table
     assert "nvidia.com/mig-" not in table
     assert "all-3g.40gb applied" in out
+
+
+@pytest.mark.parametrize(("flags", "suffix"), [((), ""), (("--rename-shared",), r"\.shared")])
+def test_the_time_slicing_demo_advertises_instances_times_replicas_and_ends_applied(
+    capsys: pytest.CaptureFixture[str], flags: tuple[str, ...], suffix: str
+) -> None:
+    assert main(["demo", "--time-slicing", "2", *flags]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("advertised resource") :]
+    # 56 1g.10gb instances x 2 before; after all-balanced 16 x 2, and one 2g and one 3g per GPU x 2.
+    assert re.search(rf"nvidia\.com/mig-1g\.10gb{suffix}\s+112\s+32", table), table
+    assert re.search(rf"nvidia\.com/mig-3g\.40gb{suffix}\s+0\s+16", table), table
+    assert "all-balanced applied" in out
+
+
+def test_the_demo_refuses_zero_time_slicing_replicas_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--time-slicing", "0"]) != 0
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == ["migagent demo: --time-slicing must be a number of replicas >= 1, got 0"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 import pytest
 
@@ -24,9 +23,22 @@ TWICE_RENAMED = {"any": time_slicing_config(2, rename_by_default=True), "four": 
 MakeCluster = Callable[..., SimCluster]
 
 
-def _sharing_cluster(make_cluster: MakeCluster, configs: dict[str, str], **changes: Any) -> SimCluster:
+def _sharing_cluster(
+    make_cluster: MakeCluster,
+    configs: dict[str, str],
+    *,
+    plugin_lag_s: float = 0.0,
+    agent_reads_plugin_config: bool = True,
+    gfd_labels: bool = False,
+) -> SimCluster:
     config = replace(
-        SMALL, plugin_configs=configs, plugin_config_map=CONFIG_MAP, plugin_default_config="any", **changes
+        SMALL,
+        plugin_configs=configs,
+        plugin_config_map=CONFIG_MAP,
+        plugin_default_config="any",
+        plugin_lag_s=plugin_lag_s,
+        agent_reads_plugin_config=agent_reads_plugin_config,
+        gfd_labels=gfd_labels,
     )
     return make_cluster(config)
 
@@ -64,6 +76,10 @@ def test_an_idle_correct_node_whose_plugin_replicates_1g_twice_is_applied_with_n
 
     assert _nonzero(cluster) == {resource: 28}
     assert state(cluster) == "success"
+    # read through the one grant components/device-plugin-config adds, not guessed
+    assert [(r.verb, r.name, r.status) for r in cluster.api.requests if r.resource == "configmaps"] == [
+        ("get", "time-slicing-config", 200)
+    ]
     assert not _cordoned(writes)
     assert _plugin_uid(cluster) == uid
     assert paused_labels(cluster) == []

@@ -6,6 +6,7 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 
 from migagent.cli import main
 from migagent.kube.names import CONDITION_TYPE, LAST_ERROR_ANNOTATION, MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
-from migagent_sim.cluster import SimCluster
+from migagent_sim.cluster import SimCluster, time_slicing_config
 from tests.integration.agent.support import SMALL, eventually, state
 
 FAILED_NODE = "gpu-node-2"
@@ -126,3 +127,17 @@ def test_an_unreachable_api_server_is_one_line_after_one_attempt(capsys: pytest.
     assert out == ""
     assert len(err.splitlines()) == 1
     assert err.startswith("migagent status: list nodes: cannot reach the API server")
+
+
+@pytest.mark.parametrize(("rename", "column"), [(False, "mig-1g.10gb=28"), (True, "mig-1g.10gb.shared=28")])
+def test_status_shows_the_replicated_mig_resources_a_time_slicing_plugin_advertises(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rename: bool, column: str
+) -> None:
+    config = replace(SMALL, plugin_configs={"any": time_slicing_config(2, rename_by_default=rename)})
+    with SimCluster(tmp_path, config) as sim:
+        running = sim.start_agent()
+        eventually(lambda: state(sim) == "success", what="the agent's first reconcile")
+        running.stop()
+        row = next(line for line in _status(capsys, sim).splitlines() if line.startswith(sim.config.node_name))
+    assert row.split()[1:4] == ["all-1g.10gb", "success", "Applied"]
+    assert column in row.split()  # 14 1g.10gb instances, each advertised twice

@@ -1,0 +1,51 @@
+"""The two opt-in components of issue 20 and issue 17 item 4 add their flags and exactly their grants.
+
+device-plugin-config: `get` on the plugin's one ConfigMap (resourceNames) in the plugin's namespace.
+dra-driver: `list` on resourceslices cluster-wide (cluster-scoped objects: RBAC cannot narrow a list to
+one node's slices) and `delete` on pods in the DRA driver's namespace. Their use by the agent is
+exercised under this RBAC in tests/integration/agent/test_time_slicing.py and test_dra_driver.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from migagent.cli import build_parser
+from tests.integration.deploy.manifests import OVERLAYS, Obj, agent_container, only, render, render_with_components
+from tests.integration.deploy.rbac import permissions_of
+
+Grant = tuple[str, str, str, str | None, tuple[str, ...]]
+
+
+def _grants(objects: list[Obj]) -> set[Grant]:
+    metadata = only(objects, "ServiceAccount")["metadata"]
+    account = (metadata["namespace"], metadata["name"])
+    return {
+        (p.verb, p.group, p.resource, p.namespace, tuple(p.resource_names))
+        for p in permissions_of(objects, service_account=account)
+    }
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+@pytest.mark.parametrize(("component", "added"), [
+    ("device-plugin-config", {("get", "", "configmaps", "gpu-operator", ("time-slicing-config",))}),
+    ("dra-driver", {
+        ("list", "resource.k8s.io", "resourceslices", None, ()),
+        ("delete", "", "pods", "nvidia-dra-driver-gpu", ()),
+    }),
+])
+def test_each_opt_in_component_adds_exactly_its_grants(overlay: str, component: str, added: set[Grant]) -> None:
+    plain = render(f"overlays/{overlay}")
+    with_component = render_with_components(f"overlays/{overlay}", f"components/{component}")
+    assert _grants(with_component) - _grants(plain) == added
+    assert _grants(plain) <= _grants(with_component)
+
+
+def test_the_components_flags_point_the_agent_at_what_they_grant() -> None:
+    objects = render_with_components(
+        "overlays/gpu-operator", "components/device-plugin-config", "components/dra-driver"
+    )
+    args = build_parser().parse_args(agent_container(objects)["args"])
+    assert args.device_plugin_config_map == "gpu-operator/time-slicing-config"
+    assert args.device_plugin_config_default == "any"
+    assert args.dra_driver is True
+    assert args.dra_namespace == "nvidia-dra-driver-gpu"
