@@ -332,6 +332,11 @@ class _Settling:
         self.diff: dict[str, tuple[int, int]] = {}
         self.missing: str | None = None
 
+    @property
+    def changes_without_node_events(self) -> bool:
+        """Whether readiness can change with no Node event: a probe (ResourceSlices) or a hold-still time."""
+        return getattr(self._expected, "probe", None) is not None or float(getattr(self._expected, "stable_s", 0.0)) > 0
+
     def ready(self, node: NodeView) -> bool:
         ok, self.diff = advertisement_matches(node.allocatable, self._expected)
         probe = getattr(self._expected, "probe", None)
@@ -374,7 +379,8 @@ def wait_for_advertisement(
     turn of the watch (a polling caller puts it in `api.get_node`)."""
     if updates is not None and updates.watching:
         return _advertised_on_watch(
-            api, updates, _Settling(expected, clock), timeout_s=timeout_s, clock=clock, stop=stop, checkpoint=checkpoint
+            api, updates, _Settling(expected, clock), timeout_s=timeout_s, clock=clock, stop=stop, checkpoint=checkpoint,
+            recheck_s=poll_interval_s,
         )
     settling = _Settling(expected, clock)
 
@@ -397,7 +403,10 @@ def _advertised_on_watch(
     clock: Clock,
     stop: threading.Event | None,
     checkpoint: Callable[[], None] | None,
+    recheck_s: float,
 ) -> NodeView:
+    # A probe or a hold-still time can turn ready with no Node event: then re-check every `recheck_s`.
+    quiet_s = min(WATCH_QUIET_S, recheck_s) if settling.changes_without_node_events else WATCH_QUIET_S
     now = clock.monotonic()
     deadline, quiet_since = now + timeout_s, now
     seq, node = updates.node_after(-1, 0.0)  # the newest the watch has: no request when it already matches
@@ -413,9 +422,9 @@ def _advertised_on_watch(
             now = clock.monotonic()
             if now >= deadline or (stop is not None and stop.is_set()):
                 raise _advertisement_timeout(timeout_s, settling)
-            if now - quiet_since >= WATCH_QUIET_S:
+            if now - quiet_since >= quiet_s:
                 break  # read the Node ourselves
-            wait = min(_WATCH_SLICE_S, deadline - now, quiet_since + WATCH_QUIET_S - now)
+            wait = min(_WATCH_SLICE_S, deadline - now, quiet_since + quiet_s - now)
             newer, newest = updates.node_after(seq, wait)
             if newer > seq and newest is not None:
                 seq, node, quiet_since = newer, newest, clock.monotonic()

@@ -2,7 +2,8 @@
 
 device-plugin-config: `get` on the plugin's one ConfigMap (resourceNames) in the plugin's namespace.
 dra-driver: `list` on resourceslices cluster-wide (cluster-scoped objects: RBAC cannot narrow a list to
-one node's slices) and `delete` on pods in the DRA driver's namespace. Their use by the agent is
+one node's slices), `delete` on pods in the DRA driver's namespace and the admission marker that
+limits those deletes to its kubelet plugin pod on the agent's own node. Their use by the agent is
 exercised under this RBAC in tests/integration/agent/test_time_slicing.py and test_dra_driver.py."""
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def _grants(objects: list[Obj]) -> set[Grant]:
     ("dra-driver", {
         ("list", "resource.k8s.io", "resourceslices", None, ()),
         ("delete", "", "pods", "nvidia-dra-driver-gpu", ()),
+        # the marker by which the pod-delete admission policy lets it delete that plugin's pod, on its node
+        ("restart-dra-plugin-on-own-node", "migagent.io", "nodeagents", None, ()),
     }),
 ])
 def test_each_opt_in_component_adds_exactly_its_grants(overlay: str, component: str, added: set[Grant]) -> None:
