@@ -379,8 +379,8 @@ def wait_for_advertisement(
     turn of the watch (a polling caller puts it in `api.get_node`)."""
     if updates is not None and updates.watching:
         return _advertised_on_watch(
-            api, updates, _Settling(expected, clock), timeout_s=timeout_s, clock=clock, stop=stop, checkpoint=checkpoint,
-            recheck_s=poll_interval_s,
+            api, updates, _Settling(expected, clock),
+            timeout_s=timeout_s, clock=clock, stop=stop, checkpoint=checkpoint, recheck_s=poll_interval_s,
         )
     settling = _Settling(expected, clock)
 
