@@ -13,13 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from migagent.errors import UsageError
 from migagent.rollout.impact import NodeImpact
 
 Unit = Literal["gpus", "nodes", "percent"]
 _SPEC = re.compile(r"(?P<count>\d+)\s*(?P<unit>%|gpus?|nodes?)?", re.IGNORECASE)
 
 
-class BudgetSpecError(ValueError):
+class BudgetSpecError(UsageError):
     """A --max-unavailable that is not N, Ngpus, Nnodes or N%."""
 
 

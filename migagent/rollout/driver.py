@@ -26,7 +26,7 @@ from typing import Protocol
 import structlog
 
 from migagent.clock import Clock
-from migagent.errors import TransientError
+from migagent.errors import PermanentError, TransientError
 from migagent.kube.names import MIG_CONFIG_LABEL, OBSERVED_ANNOTATION
 from migagent.kube.port import NodeView, PodView
 from migagent.layout.parse import parse_layout
@@ -87,7 +87,7 @@ class LiveNode:
     seconds: float
 
 
-class RolloutError(Exception):
+class RolloutError(PermanentError):
     """A rollout that cannot be started or driven as asked (one line, nothing changed)."""
 
 

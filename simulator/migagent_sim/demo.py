@@ -257,6 +257,10 @@ def _print_requests(cluster: SimCluster, since: int) -> None:
 
 
 def _run_demo(args: argparse.Namespace) -> int:
+    if args.scenario == "rollout":
+        from migagent_sim.demo_rollout import run_rollout_demo  # noqa: PLC0415 - only this scenario needs it
+
+        return run_rollout_demo(args)
     for name in ("urllib3.connectionpool", "kubernetes.client.rest", "migagent.sim"):
         logging.getLogger(name).setLevel(logging.ERROR)
     strategy = MigStrategy(args.mig_strategy)
@@ -311,6 +315,10 @@ def _run_demo(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("demo", help=summary("demo"))
+    parser.add_argument(
+        "scenario", nargs="?", choices=("node", "rollout"), default="node",
+        help="node (default): one node reconfigured; rollout: a 6-node pool rolled in waves, a halt and a resume",
+    )
     parser.add_argument("--timeout", type=float, default=45.0, metavar="SECONDS", help="give up after this long")
     parser.add_argument(
         "--mig-strategy", choices=MIG_STRATEGIES, default=MigStrategy.MIXED.value,

@@ -34,8 +34,9 @@ CORE_EVENTS = ResourceType("", "v1", "events", "Event", namespaced=True)
 EVENTS_V1 = ResourceType("events.k8s.io", "v1", "events", "Event", namespaced=True)
 DAEMONSETS = ResourceType("apps", "v1", "daemonsets", "DaemonSet", namespaced=True)
 PDBS = ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
+CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
 
-RESOURCE_TYPES = (NODES, PODS, CORE_EVENTS, EVENTS_V1, DAEMONSETS, PDBS)
+RESOURCE_TYPES = (NODES, PODS, CORE_EVENTS, EVENTS_V1, DAEMONSETS, PDBS, CONFIGMAPS)
 _BY_GROUP_VERSION_PLURAL = {(r.group, r.version, r.plural): r for r in RESOURCE_TYPES}
 
 

@@ -26,7 +26,7 @@ from migagent_sim.apiserver.objects import (
     pod_object,
     timestamp,
 )
-from migagent_sim.apiserver.routing import CORE_EVENTS, DAEMONSETS, EVENTS_V1, NODES, PDBS, PODS
+from migagent_sim.apiserver.routing import CONFIGMAPS, CORE_EVENTS, DAEMONSETS, EVENTS_V1, NODES, PDBS, PODS
 from migagent_sim.apiserver.store import Store, StoredEvent
 from migagent_sim.apiserver.terminating import Terminator
 
@@ -219,7 +219,15 @@ class FakeApiServer:
 
         return self._store.delete(PODS, namespace, name, finalize=stamp)
 
-    # --- PDBs, DaemonSets, events
+    # --- ConfigMaps, PDBs, DaemonSets, events
+
+    def add_configmap(self, namespace: str, name: str, data: Mapping[str, str]) -> JsonDict:
+        configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
+                     "data": dict(data)}
+        return self._store.create(CONFIGMAPS, configmap)
+
+    def configmap(self, namespace: str, name: str) -> JsonDict | None:
+        return self._store.get(CONFIGMAPS, namespace, name)
 
     def add_pdb(
         self, namespace: str, name: str, *, match_labels: Mapping[str, str], disruptions_allowed: int
