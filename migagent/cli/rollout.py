@@ -296,21 +296,21 @@ def _run_status(args: argparse.Namespace) -> int:
 # --- controller ----------------------------------------------------------------------------------------
 
 
-def _run_controller(args: argparse.Namespace) -> int:
-    """Every running rollout, one step each per tick, under this controller's lease."""
-    clock = SystemClock()
-    api = _api(args, clock)
+def run_controller(
+    api: RolloutApi, *, clock: Clock, listener: RolloutListener, poll_s: float, stop: threading.Event
+) -> None:
+    """Every running rollout, one step each per look, under this controller's own lease, until `stop`.
+
+    A rollout another driver holds (a person's `rollout start`, another replica) is left to it; one
+    whose driver died is taken over when that lease expires."""
     holder = new_holder()
-    listener = JsonEvents(clock)
-    stop = threading.Event()
     drivers: dict[str, RolloutDriver] = {}
-    deadline = None if args.run_for is None else clock.monotonic() + args.run_for
-    while deadline is None or clock.monotonic() < deadline:
+    while not stop.is_set():
         try:
             stored_states = api.list_states()
         except TransientError as error:
             listener.event("controller_list_failed", error=str(error))
-            clock.wait(stop, args.poll)
+            clock.wait(stop, poll_s)
             continue
         for stored in stored_states:
             state = decode(stored.name, stored)
@@ -325,7 +325,15 @@ def _run_controller(args: argparse.Namespace) -> int:
                 driver.step()
             except (TransientError, HeldElsewhereError) as error:
                 listener.event("controller_step_retried", rollout=stored.name, error=str(error))
-        clock.wait(stop, args.poll)
+        clock.wait(stop, poll_s)
+
+
+def _run_controller(args: argparse.Namespace) -> int:
+    clock = SystemClock()
+    stop = threading.Event()
+    if args.run_for is not None:
+        threading.Timer(args.run_for, stop.set).start()
+    run_controller(_api(args, clock), clock=clock, listener=JsonEvents(clock), poll_s=args.poll, stop=stop)
     return 0
 
 

@@ -369,6 +369,17 @@ class RolloutDriver:
             candidates, room=room, max_unavailable=budget, budgets=self._port.list_pdbs(), pod_labels=labels,
             max_nodes=state.spec.canary if state.waves == 0 and state.mode is Mode.ROLLOUT else None,
         )
+        if not choice.nodes and holding and candidates and min(budget.used([c]) for c in candidates) > room:
+            # Failed nodes stay out of service (their agents retry) and no pending node fits beside them.
+            reasons = (
+                *(f"{r.node}: {r.reason}" for r in state.in_status(NodeStatus.FAILED)),
+                f"{len(holding)} failed node(s) hold {budget.used(holding)} of --max-unavailable {budget}:"
+                " no other node fits beside them",
+            )
+            state = self._write(replace(state, phase=Phase.HALTED, reasons=reasons))
+            self._listener.event("halted", rollout=self._name, failed=len(holding),
+                                 failure_budget=state.spec.failure_budget, reasons=list(reasons))
+            return state
         if not choice.nodes:
             reasons = choice.held_back or ("no node fits the budgets now",)
             if reasons != state.reasons:
@@ -390,6 +401,7 @@ class RolloutDriver:
             "wave_started", rollout=self._name, wave=wave, canary=wave == 1 and state.mode is Mode.ROLLOUT,
             nodes=[n.node for n in choice.nodes], gpus=budget.used(list(choice.nodes)),
             max_unavailable=str(budget), predicted_evictions={n.node: list(n.evicts) for n in choice.nodes},
+            held_back=list(choice.held_back),
         )
         for impact in choice.nodes:
             self._relabel(state.nodes[impact.node], nodes[impact.node])

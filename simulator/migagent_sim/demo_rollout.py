@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import logging
 import tempfile
-import threading
 from pathlib import Path
 
 import pynvml
@@ -24,7 +23,7 @@ from migagent.cli import build_parser
 from migagent.clock import SystemClock
 from migagent.errors import MigAgentError
 from migagent.runtime.logging import configure_logging
-from migagent_sim.pool import PoolMonitor, SimPool, SimPoolConfig
+from migagent_sim.pool import PoolMonitor, ReplicaScheduler, SimPool, SimPoolConfig
 
 _CLOCK = SystemClock()
 TARGET = "all-balanced"
@@ -77,37 +76,12 @@ def migagent_main(argv: list[str]) -> int:
     return code
 
 
-class _Scheduler:
-    """Plays the scheduler for the inference replicas: once an evicted one is gone, its replacement
-    runs (Ready) on a node the rollout has finished, so the PDB allows a disruption again."""
-
-    def __init__(self, pool: SimPool) -> None:
-        self._pool = pool
-        self._stop = threading.Event()
-        self._placed: set[str] = set()
-        self._thread = threading.Thread(target=self._run, name="demo-scheduler", daemon=True)
-
-    def __enter__(self) -> _Scheduler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(5.0)
-
-    def _run(self) -> None:
-        while not _CLOCK.wait(self._stop, 0.1):
-            for node, pod, *_ in WORKLOADS:
-                if not pod.startswith("inference") or pod in self._placed or self._pool.api.pod("ml", pod):
-                    continue
-                if self._pool.labels(node).get("nvidia.com/mig.config.state") != "success":
-                    continue
-                self._placed.add(pod)
-                self._pool.nodes[node].kubelet.run_workload(
-                    "ml", f"{pod}-new", profile="1g.10gb", labels={"app": "inference"}
-                )
-                print(f"(demo) the replacement of ml/{pod} is Ready on {node}: inference-pdb allows 1 again",
-                      flush=True)
+def _scheduler(pool: SimPool) -> ReplicaScheduler:
+    """Replacements for the evicted inference replicas, so inference-pdb allows a disruption again."""
+    replicas = [(node, pod, labels) for node, pod, _, _, labels in WORKLOADS if labels["app"] == "inference"]
+    return ReplicaScheduler(
+        pool, replicas, say=lambda text: print(f"(demo) {text}: inference-pdb allows 1 again", flush=True)
+    )
 
 
 def _say(text: str) -> None:
@@ -144,14 +118,14 @@ def run_rollout_demo(args: argparse.Namespace) -> int:
                      "--poll", "0.1", "-o", "table", *server]
             _say(f"migagent rollout start {ROLLOUT} -l {pool.selector} -c {TARGET} --max-unavailable 4 --canary 1"
                  " --soak 1 --failure-budget 1")
-            with _Scheduler(pool):
+            with _scheduler(pool):
                 halted = migagent_main(["rollout", "start", ROLLOUT, "-l", pool.selector, "-c", TARGET, *flags])
             print(f"(exit status {halted})")
 
             _say(f"(demo) the fault on {FAILING_NODE} is cleared")
             pool.nodes[FAILING_NODE].fake.sim_clear_faults()
             _say(f"migagent rollout resume {ROLLOUT}")
-            with _Scheduler(pool):
+            with _scheduler(pool):
                 finished = migagent_main(["rollout", "resume", ROLLOUT, "--poll", "0.1", "-o", "table", *server])
             _say(f"migagent rollout status {ROLLOUT}")
             migagent_main(["rollout", "status", ROLLOUT, *server])

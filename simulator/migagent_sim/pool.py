@@ -12,11 +12,13 @@ import json
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from kubernetes.client import ApiClient
 
 from migagent.clock import FakeClock, SystemClock
 from migagent.kube.adapter import KubeApi
@@ -40,11 +42,16 @@ from migagent.sim.reset import SimResetRunner
 from migagent.sources.node_label import WatchSettings
 from migagent.wiring import AgentOptions, build_agent
 from migagent_sim.apiserver import FakeApiServer
+from migagent_sim.apiserver.rbac import UserInfo
 from migagent_sim.cluster import DEMO_LAYOUTS, GPU_OPERATOR_LABELS, RunningAgent, fast_options
 from migagent_sim.kubelet import FakeKubelet
 
+if TYPE_CHECKING:  # access control needs cel-python, a test dependency; the demo runs without it
+    from migagent_sim.apiserver.access import AccessControl
+
 JsonDict = dict[str, Any]
 POOL_LABEL = "pool"
+ADMIN = UserInfo("kubernetes-admin", ("system:masters", "system:authenticated"))
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,10 @@ class SimPoolConfig:
     """The value of label `pool` on every node (select them with -l pool=h100)."""
     layouts_yaml: str = DEMO_LAYOUTS
     start_layout: str = "all-1g.10gb"
+    start_layouts: Mapping[str, str] = field(default_factory=dict)
+    """Node name -> its own start layout, where it differs from `start_layout`."""
+    plugin_lag_s: float = 0.0
+    """How long each node's device plugin takes to re-advertise (a longer change per node)."""
     labels: Mapping[str, str] = field(default_factory=lambda: dict(GPU_OPERATOR_LABELS))
     resync_s: float = 0.3
     """The agents' resync: how soon a pod that starts or ends shows in migagent.io/observed."""
@@ -68,12 +79,16 @@ class SimPoolConfig:
 class PoolNode:
     """One simulated node of the pool: its GPUs, its kubelet and (once started) its agent."""
 
-    def __init__(self, name: str, api: FakeApiServer, workdir: Path, socket_dir: Path, spec: str) -> None:
+    def __init__(
+        self, name: str, api: FakeApiServer, workdir: Path, socket_dir: Path, *, spec: str, plugin_lag_s: float
+    ) -> None:
         self.name = name
         self.workdir = workdir
         self.fake = FakeNvml.from_spec(spec)
         self.socket_path = str(socket_dir / f"{name}.sock")
-        self.kubelet = FakeKubelet(api, self.fake, node_name=name, socket_path=self.socket_path)
+        self.kubelet = FakeKubelet(
+            api, self.fake, node_name=name, socket_path=self.socket_path, plugin_lag_s=plugin_lag_s
+        )
         self.agent: RunningAgent | None = None
         self._drivers: list[GpuDriver] = []
 
@@ -112,16 +127,25 @@ class PoolNode:
 
 
 class SimPool:
-    def __init__(self, workdir: Path, config: SimPoolConfig | None = None) -> None:
+    def __init__(
+        self, workdir: Path, config: SimPoolConfig | None = None, *, access: AccessControl | None = None
+    ) -> None:
+        """With `access` (rendered RBAC and admission policies), the API server enforces them and each agent
+        authenticates as service account migagent/migagent bound to its node."""
         self.config = config or SimPoolConfig()
         self.workdir = workdir
         self.layout_file = workdir / "mig-layouts.yaml"
         self._socket_dir = Path(tempfile.mkdtemp(prefix="migpool-"))
-        self.api = FakeApiServer(default_watch_timeout_s=self.config.watch_timeout_s, grace_scale=0.01)
+        self.api = FakeApiServer(
+            default_watch_timeout_s=self.config.watch_timeout_s, grace_scale=0.01, access=access
+        )
         self.nodes: dict[str, PoolNode] = {}
         for index in range(self.config.nodes):
             name = self.config.node_name(index)
-            self.nodes[name] = PoolNode(name, self.api, workdir / name, self._socket_dir, self.config.spec)
+            self.nodes[name] = PoolNode(
+                name, self.api, workdir / name, self._socket_dir, spec=self.config.spec,
+                plugin_lag_s=self.config.plugin_lag_s,
+            )
 
     @property
     def selector(self) -> str:
@@ -138,8 +162,9 @@ class SimPool:
         )
         for node in self.nodes.values():
             node.workdir.mkdir(parents=True, exist_ok=True)
-            node.apply_directly(self.layout_file, self.config.start_layout)
-            labels = {**self.config.labels, POOL_LABEL: self.config.pool, MIG_CONFIG_LABEL: self.config.start_layout}
+            start = self.config.start_layouts.get(node.name, self.config.start_layout)
+            node.apply_directly(self.layout_file, start)
+            labels = {**self.config.labels, POOL_LABEL: self.config.pool, MIG_CONFIG_LABEL: start}
             self.api.add_node(node.name, labels=labels)
             node.kubelet.start()
         if agents:
@@ -179,13 +204,22 @@ class SimPool:
         node = self.nodes[name]
         options = self.options(name)
         clock = SystemClock()
-        client = make_api_client(kubeconfig=None, api_server=self.api.url)
+        client = self.client(UserInfo.service_account("migagent", "migagent", node_name=name))
         api = KubeApi(client, node_name=name, clock=clock, timeout=options.request_timeout)
         agent, source = build_agent(
             options, api=api, driver=node.driver(), journal=FileJournal(node.workdir / "journal"), clock=clock
         )
         node.agent = RunningAgent(agent, source).start()
         return node.agent
+
+    def client(self, user: UserInfo | None = None) -> ApiClient:
+        """A client of this API server; with access control on, authenticated as `user` (else as an admin)."""
+        client = make_api_client(kubeconfig=None, api_server=self.api.url)
+        if self.api.access is not None:
+            token = self.api.issue_token(user or ADMIN)
+            client.configuration.api_key = {"authorization": token}
+            client.configuration.api_key_prefix = {"authorization": "Bearer"}
+        return client
 
     # -- the world ------------------------------------------------------------------------------
 
@@ -201,6 +235,42 @@ class SimPool:
             node = self.nodes[node_name]
             node.kubelet.run_workload("ml", pod, mig_uuid=node.mig_uuid(gpu, slot), labels=dict(labels))
 
+
+
+class ReplicaScheduler:
+    """Plays the scheduler for some pods: once one is gone (evicted) and its node reports success again,
+    a replacement with the same labels runs (Running, Ready) on that node, so a managed PDB allows a
+    disruption again. Runs in a thread while used as a context manager."""
+
+    def __init__(self, pool: SimPool, pods: Sequence[tuple[str, str, Mapping[str, str]]], *,
+                 say: Callable[[str], None] | None = None) -> None:
+        """`pods`: (node, name in namespace ml, labels)."""
+        self._pool = pool
+        self._pods = list(pods)
+        self._say = say
+        self._stop = threading.Event()
+        self._placed: set[str] = set()
+        self._thread = threading.Thread(target=self._run, name="sim-replica-scheduler", daemon=True)
+
+    def __enter__(self) -> ReplicaScheduler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            for node, pod, labels in self._pods:
+                if pod in self._placed or self._pool.api.pod("ml", pod) is not None:
+                    continue
+                if self._pool.labels(node).get(MIG_CONFIG_STATE_LABEL) != "success":
+                    continue
+                self._placed.add(pod)
+                self._pool.nodes[node].kubelet.run_workload("ml", f"{pod}-new", profile="1g.10gb", labels=labels)
+                if self._say is not None:
+                    self._say(f"the replacement of ml/{pod} is Ready on {node}")
 
 
 class PoolMonitor:
