@@ -134,7 +134,7 @@ def initial_state(name: str, spec: RolloutSpec, layouts: str, nodes: Sequence[No
     layout = parse_layout(layouts, source=f"rollout {name} layouts")
     if spec.layout not in layout.configs:
         raise RolloutError(
-            f"-c {spec.layout}: no such layout in the layout file; valid: {', '.join(layout.names) or 'none'}"
+            f"-c {spec.layout}: no such layout; valid: {', '.join(layout.names) or 'none'}"
         )
     MaxUnavailable.parse(spec.max_unavailable)
     if not nodes:
