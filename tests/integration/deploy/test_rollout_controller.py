@@ -5,7 +5,7 @@ its identity can change nothing on a Node but the layout label."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -47,7 +47,9 @@ def test_the_component_grants_exactly_what_the_controller_calls(objects: list[Ob
         ("get", "", "configmaps", "migagent"), ("list", "", "configmaps", "migagent"),
         ("update", "", "configmaps", "migagent"),
     }
-    deployment = next(o for o in of_kind(objects, "Deployment") if o["metadata"]["name"] == "migagent-rollout-controller")
+    deployment = next(
+        o for o in of_kind(objects, "Deployment") if o["metadata"]["name"] == "migagent-rollout-controller"
+    )
     pod = deployment["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "migagent-rollout"
     assert pod["containers"][0]["args"][:2] == ["rollout", "controller"]
@@ -61,7 +63,7 @@ def test_the_controller_drives_a_rollout_under_its_own_rbac_and_admission(pool: 
     controller_api = api(pool, CONTROLLER)
     stop = threading.Event()
     recorder = Recorder()
-    from migagent.cli.rollout import run_controller  # noqa: PLC0415 - the CLI module imports the client
+    from migagent.cli.rollout import run_controller
 
     thread = threading.Thread(
         target=run_controller, args=(controller_api,),
@@ -83,7 +85,8 @@ def test_the_controller_drives_a_rollout_under_its_own_rbac_and_admission(pool: 
     assert all(pool.labels(name)[MIG_CONFIG_LABEL] == TARGET for name in pool.nodes)
     assert monitor.relabels == dict.fromkeys(pool.nodes, 1)
     stored = api(pool).read_state("r")
-    assert stored is not None and f'"phase":"{Phase.DONE}"' in stored.data["state"]
+    assert stored is not None
+    assert f'"phase":"{Phase.DONE}"' in stored.data["state"]
 
 
 @pytest.mark.parametrize(
@@ -107,13 +110,14 @@ def test_the_controller_may_change_nothing_on_a_node_but_the_layout_label(pool: 
 
 def test_the_controller_neither_creates_nor_deletes_configmaps(pool: SimPool) -> None:
     core = CoreV1Api(pool.client(CONTROLLER))
-    for call in (
+    calls: list[Callable[[], object]] = [
         lambda: core.create_namespaced_config_map(
             "migagent", V1ConfigMap(metadata=V1ObjectMeta(name="migagent-rollout-x"), data={})
         ),
         lambda: core.delete_namespaced_config_map("migagent-layouts-sim", "migagent"),
         lambda: core.list_namespaced_config_map("default"),
-    ):
+    ]
+    for call in calls:
         with pytest.raises(ApiException) as refused:
             call()
         assert refused.value.status == 403

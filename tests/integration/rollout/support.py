@@ -35,6 +35,11 @@ class Recorder:
     def named(self, event: str) -> list[dict[str, object]]:
         return [fields for name, fields in self.events if name == event]
 
+    def waves(self) -> list[list[str]]:
+        """The nodes of each wave started, in order."""
+        return [[str(node) for node in nodes] for fields in self.named("wave_started")
+                if isinstance(nodes := fields["nodes"], list)]
+
 
 def api(pool: SimPool, user: UserInfo | None = None) -> RolloutApi:
     return RolloutApi(pool.client(user), clock=CLOCK)

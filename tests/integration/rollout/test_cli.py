@@ -73,7 +73,8 @@ def test_plan_names_the_nodes_a_layout_does_not_fit(pool: SimPool, capsys: pytes
     assert main(["rollout", "plan", "-l", pool.selector, "-c", "too-many-3g", "--api-server", pool.api.url]) == 0
     out = capsys.readouterr().out
     rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("gpu-h100-")}
-    assert "does not fit" in rows["gpu-h100-1"] and "does not fit" in rows["gpu-h100-2"]
+    assert "does not fit" in rows["gpu-h100-1"]
+    assert "does not fit" in rows["gpu-h100-2"]
     assert "0 node(s) change, 0 unchanged, 3 cannot" in out
 
 

@@ -54,7 +54,8 @@ def test_halts_after_the_failure_budget_with_each_reason_and_resumes_to_completi
     assert halted.phase is Phase.HALTED
     assert [r.node for r in halted.in_status(NodeStatus.FAILED)] == [FAULTY]
     assert len(halted.reasons) == 1
-    assert halted.reasons[0].startswith(f"{FAULTY}: ApplyFailed") and "NVML_ERROR_GPU_IS_LOST" in halted.reasons[0]
+    assert halted.reasons[0].startswith(f"{FAULTY}: ApplyFailed")
+    assert "NVML_ERROR_GPU_IS_LOST" in halted.reasons[0]
     pending = halted.in_status(NodeStatus.PENDING)
     assert pending  # the halt stopped the rollout: no wave started after the failure
     assert all(pool.labels(r.node)[MIG_CONFIG_LABEL] == "all-1g.10gb" for r in pending)
@@ -68,7 +69,7 @@ def test_halts_after_the_failure_budget_with_each_reason_and_resumes_to_completi
     assert {r.status for r in final.nodes.values()} == {NodeStatus.DONE}
     assert all(pool.labels(name)[MIG_CONFIG_LABEL] == TARGET for name in pool.nodes)
     assert all(pool.labels(name)["nvidia.com/mig.config.state"] == "success" for name in pool.nodes)
-    assert monitor.relabels == {name: 1 for name in pool.nodes}
+    assert monitor.relabels == dict.fromkeys(pool.nodes, 1)
     assert monitor.max_unavailable_gpus <= 2
 
 
@@ -82,7 +83,8 @@ def test_one_failure_under_a_failure_budget_of_two_does_not_halt(make_pool: Call
 
     assert final.phase is Phase.DONE
     assert [r.node for r in final.in_status(NodeStatus.FAILED)] == [FAULTY]
-    assert final.reasons and final.reasons[0].startswith(f"{FAULTY}:")
+    assert final.reasons
+    assert final.reasons[0].startswith(f"{FAULTY}:")
     assert [r.node for r in final.in_status(NodeStatus.DONE)] == ["gpu-h100-1", "gpu-h100-3", "gpu-h100-4"]
 
 
@@ -144,5 +146,5 @@ def test_undo_relabels_every_changed_node_to_its_previous_layout_within_the_same
         "gpu-h100-1": "all-1g.10gb", "gpu-h100-2": "all-1g.10gb", "gpu-h100-3": "all-7g"
     }
     assert {name: holdings(pool, name) for name in pool.nodes} == before
-    assert monitor.relabels == {name: 1 for name in pool.nodes}
+    assert monitor.relabels == dict.fromkeys(pool.nodes, 1)
     assert monitor.max_unavailable_gpus <= 2

@@ -33,8 +33,8 @@ def test_gpus_out_of_service_never_exceed_max_unavailable_and_each_node_evicts_w
 
     assert final.phase is Phase.DONE
     assert 0 < monitor.max_unavailable_gpus <= 4
-    assert max(len(wave["nodes"]) for wave in recorder.named("wave_started")) == 2  # the budget was used
-    assert monitor.relabels == {name: 1 for name in pool.nodes}
+    assert max(len(wave) for wave in recorder.waves()) == 2  # the budget was used
+    assert monitor.relabels == dict.fromkeys(pool.nodes, 1)
     evicted = set()
     for record in final.nodes.values():
         assert record.status is NodeStatus.DONE
@@ -54,7 +54,7 @@ def test_max_unavailable_in_nodes_takes_one_node_at_a_time(make_pool: Callable[.
     create(pool, "r", spec(pool, max_unavailable="1nodes"))
 
     assert drive(pool, "r", recorder).phase is Phase.DONE
-    assert [len(wave["nodes"]) for wave in recorder.named("wave_started")] == [1, 1, 1]
+    assert [len(wave) for wave in recorder.waves()] == [1, 1, 1]
     assert monitor.max_unavailable_gpus == 2  # one 2-GPU node at a time
 
 
