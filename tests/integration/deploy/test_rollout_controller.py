@@ -19,6 +19,7 @@ from migagent_sim.apiserver.rbac import UserInfo
 from migagent_sim.pool import PoolMonitor, SimPool, SimPoolConfig
 from tests.integration.deploy.manifests import Obj, of_kind, render_with_components
 from tests.integration.deploy.rbac import permissions_of
+from tests.integration.deploy.test_manifests import validate
 from tests.integration.rollout.support import CLOCK, TARGET, Recorder, api, create, spec, wait_reported
 
 CONTROLLER = UserInfo.service_account("migagent", "migagent-rollout")
@@ -33,6 +34,11 @@ def objects() -> list[Obj]:
 def pool(objects: list[Obj], tmp_path: Path) -> Iterator[SimPool]:
     with SimPool(tmp_path, SimPoolConfig(nodes=3), access=AccessControl(objects)) as started:
         yield started
+
+
+def test_every_object_of_the_component_is_valid_against_the_bundled_kubernetes_schemas(objects: list[Obj]) -> None:
+    for obj in objects:
+        validate(obj)
 
 
 def test_the_component_grants_exactly_what_the_controller_calls(objects: list[Obj]) -> None:
