@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from migagent.cli.commands import summary
 from migagent.cli.rollout_view import JsonEvents, LiveTable, evictions_report, headline, node_rows, table
+from migagent.cli.signals import signals_handled
 from migagent.cli.status import _default_kubeconfig
 from migagent.clock import Clock, SystemClock
 from migagent.errors import TransientError, UsageError
@@ -322,10 +324,17 @@ def run_controller(
                 stored.name, RolloutDriver(api, stored.name, clock=clock, listener=listener, holder=holder)
             )
             try:
-                driver.step()
+                after = driver.step()
+                if after.phase in (Phase.DONE, Phase.HALTED):
+                    driver.release()
             except (TransientError, HeldElsewhereError) as error:
                 listener.event("controller_step_retried", rollout=stored.name, error=str(error))
         clock.wait(stop, poll_s)
+    for driver in drivers.values():  # stopped (SIGTERM): hand the rollouts over now, not at lease expiry
+        try:
+            driver.release()
+        except (TransientError, RolloutError) as error:
+            listener.event("controller_release_failed", error=str(error))
 
 
 def _run_controller(args: argparse.Namespace) -> int:
@@ -333,7 +342,8 @@ def _run_controller(args: argparse.Namespace) -> int:
     stop = threading.Event()
     if args.run_for is not None:
         threading.Timer(args.run_for, stop.set).start()
-    run_controller(_api(args, clock), clock=clock, listener=JsonEvents(clock), poll_s=args.poll, stop=stop)
+    with signals_handled({signal.SIGTERM: stop.set, signal.SIGINT: stop.set}):
+        run_controller(_api(args, clock), clock=clock, listener=JsonEvents(clock), poll_s=args.poll, stop=stop)
     return 0
 
 

@@ -41,6 +41,9 @@ log = structlog.get_logger(__name__)
 
 STATE_KEY = "state"
 LAYOUTS_KEY = "layouts"
+FORGIVE_CURRENT = "*"
+"""A resumed node's stale_attempt until the driver next looks: whatever failed attempt it shows then
+(its agent may have retried and failed again while the rollout was halted) is forgiven."""
 
 
 class StoredObject(Protocol):
@@ -283,13 +286,19 @@ class RolloutDriver:
                 self._listener.event("node_done", rollout=self._name, node=record.node, wave=record.wave,
                                      predicted=list(record.predicted), evicted=list(record.evicted), late=True)
                 changed = True
-        for record in state.in_status(NodeStatus.IN_FLIGHT):
+        for listed in state.in_status(NodeStatus.IN_FLIGHT):
+            record = listed
             node = nodes.get(record.node)
             if node is None:
                 state = state.with_node(replace(record, status=NodeStatus.FAILED, reason="the node is gone",
                                                 finished_at=now))
                 changed = True
                 continue
+            if record.stale_attempt == FORGIVE_CURRENT:  # resumed: the failure showing now is the old one
+                failing = answer(node, record.target) is AgentAnswer.FAILED
+                record = replace(record, stale_attempt=attempt(node) if failing else None)
+                state = state.with_node(record)
+                changed = True
             if node.labels.get(MIG_CONFIG_LABEL) != record.target:
                 self._relabel(record, node)  # a driver stopped between writing the wave and this label
             present = set(gpu_pods(self._port.list_pods_on_node(record.node)))
@@ -419,7 +428,8 @@ def resumed(state: RolloutState) -> RolloutState:
     """`rollout resume`: a paused rollout runs on; a halted one waits again on its failed nodes (their
     old failure forgiven: only a new attempt that fails counts) and then starts the next waves."""
     nodes = {
-        name: replace(record, status=NodeStatus.IN_FLIGHT, reason="") if record.status is NodeStatus.FAILED else record
+        name: replace(record, status=NodeStatus.IN_FLIGHT, reason="", stale_attempt=FORGIVE_CURRENT)
+        if record.status is NodeStatus.FAILED else record
         for name, record in state.nodes.items()
     }
     return replace(state, phase=Phase.RUNNING, nodes=nodes, reasons=())

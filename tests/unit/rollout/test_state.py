@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from migagent.rollout.driver import resumed, undo_state
+from migagent.rollout.driver import FORGIVE_CURRENT, resumed, undo_state
 from migagent.rollout.state import NodeRecord, NodeStatus, Phase, RolloutSpec, RolloutState
 
 
@@ -26,12 +26,12 @@ def test_the_state_round_trips_through_its_json() -> None:
     assert again == RolloutState(**{**original.__dict__, "resource_version": "7"})
 
 
-def test_resume_waits_again_on_failed_nodes_keeping_the_failure_it_forgives() -> None:
+def test_resume_waits_again_on_failed_nodes_forgiving_the_failure_they_show_then() -> None:
     after = resumed(state())
     assert after.phase is Phase.RUNNING
     assert after.reasons == ()
     assert after.nodes["b"].status is NodeStatus.IN_FLIGHT
-    assert after.nodes["b"].stale_attempt == "3"  # a failed report with this attempt is the old one
+    assert after.nodes["b"].stale_attempt == FORGIVE_CURRENT  # the failed attempt it shows at the next look
 
 
 def test_undo_sends_every_relabelled_node_back_and_leaves_the_others() -> None:
