@@ -43,12 +43,14 @@ from migagent.rollout.driver import (
     RolloutListener,
     decode,
     encode,
+    gpu_pods,
     impact_of,
     initial_state,
     new_holder,
     resumed,
     undo_state,
 )
+from migagent.rollout.impact import with_pods_now
 from migagent.rollout.preview import Preview, preview
 from migagent.rollout.state import NodeStatus, Phase, RolloutSpec, RolloutState
 
@@ -86,12 +88,15 @@ def _preview(args: argparse.Namespace, api: RolloutApi) -> Preview:
     nodes = api.list_nodes(args.selector)
     if not nodes:
         raise UsageError(f"-l {args.selector}: selects no node")
-    impacts = [impact_of(node, layout, args.layout) for node in nodes]
-    labels = {
-        str(pod.ref): dict(pod.labels)
-        for impact in impacts if impact.evicts
-        for pod in api.list_pods_on_node(impact.node)
-    }
+    impacts = []
+    labels: dict[str, dict[str, str]] = {}
+    for node in nodes:
+        impact = impact_of(node, layout, args.layout)
+        if impact.plannable:
+            pods = api.list_pods_on_node(node.name)
+            impact = with_pods_now(impact, gpu_pods(pods))
+            labels.update((str(pod.ref), dict(pod.labels)) for pod in pods)
+        impacts.append(impact)
     return preview(impacts, max_unavailable=_budget(args.max_unavailable), canary=args.canary,
                    budgets=api.list_pdbs(), pod_labels=labels)
 
@@ -114,9 +119,10 @@ def _run_plan(args: argparse.Namespace) -> int:
         return 0
     rows = [("NODE", "GPUS CHANGED", "GIS KEPT", "DESTROYED", "CREATED", "RESETS", "EVICTS", "PROBLEM")]
     for node in result.nodes:
+        evicts = ", ".join(f"{pod}{'?' if pod in node.unreported else ''}" for pod in node.evicts)
         rows.append((
             node.node, ",".join(map(str, node.gpus_changed)) or "-", str(node.gis_kept), str(node.gis_destroyed),
-            str(node.gis_created), str(node.resets), ", ".join(node.evicts) or "-", node.problem or "-",
+            str(node.gis_created), str(node.resets), evicts or "-", node.problem or "-",
         ))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
@@ -130,6 +136,9 @@ def _run_plan(args: argparse.Namespace) -> int:
         print(f"wave {index}{' (canary)' if index == 1 else ''}: {', '.join(wave)}")
     for reason in result.unplaced:
         print(f"no wave can take {reason}")
+    if any(node.unreported for node in result.nodes):
+        print("?: a GPU pod started since its agent last reported; which device it holds is not known yet, so it"
+              " counts as evicted")
     print()
     for line in _capacity_lines(result):
         print(line)

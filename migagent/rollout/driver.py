@@ -32,7 +32,7 @@ from migagent.kube.port import NodeView, PodView
 from migagent.layout.parse import parse_layout
 from migagent.layout.spec import LayoutFile
 from migagent.rollout.budget import DisruptionBudget, MaxUnavailable, choose_wave
-from migagent.rollout.impact import NodeImpact, predict, unreported
+from migagent.rollout.impact import NodeImpact, predict, unreported, with_pods_now
 from migagent.rollout.reported import UnreadableReportError, read_report
 from migagent.rollout.reports import AgentAnswer, agent_phase, answer, attempt, failure_reason
 from migagent.rollout.state import Mode, NodeRecord, NodeStatus, Phase, RolloutSpec, RolloutState
@@ -371,8 +371,8 @@ class RolloutDriver:
                 state = state.with_node(replace(record, status=NodeStatus.SKIPPED, reason=impact.problem))
                 self._listener.event("node_skipped", rollout=self._name, node=record.node, reason=impact.problem)
                 continue
-            candidates.append(impact)
             pods[record.node] = self._port.list_pods_on_node(record.node)
+            candidates.append(with_pods_now(impact, gpu_pods(pods[record.node])))
         labels = {str(p.ref): dict(p.labels) for listed in pods.values() for p in listed}
         choice = choose_wave(
             candidates, room=room, max_unavailable=budget, budgets=self._port.list_pdbs(), pod_labels=labels,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from migagent.errors import MigAgentError
@@ -42,6 +42,12 @@ class NodeImpact:
     capacity_after: Mapping[str, int] = field(default_factory=dict, hash=False)
     problem: str = ""
     """Why this node cannot be changed: no agent report, or the layout does not fit (one line)."""
+    reported_pods: tuple[str, ...] = ()
+    """Every pod the agent's report places on a GI (evicted or not)."""
+    unreported: tuple[str, ...] = ()
+    """GPU pods on the node now that the agent's last report does not place (started since it): which
+    device they hold is unknown, so a change that touches any GPU counts them as evicted, as the
+    agent's drain does for a pod it cannot place."""
 
     @property
     def plannable(self) -> bool:
@@ -64,6 +70,7 @@ class NodeImpact:
             "capacity_before": dict(self.capacity_before),
             "capacity_after": dict(self.capacity_after),
             "problem": self.problem,
+            "unreported_pods": list(self.unreported),
         }
 
 
@@ -128,9 +135,19 @@ def predict(node: str, reported: ReportedNode, layout: LayoutFile, name: str) ->
         gis_created=sum(len(g.create) for g in steps.gpus),
         resets=sum(1 for g in steps.gpus if g.reset),
         evicts=tuple(sorted(evicts)),
+        reported_pods=tuple(sorted({pod for held in reported.pods.values() for pod in held})),
         capacity_before=before,
         capacity_after=advertised_counts(MigStrategy.MIXED, after_devices),
     )
+
+
+def with_pods_now(impact: NodeImpact, gpu_pods: Iterable[str]) -> NodeImpact:
+    """The prediction, given the GPU pods on the node now: those the report does not place are evicted
+    too when the change touches any GPU (conservative: their device is unknown)."""
+    unknown = tuple(sorted(set(gpu_pods) - set(impact.reported_pods)))
+    if not unknown or not impact.changes:
+        return replace(impact, unreported=unknown)
+    return replace(impact, unreported=unknown, evicts=tuple(sorted({*impact.evicts, *unknown})))
 
 
 def unreported(node: str, problem: str) -> NodeImpact:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from migagent.rollout.impact import predict
+from migagent.rollout.impact import predict, with_pods_now
 from migagent.rollout.reported import UnreadableReportError, read_report
 from tests.unit.rollout.support import LAYOUTS, report
 
@@ -68,3 +68,12 @@ def test_a_layout_that_does_not_fit_is_the_nodes_problem_not_an_error() -> None:
 def test_an_absent_or_foreign_report_says_why(annotation: str | None, says: str) -> None:
     with pytest.raises(UnreadableReportError, match=says):
         read_report(annotation)
+
+
+def test_a_gpu_pod_the_report_does_not_place_yet_counts_as_evicted_when_the_node_changes() -> None:
+    reported = read_report(report("all-1g.10gb", {(0, 0): ["ml/kept"]}))
+    impact = with_pods_now(predict("n", reported, LAYOUTS, "all-balanced"), ["ml/kept", "ml/new"])
+    assert impact.unreported == ("ml/new",)
+    assert impact.evicts == ("ml/new",)  # ml/kept is on a GI the plan keeps
+    unchanged = with_pods_now(predict("n", read_report(report("all-balanced")), LAYOUTS, "all-balanced"), ["ml/new"])
+    assert (unchanged.unreported, unchanged.evicts) == (("ml/new",), ())
