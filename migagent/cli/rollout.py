@@ -325,16 +325,18 @@ def run_controller(
             continue
         for stored in stored_states:
             state = decode(stored.name, stored)
-            if state.phase in (Phase.DONE, Phase.HALTED) or state.held_by_other(holder, clock.wall()):
+            if state.phase is Phase.DONE or state.held_by_other(holder, clock.wall()):
                 continue
-            if state.phase is Phase.PAUSED and not state.in_status(NodeStatus.IN_FLIGHT):
+            if state.phase in (Phase.PAUSED, Phase.HALTED) and not state.in_status(NodeStatus.IN_FLIGHT):
                 continue
             driver = drivers.setdefault(
                 stored.name, RolloutDriver(api, stored.name, clock=clock, listener=listener, holder=holder)
             )
             try:
                 after = driver.step()
-                if after.phase in (Phase.DONE, Phase.HALTED):
+                if after.phase is Phase.DONE or (
+                    after.phase is Phase.HALTED and not after.in_status(NodeStatus.IN_FLIGHT)
+                ):
                     driver.release()
             except (TransientError, HeldElsewhereError) as error:
                 listener.event("controller_step_retried", rollout=stored.name, error=str(error))

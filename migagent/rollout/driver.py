@@ -260,16 +260,17 @@ class RolloutDriver:
 
     @staticmethod
     def _finished(state: RolloutState) -> bool:
-        if state.phase in (Phase.DONE, Phase.HALTED):
+        """Done; or halted or paused with no node in flight (those in flight are followed to their end)."""
+        if state.phase is Phase.DONE:
             return True
-        return state.phase is Phase.PAUSED and not state.in_status(NodeStatus.IN_FLIGHT)
+        return state.phase in (Phase.PAUSED, Phase.HALTED) and not state.in_status(NodeStatus.IN_FLIGHT)
 
     def step(self) -> RolloutState:
         """One look and the decisions it leads to."""
         state = self._claim(self.load())
         nodes = {node.name: node for node in self._port.list_nodes(state.spec.selector)}
         state = self._follow(state, nodes)
-        if state.phase is Phase.RUNNING:
+        if state.phase in (Phase.RUNNING, Phase.HALTED):
             state = self._maybe_halt(state)
         if state.phase is Phase.RUNNING and not state.in_status(NodeStatus.IN_FLIGHT):
             state = self._next_wave(state, nodes)
@@ -333,12 +334,15 @@ class RolloutDriver:
 
     def _maybe_halt(self, state: RolloutState) -> RolloutState:
         failed = state.in_status(NodeStatus.FAILED)
-        if not failed or len(failed) < state.spec.failure_budget:
+        if state.phase is Phase.RUNNING and (not failed or len(failed) < state.spec.failure_budget):
             return state
         reasons = tuple(f"{r.node}: {r.reason}" for r in failed)
+        if state.phase is Phase.HALTED:  # halted already: the reasons follow nodes that fail meanwhile
+            return state if set(reasons) <= set(state.reasons) else self._write(replace(state, reasons=reasons))
         state = self._write(replace(state, phase=Phase.HALTED, reasons=reasons))
         self._listener.event("halted", rollout=self._name, failed=len(failed),
-                             failure_budget=state.spec.failure_budget, reasons=list(reasons))
+                             failure_budget=state.spec.failure_budget, reasons=list(reasons),
+                             in_flight=[r.node for r in state.in_status(NodeStatus.IN_FLIGHT)])
         return state
 
     def _next_wave(self, state: RolloutState, nodes: Mapping[str, NodeView]) -> RolloutState:

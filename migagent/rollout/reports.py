@@ -17,6 +17,7 @@ from migagent.kube.names import (
     LAST_ERROR_ANNOTATION,
     MIG_CONFIG_LABEL,
     MIG_CONFIG_STATE_LABEL,
+    ConditionReason,
     ConditionStatus,
     MigConfigState,
 )
@@ -57,11 +58,18 @@ def attempt(node: NodeView) -> str | None:
     return node.annotations.get(ATTEMPT_ANNOTATION)
 
 
+_IN_PROGRESS = frozenset(
+    {ConditionReason.RECONFIGURING, ConditionReason.DRAINING, ConditionReason.WAITING_FOR_DEVICE_PLUGIN}
+)
+
+
 def failure_reason(node: NodeView) -> str:
+    """The agent's last error, after its failure reason (ApplyFailed, DrainBlocked, ...) when the condition
+    already carries it (the agent writes the state label and last error first, the condition next)."""
     condition = node.condition(CONDITION_TYPE)
     text = node.annotations.get(LAST_ERROR_ANNOTATION) or (condition.message if condition else "") or "failed"
-    reason = f"{condition.reason}: " if condition is not None and condition.reason else ""
-    return reason + " ".join(text.split())
+    known = condition is not None and condition.reason and condition.reason not in _IN_PROGRESS
+    return (f"{condition.reason}: " if known and condition is not None else "") + " ".join(text.split())
 
 
 def agent_phase(node: NodeView) -> str:
