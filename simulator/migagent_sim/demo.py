@@ -9,6 +9,9 @@ GPUs changed), the advertised resources before and after, and the commands that 
 layouts with the shipped layout file. With --mig-strategy single, the plugin cannot advertise a
 layout that mixes profiles, so the agent first refuses `all-balanced` with nothing touched, and the
 node is then labelled `all-3g.40gb`. Exit 0 on success within --timeout, 1 otherwise.
+
+`migagent demo rollout` is the pool-level show instead (demo_rollout.py): six such nodes rolled to a
+new layout by `migagent rollout` in waves, one made to fail, the halt, and the resume.
 """
 
 from __future__ import annotations
