@@ -3,7 +3,7 @@ object, follows the nodes in flight, starts the next wave when the last one is d
 every decision back with a conditional write before acting on it.
 
     read state (take or renew the lease) -> read the pool -> nodes in flight: success? failed?
-    -> failures >= --failure-budget: halt, with each node's reason
+    -> failures >= --failure-budget, or a failed canary: halt, with each node's reason
     -> nothing in flight, canary soaked: choose the least disturbing wave within --max-unavailable
        and every PDB -> write it (nodes in flight, predictions) -> relabel each node once
     -> no node pending or in flight: done
@@ -334,7 +334,8 @@ class RolloutDriver:
 
     def _maybe_halt(self, state: RolloutState) -> RolloutState:
         failed = state.in_status(NodeStatus.FAILED)
-        if state.phase is Phase.RUNNING and (not failed or len(failed) < state.spec.failure_budget):
+        canary_failed = state.mode is Mode.ROLLOUT and any(r.wave == 1 for r in failed)
+        if state.phase is Phase.RUNNING and not canary_failed and len(failed) < state.spec.failure_budget:
             return state
         reasons = tuple(f"{r.node}: {r.reason}" for r in failed)
         if state.phase is Phase.HALTED:  # halted already: the reasons follow nodes that fail meanwhile

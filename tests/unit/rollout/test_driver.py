@@ -213,3 +213,13 @@ def test_a_fault_not_cleared_halts_the_resumed_rollout_again_on_the_next_failed_
     again = driver(cluster, clock).run()
     assert again.phase is Phase.HALTED
     assert [r.node for r in again.in_status(NodeStatus.PENDING)] == ["c"]
+
+
+def test_a_failed_canary_halts_whatever_the_failure_budget() -> None:
+    cluster = Cluster(["a", "b", "c"])
+    started(cluster, failure_budget=5)
+    cluster.failing.add("a")  # the canary (fewest evictions, then by name)
+    halted = driver(cluster, FakeClock()).run()
+    assert halted.phase is Phase.HALTED
+    assert [r.node for r in halted.in_status(NodeStatus.FAILED)] == ["a"]
+    assert cluster.relabels == {"a": 1}
