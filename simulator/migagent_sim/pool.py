@@ -157,7 +157,7 @@ class SimPool:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.layout_file.write_text(self.config.layouts_yaml, encoding="utf-8")
         self.api.start()
-        self.api.add_configmap(
+        self.api.put_config_map(
             ROLLOUT_NAMESPACE, "migagent-layouts-sim", {LAYOUTS_CONFIGMAP_KEY: self.config.layouts_yaml}
         )
         for node in self.nodes.values():

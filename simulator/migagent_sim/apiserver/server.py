@@ -221,12 +221,19 @@ class FakeApiServer:
 
     # --- ConfigMaps, PDBs, DaemonSets, events
 
-    def add_configmap(self, namespace: str, name: str, data: Mapping[str, str]) -> JsonDict:
-        configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
-                     "data": dict(data)}
-        return self._store.create(CONFIGMAPS, configmap)
+    def put_config_map(self, namespace: str, name: str, data: Mapping[str, str]) -> JsonDict:
+        """Create the ConfigMap, or replace its data (as `kubectl apply` of an edited one would)."""
+        if self._store.get(CONFIGMAPS, namespace, name) is None:
+            obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}}
+            return self._store.create(CONFIGMAPS, {**obj, "data": dict(data)})
 
-    def configmap(self, namespace: str, name: str) -> JsonDict | None:
+        def replace(config_map: JsonDict) -> JsonDict:
+            config_map["data"] = dict(data)
+            return config_map
+
+        return self._store.update(CONFIGMAPS, namespace, name, replace)
+
+    def config_map(self, namespace: str, name: str) -> JsonDict | None:
         return self._store.get(CONFIGMAPS, namespace, name)
 
     def add_pdb(

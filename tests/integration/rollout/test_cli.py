@@ -88,7 +88,7 @@ def test_a_bad_budget_or_layout_is_one_line_and_nothing_is_written(
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("migagent rollout: --max-unavailable 'lots': give a positive number of GPUs")
     assert err[1].startswith("migagent rollout: -c no-such-layout: no such layout; valid: all-1g.10gb")
-    assert pool.api.configmap("migagent", "migagent-rollout-r") is None
+    assert pool.api.config_map("migagent", "migagent-rollout-r") is None
 
 
 def test_start_then_status_from_anywhere_and_resume_of_a_finished_rollout_is_refused(

@@ -22,7 +22,7 @@ LEASE_S = 2.0
 
 
 def _state(pool: SimPool) -> dict[str, object] | None:
-    configmap = pool.api.configmap(ROLLOUT_NAMESPACE, state_object_name("r"))
+    configmap = pool.api.config_map(ROLLOUT_NAMESPACE, state_object_name("r"))
     return None if configmap is None else json.loads(configmap["data"]["state"])
 
 
