@@ -50,6 +50,10 @@ COMMANDS: tuple[Command, ...] = (
         "report, read-only, what NVML says about each GPU's MIG support and how it differs from the catalog",
     ),
     Command("status", "status", "register", "one table for the fleet: each MIG node's layout, state and devices"),
+    Command(
+        "rollout", "rollout", "register",
+        "change the layout of a node pool in waves, budgeted in GPUs and PDBs, with a canary, a halt and a resume",
+    ),
 )
 
 

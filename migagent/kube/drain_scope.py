@@ -150,6 +150,20 @@ def gi_workloads(
     return {gi: len(pods) for gi, pods in holders.items()}
 
 
+def gi_pods(
+    observation: Observation, pod_devices: Iterable[PodDeviceHolding]
+) -> dict[tuple[int, Placement], list[str]]:
+    """The pods (`namespace/name`, sorted) holding each GI, by (GPU index, placement)."""
+    locations = device_locations(observation)
+    holders: dict[tuple[int, Placement], set[str]] = {}
+    for (namespace, name), device_ids in _devices_by_pod(pod_devices).items():
+        for device_id in device_ids:
+            gpu, placement = locations.get(device_id, (-1, None))
+            if placement is not None:
+                holders.setdefault((gpu, placement), set()).add(f"{namespace}/{name}")
+    return {gi: sorted(pods) for gi, pods in holders.items()}
+
+
 def _devices_by_pod(pod_devices: Iterable[PodDeviceHolding]) -> dict[tuple[str, str], list[str]]:
     held: dict[tuple[str, str], list[str]] = {}
     for entry in pod_devices:

@@ -138,3 +138,14 @@ MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 def is_gpu_resource(resource: str) -> bool:
     """True for the resources the NVIDIA device plugin advertises (whole GPUs, MIG devices, shared replicas)."""
     return resource in (GPU_RESOURCE, SHARED_GPU_RESOURCE) or resource.startswith(MIG_RESOURCE_PREFIX)
+
+# --- fleet rollouts (migagent rollout) ----------------------------------------------------------
+
+ROLLOUT_NAMESPACE = "migagent"
+"""Where rollout state objects and the layouts ConfigMap live (deploy/base)."""
+ROLLOUT_LABEL = f"{PREFIX}rollout"
+"""On each rollout's state ConfigMap: the rollout's name (the controller lists by it)."""
+ROLLOUT_CONFIGMAP_PREFIX = "migagent-rollout-"
+LAYOUTS_CONFIGMAP_PREFIX = "migagent-layouts"
+"""deploy/base's configMapGenerator name (kustomize appends a content hash)."""
+LAYOUTS_CONFIGMAP_KEY = "mig-layouts.yaml"

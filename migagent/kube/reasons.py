@@ -41,6 +41,15 @@ REASON_MEANINGS: Mapping[ConditionReason, tuple[str, str]] = {
         "-",
         "with `--wait-for-operator`: the GPU Operator's driver-ready and toolkit-ready markers are not there yet",
     ),
+    ConditionReason.STORAGE_UNWRITABLE: (
+        "failed",
+        "the journal directory cannot be written (read-only, full, no permission, a file-size limit); found"
+        " before anything on the node was touched; the message names the path and the errno",
+    ),
+    ConditionReason.NVML_UNAVAILABLE: (
+        "failed",
+        "the agent could not initialise NVML (no driver, a driver/library mismatch) and exited; it changed nothing",
+    ),
     ConditionReason.UNKNOWN: ("-", "the agent could not tell (status Unknown); its logs say why"),
 }
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from migagent.catalog.model import Placement
 from migagent.errors import MigAgentError
 from migagent.kube.names import (
     ATTEMPT_ANNOTATION,
@@ -179,8 +180,19 @@ def desired_annotation(layout_name: str, layout_hash: str) -> str:
     return json.dumps({"layout": layout_name, "hash": layout_hash}, sort_keys=True)
 
 
-def _gi_json(gpu: ObservedGpu, gi: ObservedGi) -> dict[str, Any]:
-    entry: dict[str, Any] = {"placement": str(gi.placement), "profile_id": gi.profile_id}
+GiPods = Mapping[tuple[int, Placement], Sequence[str]]
+"""Pods (`namespace/name`) holding each GI, by (GPU index, GI placement): drain_scope.gi_pods."""
+
+
+def _gi_json(gpu: ObservedGpu, gi: ObservedGi, pods: GiPods) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "placement": str(gi.placement),
+        "profile_id": gi.profile_id,
+        "ci_profile_ids": list(gi.ci_profile_ids),
+    }
+    held = pods.get((gpu.index, gi.placement))
+    if held:
+        entry["pods"] = sorted(held)
     table = gpu.profiles
     gi_profile = table.gi_profile(gi.profile_id) if table is not None else None
     if table is not None and gi_profile is not None:
@@ -193,15 +205,24 @@ def _gi_json(gpu: ObservedGpu, gi: ObservedGi) -> dict[str, Any]:
     return entry
 
 
-def observed_annotation(observation: Observation) -> str:
-    """Per GPU: index, uuid, MIG mode (and pending mode) and its GIs by profile name and placement."""
+def observed_annotation(observation: Observation, pods: GiPods | None = None) -> str:
+    """Per GPU: index, uuid, model name and PCI ids, MIG mode (and pending mode) and its GIs by profile
+    name and placement, each with the pods holding it (`pods`, when known): what `migagent rollout`
+    plans a pool from without reaching the node."""
+    held = pods or {}
     gpus = [
         {
             "index": gpu.index,
             "uuid": gpu.uuid,
+            "name": gpu.name,
+            "pci_device_id": gpu.pci_device_id,
+            **({"pci_subsystem_id": gpu.pci_subsystem_id} if gpu.pci_subsystem_id is not None else {}),
+            "mig_capable": gpu.mig_capable,
             "mode": "enabled" if gpu.mig_current else "disabled",
             **({"pending_mode": "enabled" if gpu.mig_pending else "disabled"} if gpu.mode_change_pending else {}),
-            "gpu_instances": [_gi_json(gpu, gi) for gi in sorted(gpu.gpu_instances, key=lambda g: g.placement)],
+            "gpu_instances": [
+                _gi_json(gpu, gi, held) for gi in sorted(gpu.gpu_instances, key=lambda g: g.placement)
+            ],
         }
         for gpu in sorted(observation.gpus, key=lambda g: g.index)
     ]

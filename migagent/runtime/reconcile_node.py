@@ -21,12 +21,13 @@ from dataclasses import dataclass
 import structlog
 
 from migagent.kube.deviceplugin import PausedComponents, advertised_within, wait_for_advertisement
-from migagent.kube.drain_scope import gi_workloads
+from migagent.kube.drain_scope import gi_pods, gi_workloads
 from migagent.kube.expected import advertisement_matches
 from migagent.kube.names import (
     ATTEMPT_ANNOTATION,
     MIG_CONFIG_LABEL,
     MIG_CONFIG_STATE_LABEL,
+    OBSERVED_ANNOTATION,
     ConditionReason,
     EventReason,
     MigConfigState,
@@ -191,10 +192,13 @@ class NodeReconcile:
         self._finish_leftovers()
         wanted = desired_annotation(name, desired_node_hash(desired))
         reported = reports_success(node, wanted)
-        if not reported:  # idle re-checks write nothing
-            self._status.succeeded(
-                desired=wanted, observed=observed_annotation(observation), message=f"layout {name} is applied"
-            )
+        observed = self._observed(observation)
+        if not reported:
+            report = observed or observed_annotation(observation)
+            self._status.succeeded(desired=wanted, observed=report, message=f"layout {name} is applied")
+        elif observed is not None and observed != node.annotations.get(OBSERVED_ANNOTATION):
+            # Pods came or went since: the annotation alone, no state change, no Event.
+            self._p.api.patch_annotations({OBSERVED_ANNOTATION: observed})
         self._log.info("layout_already_applied", reported=reported)
         return Outcome.UNCHANGED
 
@@ -230,6 +234,16 @@ class NodeReconcile:
                 if DEVICE_PLUGIN not in self._undo:  # already resumed: pause again before the GPUs change
                     with self._in_phase(AgentPhase.PAUSE):
                         paused = self._pause()
+
+    def _observed(self, observation: Observation) -> str | None:
+        """The observed annotation with the pods holding each GI (what `migagent rollout` predicts
+        evictions from); None when the kubelet cannot be asked right now."""
+        try:
+            holdings = self._p.pod_resources.list()
+        except Exception as exc:  # best effort: the layout report must not fail on it
+            self._log.warning("pods_per_gpu_instance_unknown", error=str(exc))
+            return None
+        return observed_annotation(observation, gi_pods(observation, holdings))
 
     def _report_pending(self, name: str, desired: DesiredNode, steps: Plan) -> None:
         marker = AttemptMarker(self._attempt, name, self._p.clock.wall())
@@ -284,7 +298,7 @@ class NodeReconcile:
             try:
                 self._status.succeeded(
                     desired=desired_annotation(name, layout_hash),
-                    observed=observed_annotation(after),
+                    observed=self._observed(after) or observed_annotation(after),
                     plan=plan_annotation(steps),
                     message=f"layout {name} applied: {plan_summary(steps)}",
                     resource_version=node.resource_version,

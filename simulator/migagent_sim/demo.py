@@ -12,6 +12,9 @@ node is then labelled `all-3g.40gb`. With --time-slicing N the plugin replicates
 times (its sharing config in a ConfigMap the agent reads), so the node advertises instances x N
 (`nvidia.com/mig-1g.10gb: 112` for 56 instances x 2; `.shared` with --rename-shared).
 Exit 0 on success within --timeout, 1 otherwise.
+
+`migagent demo rollout` is the pool-level show instead (demo_rollout.py): six such nodes rolled to a
+new layout by `migagent rollout` in waves, one made to fail, the halt, and the resume.
 """
 
 from __future__ import annotations
@@ -261,6 +264,10 @@ def _print_requests(cluster: SimCluster, since: int) -> None:
 
 
 def _run_demo(args: argparse.Namespace) -> int:
+    if args.scenario == "rollout":
+        from migagent_sim.demo_rollout import run_rollout_demo  # noqa: PLC0415 - only this scenario needs it
+
+        return run_rollout_demo(args)
     for name in ("urllib3.connectionpool", "kubernetes.client.rest", "migagent.sim"):
         logging.getLogger(name).setLevel(logging.ERROR)
     strategy = MigStrategy(args.mig_strategy)
@@ -337,6 +344,10 @@ def _sharing_note(args: argparse.Namespace) -> str:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("demo", help=summary("demo"))
+    parser.add_argument(
+        "scenario", nargs="?", choices=("node", "rollout"), default="node",
+        help="node (default): one node reconfigured; rollout: a 6-node pool rolled in waves, a halt and a resume",
+    )
     parser.add_argument("--timeout", type=float, default=45.0, metavar="SECONDS", help="give up after this long")
     parser.add_argument(
         "--mig-strategy", choices=MIG_STRATEGIES, default=MigStrategy.MIXED.value,

@@ -8,13 +8,23 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from migagent.clock import Clock, SystemClock
+from migagent_sim.apiserver.configmaps import create_configmap, delete_configmap, replace_configmap
 from migagent_sim.apiserver.errors import ApiError, bad_request, success_status
 from migagent_sim.apiserver.events import create_event
 from migagent_sim.apiserver.nodes import patch_node, replace_node
 from migagent_sim.apiserver.pods import create_pod, delete_pod, evict_pod
 from migagent_sim.apiserver.rbac import UserInfo
 from migagent_sim.apiserver.reads import get_object, list_objects, open_watch
-from migagent_sim.apiserver.routing import CORE_EVENTS, EVENTS_V1, NODES, PODS, ResourceType, Route, is_watch
+from migagent_sim.apiserver.routing import (
+    CONFIGMAPS,
+    CORE_EVENTS,
+    EVENTS_V1,
+    NODES,
+    PODS,
+    ResourceType,
+    Route,
+    is_watch,
+)
 from migagent_sim.apiserver.store import Store
 from migagent_sim.apiserver.terminating import Terminator
 from migagent_sim.apiserver.watch import WatchEnd
@@ -101,6 +111,12 @@ class Dispatcher:
             return self._write_node(request)
         if method == "POST":
             return self._post(resource, request)
+        if resource == CONFIGMAPS and request.route.name and not request.route.subresource:
+            namespace, name = request.route.namespace or "", request.route.name
+            if method == "PUT":
+                return JsonResponse(200, replace_configmap(self._store, namespace, name, decode_body(request)))
+            if method == "DELETE":
+                return JsonResponse(200, delete_configmap(self._store, namespace, name))
         if method == "DELETE" and resource == PODS and request.route.name and not request.route.subresource:
             options = decode_body(request) or {}
             stored = self._store.get(PODS, request.route.namespace or "", request.route.name)
@@ -165,4 +181,6 @@ class Dispatcher:
             return JsonResponse(201, create_event(self._store, resource, namespace, decode_body(request)))
         if resource == PODS:
             return JsonResponse(201, create_pod(self._store, namespace, decode_body(request)))
+        if resource == CONFIGMAPS:
+            return JsonResponse(201, create_configmap(self._store, namespace, decode_body(request)))
         raise ApiError(405, f"POST is not supported on {request.path} by this fake apiserver")

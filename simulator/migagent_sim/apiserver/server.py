@@ -228,7 +228,7 @@ class FakeApiServer:
 
         return self._store.delete(PODS, namespace, name, finalize=stamp)
 
-    # --- PDBs, DaemonSets, events
+    # --- ConfigMaps, PDBs, DaemonSets, events
 
     def add_pdb(
         self, namespace: str, name: str, *, match_labels: Mapping[str, str], disruptions_allowed: int

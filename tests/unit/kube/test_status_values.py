@@ -16,18 +16,33 @@ def test_observed_annotation_lists_each_gpu_with_its_instances_by_profile_name_a
         {
             "index": 0,
             "uuid": "GPU-0",
+            "name": "NVIDIA A100-SXM4-40GB",
+            "pci_device_id": 0x20B010DE,  # with the name, what `migagent rollout` finds the profile table by
+            "mig_capable": True,
             "mode": "enabled",
             "gpu_instances": [
                 {
                     "placement": "0:4",
                     "profile_id": 9,
+                    "ci_profile_ids": [0, 1],
                     "profile": "3g.20gb",
                     "compute_instances": ["1c.3g.20gb", "2c.3g.20gb"],
                 },
-                {"placement": "4:2", "profile_id": 14, "profile": "2g.10gb", "compute_instances": ["2g.10gb"]},
+                {
+                    "placement": "4:2", "profile_id": 14, "ci_profile_ids": [1], "profile": "2g.10gb",
+                    "compute_instances": ["2g.10gb"],
+                },
             ],
         }
     ]
+
+
+def test_observed_annotation_names_the_pods_on_each_gpu_instance_when_given() -> None:
+    gpu = mig_gpu(0, [("2g.10gb", 4), ("3g.20gb", 0)])
+    kept, moved = gpu.gpu_instances[1], gpu.gpu_instances[0]
+    decoded = json.loads(observed_annotation(Observation(gpus=(gpu,)), {(0, kept.placement): ["ml/b", "ml/a"]}))
+    pods = {gi["placement"]: gi.get("pods") for gi in decoded[0]["gpu_instances"]}
+    assert pods == {str(kept.placement): ["ml/a", "ml/b"], str(moved.placement): None}
 
 
 def test_plan_annotation_counts_what_the_plan_does() -> None:

@@ -1,0 +1,129 @@
+"""`migagent rollout controller` with deploy/components/rollout-controller: it drives a rollout on a
+simulated pool with RBAC and admission enforced (the agents too, as their own service account), and
+its identity can change nothing on a Node but the layout label."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes.client import CoreV1Api, V1ConfigMap, V1ObjectMeta
+from kubernetes.client.exceptions import ApiException
+
+from migagent.kube.names import MIG_CONFIG_LABEL
+from migagent.rollout.state import Phase
+from migagent_sim.apiserver.access import AccessControl
+from migagent_sim.apiserver.rbac import UserInfo
+from migagent_sim.pool import PoolMonitor, SimPool, SimPoolConfig
+from tests.integration.deploy.manifests import Obj, of_kind, render_with_components
+from tests.integration.deploy.rbac import permissions_of
+from tests.integration.deploy.test_manifests import validate
+from tests.integration.rollout.support import CLOCK, TARGET, Recorder, api, create, spec, wait_reported
+
+CONTROLLER = UserInfo.service_account("migagent", "migagent-rollout")
+
+
+@pytest.fixture(scope="module")
+def objects() -> list[Obj]:
+    return render_with_components("overlays/gpu-operator", "components/rollout-controller")
+
+
+@pytest.fixture
+def pool(objects: list[Obj], tmp_path: Path) -> Iterator[SimPool]:
+    with SimPool(tmp_path, SimPoolConfig(nodes=3), access=AccessControl(objects)) as started:
+        yield started
+
+
+def test_every_object_of_the_component_is_valid_against_the_bundled_kubernetes_schemas(objects: list[Obj]) -> None:
+    for obj in objects:
+        validate(obj)
+
+
+def test_the_component_grants_exactly_what_the_controller_calls(objects: list[Obj]) -> None:
+    granted = {
+        (p.verb, p.group, p.resource, p.namespace)
+        for p in permissions_of(objects, service_account=("migagent", "migagent-rollout"))
+    }
+    assert granted == {
+        ("list", "", "nodes", None), ("patch", "", "nodes", None), ("list", "", "pods", None),
+        ("list", "policy", "poddisruptionbudgets", None),
+        ("layout-label-only", "migagent.io", "rolloutcontrollers", None),
+        ("get", "", "configmaps", "migagent"), ("list", "", "configmaps", "migagent"),
+        ("update", "", "configmaps", "migagent"),
+    }
+    deployment = next(
+        o for o in of_kind(objects, "Deployment") if o["metadata"]["name"] == "migagent-rollout-controller"
+    )
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "migagent-rollout"
+    assert pod["containers"][0]["args"][:2] == ["rollout", "controller"]
+    assert pod["containers"][0]["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_the_controller_drives_a_rollout_under_its_own_rbac_and_admission(pool: SimPool) -> None:
+    wait_reported(pool)
+    monitor = PoolMonitor(pool)
+    create(pool, "r", spec(pool, max_unavailable="4"))  # a person, with their own (admin) credentials
+    controller_api = api(pool, CONTROLLER)
+    stop = threading.Event()
+    recorder = Recorder()
+    from migagent.cli.rollout import run_controller
+
+    thread = threading.Thread(
+        target=run_controller, args=(controller_api,),
+        kwargs={"clock": CLOCK, "listener": recorder, "poll_s": 0.05, "stop": stop}, daemon=True,
+    )
+    thread.start()
+    try:
+        deadline = CLOCK.monotonic() + 60.0
+        while CLOCK.monotonic() < deadline:
+            stored = api(pool).read_state("r")
+            if stored is not None and '"phase":"done"' in stored.data["state"]:
+                break
+            CLOCK.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join(10.0)
+    assert [e for e, _ in recorder.events if e.startswith("controller_")] == []  # no call was refused
+    assert [e["mode"] for e in recorder.named("done")] == ["rollout"]
+    assert all(pool.labels(name)[MIG_CONFIG_LABEL] == TARGET for name in pool.nodes)
+    assert monitor.relabels == dict.fromkeys(pool.nodes, 1)
+    stored = api(pool).read_state("r")
+    assert stored is not None
+    assert f'"phase":"{Phase.DONE}"' in stored.data["state"]
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        {"metadata": {"labels": {"pool": "other"}}},
+        {"metadata": {"labels": {"nvidia.com/mig.config.state": "rebooting"}}},
+        {"metadata": {"annotations": {"migagent.io/desired": "{}"}}},
+        {"spec": {"unschedulable": True}},
+    ],
+    ids=["another-label", "the-agents-state-label", "an-annotation", "cordon"],
+)
+def test_the_controller_may_change_nothing_on_a_node_but_the_layout_label(pool: SimPool, patch: Obj) -> None:
+    core = CoreV1Api(pool.client(CONTROLLER))
+    core.patch_node("gpu-h100-1", {"metadata": {"labels": {MIG_CONFIG_LABEL: "all-7g"}}})  # allowed
+    with pytest.raises(ApiException) as refused:
+        core.patch_node("gpu-h100-1", patch)
+    assert refused.value.status == 403
+    assert "migagent-rollout-layout-label-only" in str(refused.value.body)
+
+
+def test_the_controller_neither_creates_nor_deletes_configmaps(pool: SimPool) -> None:
+    core = CoreV1Api(pool.client(CONTROLLER))
+    calls: list[Callable[[], object]] = [
+        lambda: core.create_namespaced_config_map(
+            "migagent", V1ConfigMap(metadata=V1ObjectMeta(name="migagent-rollout-x"), data={})
+        ),
+        lambda: core.delete_namespaced_config_map("migagent-layouts-sim", "migagent"),
+        lambda: core.list_namespaced_config_map("default"),
+    ]
+    for call in calls:
+        with pytest.raises(ApiException) as refused:
+            call()
+        assert refused.value.status == 403

@@ -1,0 +1,60 @@
+"""What a person reads while a rollout runs: the table rows, the headline, the end report."""
+
+from __future__ import annotations
+
+import io
+
+from migagent.cli.rollout_view import LiveTable, evictions_report, headline, node_rows
+from migagent.clock import FakeClock
+from migagent.rollout.driver import LiveNode
+from migagent.rollout.state import NodeRecord, NodeStatus, Phase, RolloutSpec, RolloutState
+
+
+def state() -> RolloutState:
+    records = [
+        NodeRecord("a", NodeStatus.DONE, "new", "old", gpus=8, wave=1, predicted=("ml/x",), evicted=("ml/x",),
+                   started_at=100.0, finished_at=130.0),
+        NodeRecord("b", NodeStatus.IN_FLIGHT, "new", "old", gpus=8, wave=2, predicted=("ml/y", "ml/z"),
+                   started_at=140.0),
+        NodeRecord("c", NodeStatus.FAILED, "new", "old", gpus=4, wave=2, predicted=("ml/w",), evicted=(),
+                   reason="ApplyFailed: boom", started_at=140.0, finished_at=150.0),
+        NodeRecord("d", NodeStatus.PENDING, "new", "old", gpus=8),
+    ]
+    return RolloutState(name="r", spec=RolloutSpec(selector="pool=a", layout="new", max_unavailable="16"),
+                        layouts="", phase=Phase.RUNNING, nodes={r.node: r for r in records}, waves=2)
+
+
+def test_rows_show_wave_state_gpus_evictions_done_of_predicted_seconds_and_what_the_agent_does() -> None:
+    live = {"b": LiveNode(agent="Draining", evicted=("ml/y",), seconds=12.4)}
+    assert node_rows(state(), live, now=160.0) == [
+        ("1", "a", "done", "8", "1/1", "30", "-"),
+        ("2", "b", "in-flight", "8", "1/2", "12", "Draining"),
+        ("2", "c", "failed", "4", "0/1", "10", "ApplyFailed: boom"),
+        ("-", "d", "pending", "8", "-", "-", "-"),
+    ]
+
+
+def test_the_headline_counts_nodes_by_status_against_the_budgets() -> None:
+    assert headline(state()) == (
+        "rollout r (rollout): running; -l pool=a -c new; wave 2; 1/4 done, 1 in flight, 1 failed (budget 1),"
+        " 0 skipped; --max-unavailable 16"
+    )
+
+
+def test_the_end_report_marks_a_node_whose_evictions_differ_from_the_prediction() -> None:
+    lines = evictions_report(state())
+    assert lines[0].split() == ["NODE", "WAVE", "STATE", "PREDICTED", "ACTUAL", "MATCH"]
+    assert lines[1].split() == ["a", "1", "done", "ml/x", "ml/x", "yes"]
+    assert lines[3].split() == ["c", "2", "failed", "ml/w", "-", "NO"]
+    assert len(lines) == 4  # the pending node went in no wave
+
+
+def test_the_live_table_is_redrawn_in_place_under_each_event_line() -> None:
+    out = io.StringIO()
+    table = LiveTable(FakeClock(start_wall=160.0), out)
+    table.progress(state(), {})
+    table.event("node_done", node="a", evicted=["ml/x"], predicted=["ml/x"])
+    text = out.getvalue()
+    assert "\x1b[6F\x1b[J" in text  # the 6 lines drawn (headline, header, 4 rows) erased before the event
+    assert "a done: evicted 1 (predicted 1)" in text
+    assert text.rstrip().splitlines()[-1].split()[:3] == ["-", "d", "pending"]  # then the table again
