@@ -149,8 +149,9 @@ def _run_status(args: argparse.Namespace) -> int:
     if args.output == "json" and not args.watch:
         print(json.dumps([row.to_json() for row in rows.values()], indent=2, sort_keys=True))
     elif not rows and args.output != "json":
-        print("no MIG nodes (no node has nvidia.com/mig.config, its state, nvidia.com/mig.capable=true"
-              " or a migagent.io annotation" + (f" among -l {args.selector})" if args.selector else ")"))
+        among = f" among -l {args.selector})" if args.selector else ")"
+        print("no MIG nodes (no node has nvidia.com/mig.config, its state, nvidia.com/mig.capable=true,"
+              " migagent.io/enabled=true or a migagent.io annotation" + among)
     else:
         _emit(rows.values(), args=args, table=table, clock=clock, header=True)
     if args.watch:

