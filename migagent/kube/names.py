@@ -72,6 +72,10 @@ LAST_ERROR_ANNOTATION = f"{PREFIX}last-error"
 ATTEMPT_ANNOTATION = f"{PREFIX}attempt"
 CORDONED_BY_MIGAGENT_ANNOTATION = f"{PREFIX}cordoned-by-migagent"
 """"true" only while the node is cordoned because migagent cordoned it (never for an admin cordon)."""
+HANDED_OVER_ANNOTATION = f"{PREFIX}handed-over"
+"""JSON {layout, attempt, at, open}: an agent stopped mid-change left its cordon and pause for the next one."""
+NEXT_RETRY_ANNOTATION = f"{PREFIX}next-retry"
+"""JSON {at, label, depends, failures}: a failed attempt's retry time (wall clock) and what it depended on."""
 
 CONDITION_TYPE = "MigConfigReady"
 
@@ -94,6 +98,7 @@ class ConditionReason(enum.StrEnum):
     LAYOUT_DOES_NOT_FIT = "LayoutDoesNotFit"
     REBOOT_REQUIRED = "RebootRequired"
     WAITING_FOR_DRIVER = "WaitingForDriver"
+    NO_DESIRED_LAYOUT = "NoDesiredLayout"
     UNKNOWN = "Unknown"
 
 

@@ -19,8 +19,10 @@ from migagent.kube.names import (
     ATTEMPT_ANNOTATION,
     CONDITION_TYPE,
     DESIRED_ANNOTATION,
+    HANDED_OVER_ANNOTATION,
     LAST_ERROR_ANNOTATION,
     MIG_CONFIG_STATE_LABEL,
+    NEXT_RETRY_ANNOTATION,
     OBSERVED_ANNOTATION,
     PLAN_ANNOTATION,
     ConditionReason,
@@ -120,6 +122,8 @@ class StatusReporter:
             OBSERVED_ANNOTATION: observed,
             LAST_ERROR_ANNOTATION: None,
             ATTEMPT_ANNOTATION: None,
+            NEXT_RETRY_ANNOTATION: None,
+            HANDED_OVER_ANNOTATION: None,
         }
         if plan is not None:
             annotations[PLAN_ANNOTATION] = plan
@@ -142,6 +146,15 @@ class StatusReporter:
             annotations={LAST_ERROR_ANNOTATION: message[:_MAX_ERROR_ANNOTATION], ATTEMPT_ANNOTATION: str(attempt)},
             event=_FAILURE_EVENTS.get(reason, EventReason.FAILED),
             warning=True,
+        )
+
+    def nothing_desired(self, message: str) -> None:
+        """No layout is asked for: no state label, no attempt, retry or error left over; condition True."""
+        leftovers = (ATTEMPT_ANNOTATION, NEXT_RETRY_ANNOTATION, LAST_ERROR_ANNOTATION, HANDED_OVER_ANNOTATION)
+        cleared: dict[str, str | None] = dict.fromkeys(leftovers)
+        self._api.patch_metadata(labels={MIG_CONFIG_STATE_LABEL: None}, annotations=cleared)
+        self._api.set_condition(
+            CONDITION_TYPE, str(ConditionStatus.TRUE), str(ConditionReason.NO_DESIRED_LAYOUT), message
         )
 
     def rebooting(self, message: str) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import structlog
 
 from migagent.runtime.health import HealthState
-from migagent.runtime.listener import AgentPhase, Outcome
+from migagent.runtime.phases import AgentPhase, Outcome
 from migagent.runtime.ports import AgentPorts, AgentSettings, DesiredSource, PhaseHook, ReconcileReport
 from migagent.runtime.reconcile_node import NodeReconcile
 

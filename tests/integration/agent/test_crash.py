@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from migagent.kube.names import ATTEMPT_ANNOTATION
-from migagent.runtime.listener import AgentPhase, Outcome
+from migagent.runtime.phases import AgentPhase, Outcome
 from migagent_sim.cluster import SimCluster
 from tests.integration.agent.support import (
     BLOCKING_FOR_NOW,
