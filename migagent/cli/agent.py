@@ -36,7 +36,7 @@ from migagent.kube.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_SELECT
 from migagent.kube.timeouts import DEFAULT_REQUEST_TIMEOUT_S
 from migagent.layout.strategy import MIG_STRATEGIES, MigStrategy
 from migagent.podresources.client import DEFAULT_SOCKET_PATH
-from migagent.runtime.attempt import RetryBackoff
+from migagent.reconcile.retry import RetryPolicy
 from migagent.runtime.health import DEFAULT_STALE_AFTER_S, HealthState
 from migagent.runtime.listener import MetricsListener, NullListener
 from migagent.runtime.ports import AgentSettings
@@ -76,7 +76,9 @@ def _options(args: argparse.Namespace) -> AgentOptions:
         mig_strategy=MigStrategy(args.mig_strategy),
         force_delete=args.force_delete,
         resync_period_s=args.resync_period,
-        retry=RetryBackoff(initial_s=args.retry_initial, max_s=max(args.retry_initial, args.retry_max)),
+        retry=RetryPolicy(
+            failure_backoff_initial=args.retry_initial, failure_backoff_max=max(args.retry_initial, args.retry_max)
+        ),
     )
     return AgentOptions(
         node_name=args.node_name,

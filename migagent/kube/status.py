@@ -137,13 +137,17 @@ class StatusReporter:
             resource_version=resource_version,
         )
 
-    def failed(self, reason: ConditionReason, message: str, *, attempt: int) -> None:
+    def failed(self, reason: ConditionReason, message: str, *, attempt: int, next_retry: str | None = None) -> None:
+        """`next_retry`: the retry time and what it is held on (runtime.backoff), kept for a restarted agent."""
+        annotations = {LAST_ERROR_ANNOTATION: message[:_MAX_ERROR_ANNOTATION], ATTEMPT_ANNOTATION: str(attempt)}
+        if next_retry is not None:
+            annotations[NEXT_RETRY_ANNOTATION] = next_retry
         self.report(
             state=MigConfigState.FAILED,
             status=ConditionStatus.FALSE,
             reason=reason,
             message=message,
-            annotations={LAST_ERROR_ANNOTATION: message[:_MAX_ERROR_ANNOTATION], ATTEMPT_ANNOTATION: str(attempt)},
+            annotations=annotations,
             event=_FAILURE_EVENTS.get(reason, EventReason.FAILED),
             warning=True,
         )

@@ -137,14 +137,3 @@ def failure_reason(error: BaseException) -> ConditionReason:
         if isinstance(error, error_type):
             return reason
     return ConditionReason.APPLY_FAILED
-
-
-@dataclass(frozen=True)
-class RetryBackoff:
-    """Delay before retrying a failed node: doubles per consecutive failure, capped."""
-
-    initial_s: float = 30.0
-    max_s: float = 1800.0
-
-    def delay(self, failures: int) -> float:
-        return min(self.max_s, self.initial_s * 2.0 ** max(0, failures - 1))

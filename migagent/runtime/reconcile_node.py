@@ -1,6 +1,7 @@
 """One reconcile of the node: from the desired label to a reported state, undoing everything on failure.
 
-    read node -> OBSERVE (layout file, NVML) -> PLAN -> nothing to do? report success, done.
+    read node -> held by a failed attempt's back-off and nothing it depends on changed? done.
+    -> OBSERVE (layout file, NVML) -> PLAN -> nothing to do? report success, done.
     else: PLAN again with the pods per GI (fewest evicted) -> safety gate (runtime.gate): a change
           that needs pods gone that cannot be evicted is refused here, before any write to the Node
           -> pending -> CORDON -> PAUSE (device plugin) -> DRAIN (only pods on disturbed devices)
@@ -22,23 +23,31 @@ from dataclasses import dataclass
 
 import structlog
 
+from migagent.errors import InvalidLayoutError
 from migagent.kube.deviceplugin import advertised_within, wait_for_advertisement
 from migagent.kube.drain_scope import gi_workloads
-from migagent.kube.expected import advertisement_matches, expected_resources
-from migagent.kube.names import ATTEMPT_ANNOTATION, MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL, MigConfigState
+from migagent.kube.expected import NotAdvertisableError, advertisement_matches, expected_resources
+from migagent.kube.names import (
+    ATTEMPT_ANNOTATION,
+    MIG_CONFIG_LABEL,
+    MIG_CONFIG_STATE_LABEL,
+    NEXT_RETRY_ANNOTATION,
+    MigConfigState,
+)
 from migagent.kube.names import ConditionReason as Reason
 from migagent.kube.names import EventReason as Event
 from migagent.kube.port import NodeView, PodView
 from migagent.kube.status import StatusReporter
 from migagent.layout.desired import DesiredNode
 from migagent.layout.observed import Observation
-from migagent.layout.parse import load_layout_file
+from migagent.layout.parse import load_layout_file, parse_layout
 from migagent.layout.resolve import identity_of, resolve_config
 from migagent.planning import Plan, plan
 from migagent.reconcile.journal import desired_node_hash
 from migagent.reconcile.machine import Planner
 from migagent.reconcile.result import ApplyOutcome
 from migagent.runtime.attempt import ApplyFailedError, AttemptMarker, StopRequested, failure_reason
+from migagent.runtime.backoff import RetryHold, depends_on
 from migagent.runtime.change_window import ChangeWindow
 from migagent.runtime.gate import decide_drain
 from migagent.runtime.node_report import NodeReport
@@ -74,10 +83,14 @@ class NodeReconcile:
         phase_hook: PhaseHook | None = None,
         current_label: Callable[[], str | None] | None = None,
         heartbeat: Callable[[], None] | None = None,
+        hold: RetryHold | None = None,
     ) -> None:
         """`current_label`: the label value the watch saw last (a change mid-attempt supersedes it);
-        `heartbeat`: beaten at every safe point, so liveness sees a long change progressing."""
+        `heartbeat`: beaten at every safe point, so liveness sees a long change progressing;
+        `hold`: the last failure's back-off as the agent remembers it (else the Node's annotation)."""
         self._current_label = current_label
+        self._hold = hold
+        self._depends: str | None = None
         self._heartbeat = heartbeat
         self._p = ports
         self._settings = settings
@@ -91,6 +104,7 @@ class NodeReconcile:
         self._phase: AgentPhase | None = None
         self._attempt = 1
         self._layout: str | None = None
+        self._node: NodeView | None = None
         self._log = log.bind(node=ports.api.node_name)
 
     def run(self) -> ReconcileReport:
@@ -100,7 +114,8 @@ class NodeReconcile:
             self._log.error("node_unreadable", error=str(exc))
             return ReconcileReport(Outcome.FAILED, self._attempt, f"reading the node: {exc}", node_read=False)
         try:
-            return ReconcileReport(self._run(node), self._attempt)
+            outcome = self._run(node)
+            return ReconcileReport(outcome, self._attempt, hold=self._hold if outcome is Outcome.HELD else None)
         except StopRequested as stop:
             return self._stopped(stop)
         except Exception as exc:  # every failure, of any kind, is undone and reported in one place
@@ -111,13 +126,15 @@ class NodeReconcile:
     # -- the flow -------------------------------------------------------------------------------
 
     def _run(self, node: NodeView) -> Outcome:
-        self._adopt(node)
+        leftovers = self._adopt(node)
         name = node.labels.get(MIG_CONFIG_LABEL)
         if name is None:
             self._finish_leftovers()
             self._report.no_desired_layout(node)
             self._log.info("no_desired_layout", label=MIG_CONFIG_LABEL)
             return Outcome.NO_DESIRED_LAYOUT
+        if not leftovers and self._held(node, name):
+            return Outcome.HELD
         target = self._observe_and_resolve(name)
         if target.steps.is_empty:
             advertising = self._advertising(node, target.observation)
@@ -181,6 +198,7 @@ class NodeReconcile:
         return settled
 
     def _reconfigure(self, target: _Target) -> Outcome:
+        self._depends = self._digest(target.name)  # before the first write: the state a failure's back-off is held on
         self._report.pending(target.name, target.desired, target.steps, attempt=self._attempt)
         with self._in_phase(AgentPhase.CORDON):
             self._window.cordon(target.name)
@@ -295,13 +313,60 @@ class NodeReconcile:
 
     # -- leftovers, phases, failure ---------------------------------------------------------------
 
-    def _adopt(self, node: NodeView) -> None:
+    def _adopt(self, node: NodeView) -> tuple[str, ...]:
         """Take over what an interrupted attempt left on the Node, so this attempt ends it either way."""
+        self._node = node
+        self._hold = self._hold or RetryHold.from_annotation(node.annotations.get(NEXT_RETRY_ANNOTATION))
         previous = AttemptMarker.from_annotation(node.annotations.get(ATTEMPT_ANNOTATION))
-        self._attempt = previous.number + 1 if previous is not None else 1
+        # Counted on the Node, and in memory too: a node refusing status writes still backs off further.
+        remembered = self._hold.failures if self._hold is not None else 0
+        self._attempt = max(previous.number if previous is not None else 0, remembered) + 1
         leftovers = self._window.adopt(node)
         if leftovers:
             self._log.warning("interrupted_attempt_found", leftovers=leftovers, previous_attempt=previous)
+        return leftovers
+
+    def _held(self, node: NodeView, name: str) -> bool:
+        """True while the last failure's retry time has not come and nothing it depended on changed."""
+        hold = self._hold
+        if hold is None or hold.due(now=self._p.clock.wall(), label=name):
+            return False
+        try:
+            changed = hold.depends is not None and self._digest(name) != hold.depends
+        except Exception as exc:  # what cannot be read now would fail the attempt too: keep holding
+            self._log.info("held_dependencies_unreadable", error=str(exc))
+            changed = False
+        if changed:
+            self._log.info("back_off_lifted", reason="something the failed attempt depended on changed")
+            return False
+        self._log.info("held_by_back_off", layout=name, retry_in_s=round(hold.at - self._p.clock.wall(), 3))
+        return True
+
+    def _digest(self, name: str) -> str:
+        """What an attempt's outcome depends on, now (runtime.backoff.depends_on). The pods count only
+        for a layout that resolves: a refused layout is not asked about who uses the GPUs."""
+        path = self._settings.config_file
+        try:
+            layout_text = path.read_bytes()
+        except OSError:
+            layout_text = b""
+        observation = self._p.driver.observe()
+        try:
+            layout = parse_layout(layout_text.decode("utf-8", "replace"), source=str(path))
+            check_advertisable(
+                resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus]),
+                observation,
+                self._settings.mig_strategy,
+            )
+            pods = self._p.api.list_pods_on_node()
+        except (InvalidLayoutError, NotAdvertisableError):
+            pods = []
+        return depends_on(
+            layout_text=layout_text,
+            observation=observation,
+            gpu_pods=pods,
+            allocatable=self._node.allocatable if self._node is not None else {},
+        )
 
     def _finish_leftovers(self) -> None:
         failures = self._window.unwind()
@@ -336,9 +401,20 @@ class NodeReconcile:
         if undo_failures:
             message += f" (undo incomplete, retried next attempt: {'; '.join(undo_failures)})"
         reason = failure_reason(error)
-        self._log.error("attempt_failed", phase=phase, reason=str(reason), error=str(error))
+        hold = self._retry_hold()
+        self._log.error("attempt_failed", phase=phase, reason=str(reason), error=str(error), retry_at=hold.at)
         try:
-            self._status.failed(reason, message, attempt=self._attempt)
-        except Exception as report_error:
+            self._status.failed(reason, message, attempt=self._attempt, next_retry=hold.to_annotation())
+        except Exception as report_error:  # held in the agent's memory all the same
             self._log.error("failure_not_reported", error=str(report_error))
-        return ReconcileReport(Outcome.FAILED, self._attempt, message)
+        return ReconcileReport(Outcome.FAILED, self._attempt, message, hold=hold)
+
+    def _retry_hold(self) -> RetryHold:
+        depends = self._depends
+        if depends is None and not self._window.gpus_touched:
+            try:  # failed before disturbing anything: the node is as the attempt found it
+                depends = None if self._layout is None else self._digest(self._layout)
+            except Exception:
+                depends = None
+        delay = self._settings.retry.failure_delay(self._attempt)
+        return RetryHold(self._p.clock.wall() + delay, self._layout, depends, failures=self._attempt)

@@ -24,6 +24,7 @@ from migagent.nvml.driver import GpuDriver
 from migagent.podresources.model import PodDevices
 from migagent.reconcile.journal import MemoryJournal, desired_node_hash
 from migagent.reconcile.machine import ApplyEngine
+from migagent.runtime.agent import Agent
 from migagent.runtime.phases import AgentPhase
 from migagent.runtime.ports import AgentPorts, AgentSettings, ReconcileReport
 from migagent.runtime.post_change import PostChangeSteps
@@ -110,6 +111,10 @@ class MemoryNode:
             phase_hook=on_phase,
             current_label=lambda: self.label,
         ).run()
+
+    def agent(self, **settings: Any) -> Agent:
+        """The agent loop's scheduling around NodeReconcile, driven by `reconcile_once` (no thread)."""
+        return Agent(self.ports(), replace(self.settings, **settings), current_label=lambda: self.label)
 
     # -- reading the node ---------------------------------------------------------------------
 
