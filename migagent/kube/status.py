@@ -138,7 +138,10 @@ class StatusReporter:
         )
 
     def failed(self, reason: ConditionReason, message: str, *, attempt: int, next_retry: str | None = None) -> None:
-        """`next_retry`: the retry time and what it is held on (runtime.backoff), kept for a restarted agent."""
+        """`next_retry`: the retry time and what it is held on (runtime.backoff), kept for a restarted agent.
+
+        The condition and the Event carry the reason's suggested action after the message; the
+        last-error annotation keeps the message alone."""
         annotations = {LAST_ERROR_ANNOTATION: message[:_MAX_ERROR_ANNOTATION], ATTEMPT_ANNOTATION: str(attempt)}
         if next_retry is not None:
             annotations[NEXT_RETRY_ANNOTATION] = next_retry
@@ -146,7 +149,7 @@ class StatusReporter:
             state=MigConfigState.FAILED,
             status=ConditionStatus.FALSE,
             reason=reason,
-            message=message,
+            message=with_action(reason, message),
             annotations=annotations,
             event=_FAILURE_EVENTS.get(reason, EventReason.FAILED),
             warning=True,
@@ -176,6 +179,11 @@ class StatusReporter:
             self._api.emit_event(str(reason), message, warning=warning)
         except MigAgentError as error:
             log.warning("event_not_recorded", reason=str(reason), error=str(error))
+
+
+def with_action(reason: ConditionReason, message: str) -> str:
+    """`message`, then the reason's one-line suggested action (when it has one)."""
+    return f"{message}. Action: {reason.action}" if reason.action else message
 
 
 def reports_success(node: NodeView, desired: str) -> bool:
