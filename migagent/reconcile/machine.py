@@ -42,6 +42,7 @@ from migagent.reconcile.ports import NodeDriver, RebootRequester
 from migagent.reconcile.result import ApplyOutcome, ApplyResult
 from migagent.reconcile.retry import RetryPolicy, step_retrying
 from migagent.reconcile.safety import check_nothing_in_use
+from migagent.reconcile.settle import destroy_bare_instances
 from migagent.reconcile.signals import RebootNeeded, Replan, ResetSkipped
 from migagent.reconcile.states import RESUMABLE, Phase, transition
 
@@ -137,6 +138,10 @@ class ApplyEngine:
             return self._run(attempt, desired)
         except MigAgentError as exc:
             return self._fail(attempt, exc)
+
+    def settle(self) -> tuple[str, ...]:
+        """An abandoned change: leave no GPU instance without compute instances (reconcile.settle)."""
+        return destroy_bare_instances(self._driver)
 
     # -- the flow -----------------------------------------------------------------------------
 

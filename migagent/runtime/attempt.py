@@ -68,6 +68,14 @@ class UndoStack:
         """The forward path did this inverse itself (uncordoned on success): nothing left to undo."""
         self._entries = [entry for entry in self._entries if entry.name != name]
 
+    def run(self, name: str) -> None:
+        """Run one inverse now and forget it; the others stay (raises what the action raises)."""
+        for entry in self._entries:
+            if entry.name == name:
+                entry.action()
+                self.pop(name)
+                return
+
     def __contains__(self, name: object) -> bool:
         return any(entry.name == name for entry in self._entries)
 

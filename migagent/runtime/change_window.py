@@ -15,8 +15,11 @@ closes it on the forward path (start the clients, resume the plugin, uncordon) o
   re-planned in the same attempt keeps them stopped) and started again exactly once.
 * `resume_plugin` / `uncordon`: the forward path closes the window; a failed resume stays open, so
   the undo retries it.
+* `abandon`: a change given up (failed, or stopped with no label left) first leaves every GPU it
+  may have touched consistent (no GPU instance without compute instances), then unwinds.
 * `hand_over`: an agent stopped mid-change leaves the window open on the Node for its successor
-  (one cordon episode across the handover), recorded in an annotation.
+  (one cordon episode across the handover), recorded in an annotation; host GPU clients are
+  started again first (the successor cannot know which were stopped).
 
 The undo stack lives in the window, never in module state, so a later attempt cannot inherit a
 stale "already restored" flag (mig-manager's package-level flags do exactly that).
@@ -25,6 +28,7 @@ stale "already restored" flag (mig-manager's package-level flags do exactly that
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import structlog
 
@@ -55,12 +59,15 @@ class ChangeWindow:
         *,
         clock: Clock,
         post_change: PostChangeSteps | None = None,
+        settle_gpus: Callable[[], tuple[str, ...]] | None = None,
     ) -> None:
+        """`settle_gpus`: leave no GPU instance without compute instances (ApplyEngine.settle)."""
         self._api = api
         self._restarter = restarter
         self._status = status
         self._clock = clock
         self._post_change = post_change
+        self._settle_gpus = settle_gpus
         self._cordon = Cordon(api)
         self._undo = UndoStack()
         self._paused = PausedComponents()
@@ -143,8 +150,21 @@ class ChangeWindow:
         """Undo everything still open, newest first, past failures; returns what failed and why."""
         return self._undo.unwind()
 
+    def abandon(self) -> tuple[str, ...]:
+        """The change is given up: GPUs it may have touched made consistent first, then `unwind`."""
+        failures: list[str] = []
+        if self.gpus_touched and self._settle_gpus is not None:
+            try:
+                self._settle_gpus()
+            except Exception as exc:  # the undo still runs: the next attempt plans from what is there
+                log.error("gpus_not_settled", error=str(exc))
+                failures.append(f"settle GPUs: {exc}")
+        return (*failures, *self.unwind())
+
     def hand_over(self, *, layout: str, attempt: int) -> tuple[str, ...]:
         """Leave the window open for the next agent and say so on the Node; returns what stays open."""
+        if START_HOST_CLIENTS in self._undo:  # the successor cannot know which units were stopped
+            self._undo.run(START_HOST_CLIENTS)
         held = self._undo.names
         if held:
             note = {"layout": layout, "attempt": attempt, "at": self._clock.wall(), "open": list(held)}

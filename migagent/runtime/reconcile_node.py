@@ -19,56 +19,32 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import structlog
 
-from migagent.errors import InvalidLayoutError
-from migagent.kube.deviceplugin import advertised_within, wait_for_advertisement
-from migagent.kube.drain_scope import gi_workloads
-from migagent.kube.expected import NotAdvertisableError, advertisement_matches, expected_resources
-from migagent.kube.names import (
-    ATTEMPT_ANNOTATION,
-    MIG_CONFIG_LABEL,
-    MIG_CONFIG_STATE_LABEL,
-    NEXT_RETRY_ANNOTATION,
-    MigConfigState,
-)
-from migagent.kube.names import ConditionReason as Reason
+from migagent.kube.names import ATTEMPT_ANNOTATION, MIG_CONFIG_LABEL, NEXT_RETRY_ANNOTATION
 from migagent.kube.names import EventReason as Event
-from migagent.kube.port import NodeView, PodView
+from migagent.kube.port import NodeView
 from migagent.kube.status import StatusReporter
-from migagent.layout.desired import DesiredNode
-from migagent.layout.observed import Observation
-from migagent.layout.parse import load_layout_file, parse_layout
+from migagent.layout.parse import load_layout_file
 from migagent.layout.resolve import identity_of, resolve_config
-from migagent.planning import Plan, plan
+from migagent.planning import plan
 from migagent.reconcile.journal import desired_node_hash
-from migagent.reconcile.machine import Planner
 from migagent.reconcile.result import ApplyOutcome
+from migagent.runtime.advertisement import Advertisement
 from migagent.runtime.attempt import ApplyFailedError, AttemptMarker, StopRequested, failure_reason
-from migagent.runtime.backoff import RetryHold, depends_on
+from migagent.runtime.backoff import RetryHold
+from migagent.runtime.backoff_check import BackoffCheck
 from migagent.runtime.change_window import ChangeWindow
-from migagent.runtime.gate import decide_drain
+from migagent.runtime.drain_step import drain_for_change
+from migagent.runtime.gate import Target, plan_and_gate
 from migagent.runtime.node_report import NodeReport
-from migagent.runtime.notes import check_advertisable, eviction_reasons, gpu_pods_left_alone, plan_summary
+from migagent.runtime.notes import check_advertisable, plan_summary
 from migagent.runtime.phases import AgentPhase, Outcome
 from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook, ReconcileReport
-from migagent.runtime.supersede import CheckedNodeReads, LabelCheckpoint, LayoutSuperseded
+from migagent.runtime.supersede import LabelCheckpoint, LayoutSuperseded
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass(frozen=True)
-class _Target:
-    """A layout resolved against what the GPUs hold now, and what the gate let through for it."""
-
-    name: str
-    desired: DesiredNode
-    observation: Observation
-    steps: Plan
-    planner: Planner
-    evict: tuple[PodView, ...] = ()
 
 
 class NodeReconcile:
@@ -99,8 +75,15 @@ class NodeReconcile:
         self._status = StatusReporter(ports.api)
         self._report = NodeReport(ports.api, self._status, clock=ports.clock)
         self._window = ChangeWindow(
-            ports.api, ports.restarter, self._status, clock=ports.clock, post_change=ports.post_change
+            ports.api,
+            ports.restarter,
+            self._status,
+            clock=ports.clock,
+            post_change=ports.post_change,
+            settle_gpus=ports.engine.settle,
         )
+        self._advertisement = Advertisement(ports, settings, self._status, stop=stop)
+        self._backoff = BackoffCheck(ports, settings)
         self._phase: AgentPhase | None = None
         self._attempt = 1
         self._layout: str | None = None
@@ -133,22 +116,21 @@ class NodeReconcile:
             self._report.no_desired_layout(node)
             self._log.info("no_desired_layout", label=MIG_CONFIG_LABEL)
             return Outcome.NO_DESIRED_LAYOUT
-        if not leftovers and self._held(node, name):
+        if not leftovers and self._backoff.holds(self._hold, node, name):
             return Outcome.HELD
         target = self._observe_and_resolve(name)
         if target.steps.is_empty:
-            advertising = self._advertising(node, target.observation)
+            advertising = self._advertisement.current(node, target.observation, known_behind=bool(self._window.open))
             if advertising is not None:
                 self._finish_leftovers()
                 reported = self._report.already_applied(advertising, name, target.desired, target.observation)
                 self._log.info("layout_already_applied", reported=reported)
                 return Outcome.UNCHANGED
         else:
-            with self._in_phase(AgentPhase.PLAN):
-                target = self._decide(target)
+            target = self._decide(target)
         return self._reconfigure(target)
 
-    def _observe_and_resolve(self, name: str) -> _Target:
+    def _observe_and_resolve(self, name: str) -> Target:
         self._layout = name
         self._log = self._log.bind(layout=name, attempt=self._attempt)
         with self._in_phase(AgentPhase.OBSERVE):
@@ -157,48 +139,15 @@ class NodeReconcile:
         with self._in_phase(AgentPhase.PLAN):
             desired = resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus])
             check_advertisable(desired, observation, self._settings.mig_strategy)
-            return _Target(name, desired, observation, plan(observation, desired), plan)
+            return Target(name, desired, observation, plan(observation, desired))
 
-    def _decide(self, target: _Target) -> _Target:
-        """Plan for the fewest evicted pods and run the safety gate, before anything on the Node changes."""
-        pods = self._p.api.list_pods_on_node()
-        holdings = self._p.pod_resources.list()
-        workloads = gi_workloads(target.observation, holdings)
+    def _decide(self, target: Target) -> Target:
+        with self._in_phase(AgentPhase.PLAN):
+            return plan_and_gate(self._p.api, self._p.pod_resources, target, force_delete=self._settings.force_delete)
 
-        def planner(seen: Observation, wanted: DesiredNode) -> Plan:
-            return plan(seen, wanted, workloads=workloads)
-
-        steps = planner(target.observation, target.desired)
-        decision = decide_drain(
-            self._p.api, steps, target.observation, holdings, pods, force_delete=self._settings.force_delete
-        )
-        return _Target(target.name, target.desired, target.observation, steps, planner, decision.evict)
-
-    def _advertising(self, node: NodeView, observation: Observation) -> NodeView | None:
-        """The node once it advertises what the GPUs hold; None: the plugin needs a restart.
-
-        A plugin only starting (node boot, pod recreated) gets the settle period before anything is
-        cordoned or restarted; after an interrupted or failed attempt it is known to be behind."""
-        expected = expected_resources(observation, strategy=self._settings.mig_strategy)
-        if advertisement_matches(node.allocatable, expected)[0]:
-            return node
-        if self._window.open or node.labels.get(MIG_CONFIG_STATE_LABEL) not in (None, MigConfigState.SUCCESS):
-            return None
-        self._log.info("waiting_for_device_plugin_to_settle", settle_s=self._settings.plugin_settle_s)
-        settled = advertised_within(
-            self._p.api,
-            expected,
-            timeout_s=self._settings.plugin_settle_s,
-            clock=self._p.clock,
-            poll_interval_s=self._settings.readvertise_poll_s,
-            stop=self._stop,
-        )
-        if self._stop is not None and self._stop.is_set():
-            raise StopRequested("stop requested while waiting for the device plugin to settle")
-        return settled
-
-    def _reconfigure(self, target: _Target) -> Outcome:
-        self._depends = self._digest(target.name)  # before the first write: the state a failure's back-off is held on
+    def _reconfigure(self, target: Target) -> Outcome:
+        # Before the first write: what a failure's back-off holds on.
+        self._depends = self._backoff.digest(self._node, target.name) if self._node is not None else None
         self._report.pending(target.name, target.desired, target.steps, attempt=self._attempt)
         with self._in_phase(AgentPhase.CORDON):
             self._window.cordon(target.name)
@@ -214,17 +163,18 @@ class NodeReconcile:
                 self._status.event(
                     Event.RECONFIGURING, f"label changed to {newer.layout} while {target.name} was applied: re-planning"
                 )
-                target = self._observe_and_resolve(newer.layout)
-                with self._in_phase(AgentPhase.PLAN):
-                    target = self._decide(target)
+                target = self._decide(self._observe_and_resolve(newer.layout))
                 self._report.pending(target.name, target.desired, target.steps, attempt=self._attempt)
                 with self._in_phase(AgentPhase.PAUSE):
                     self._window.pause_again()
 
-    def _change(self, target: _Target, checkpoint: LabelCheckpoint) -> Outcome:
+    def _change(self, target: Target, checkpoint: LabelCheckpoint) -> Outcome:
         """Drain, apply, re-advertise, report; LayoutSuperseded from any safe point on the way."""
         with self._in_phase(AgentPhase.DRAIN):
-            self._drain(target, checkpoint)
+            drain_for_change(
+                self._p, self._settings, self._status, steps=target.steps, observation=target.observation,
+                stop=self._stop, checkpoint=checkpoint,
+            )
         with self._in_phase(AgentPhase.APPLY):
             self._window.gpus_may_change()
             self._window.before_change()
@@ -234,44 +184,16 @@ class NodeReconcile:
             self._window.after_change()
             self._window.resume_plugin()
         with self._in_phase(AgentPhase.READVERTISE):
-            after = self._readvertise(target.name, checkpoint)
+            after = self._advertisement.after_change(target.name, checkpoint)
         self._report.success(target.name, target.desired, after, target.steps)
+        self._layout = None  # recorded as applied: a stop from here on only closes the window
         with self._in_phase(AgentPhase.UNCORDON):
             self._window.uncordon()
         self._p.listener.layout_applied(target.name)
         self._log.info("layout_applied")
         return Outcome.APPLIED
 
-    def _drain(self, target: _Target, checkpoint: LabelCheckpoint) -> None:
-        # Scoped again now the node is cordoned: a pod scheduled since the gate ran is seen (and gated).
-        pods = self._p.api.list_pods_on_node()
-        holdings = self._p.pod_resources.list()
-        chosen = decide_drain(
-            self._p.api, target.steps, target.observation, holdings, pods, force_delete=self._settings.force_delete
-        ).evict
-        left = gpu_pods_left_alone(pods, chosen)
-        self._log.info("drain_scoped", evict=[str(p.ref) for p in chosen], left_alone=[str(r) for r in left])
-        if not chosen:
-            return
-        reasons = eviction_reasons(chosen, holdings, target.observation, target.steps)
-        self._status.progress(
-            Reason.DRAINING,
-            f"evicting {len(chosen)} pod(s) on devices the change removes: {', '.join(str(p.ref) for p in chosen)};"
-            f" {len(left)} other GPU pod(s) keep running",
-        )
-        result = self._p.drainer.drain(
-            list(chosen),
-            timeout_s=self._settings.drain_timeout_s,
-            force_delete=self._settings.force_delete,
-            stop=self._stop,
-            checkpoint=checkpoint,
-        )
-        self._p.listener.pods_evicted(len(result.removed))
-        self._p.listener.drain_wait(result.waited_s)
-        for ref in result.removed:
-            self._status.event(Event.POD_EVICTED, f"pod {ref} evicted: {reasons.get(ref, 'holds a device')}")
-
-    def _apply(self, target: _Target, checkpoint: LabelCheckpoint) -> bool:
+    def _apply(self, target: Target, checkpoint: LabelCheckpoint) -> bool:
         """Run the engine; True when it asked for a reboot to activate a MIG mode change."""
         name, steps = target.name, target.steps
         result = self._p.engine.apply(
@@ -292,25 +214,6 @@ class NodeReconcile:
         self._status.event(Event.GPUS_RECONFIGURED, f"GPUs now hold layout {name}: {plan_summary(steps)}")
         return False
 
-    def _readvertise(self, name: str, checkpoint: LabelCheckpoint) -> Observation:
-        after = self._p.driver.observe()
-        expected = expected_resources(after, strategy=self._settings.mig_strategy)
-        self._status.progress(
-            Reason.WAITING_FOR_DEVICE_PLUGIN,
-            f"layout {name} is on the GPUs; waiting for the device plugin to advertise {len(expected)} resource(s)",
-        )
-        started = self._p.clock.monotonic()
-        wait_for_advertisement(
-            CheckedNodeReads(self._p.api, checkpoint),
-            expected,
-            timeout_s=self._settings.readvertise_timeout_s,
-            clock=self._p.clock,
-            poll_interval_s=self._settings.readvertise_poll_s,
-            stop=self._stop,
-        )
-        self._p.listener.readvertise_wait(self._p.clock.monotonic() - started)
-        return after
-
     # -- leftovers, phases, failure ---------------------------------------------------------------
 
     def _adopt(self, node: NodeView) -> tuple[str, ...]:
@@ -325,48 +228,6 @@ class NodeReconcile:
         if leftovers:
             self._log.warning("interrupted_attempt_found", leftovers=leftovers, previous_attempt=previous)
         return leftovers
-
-    def _held(self, node: NodeView, name: str) -> bool:
-        """True while the last failure's retry time has not come and nothing it depended on changed."""
-        hold = self._hold
-        if hold is None or hold.due(now=self._p.clock.wall(), label=name):
-            return False
-        try:
-            changed = hold.depends is not None and self._digest(name) != hold.depends
-        except Exception as exc:  # what cannot be read now would fail the attempt too: keep holding
-            self._log.info("held_dependencies_unreadable", error=str(exc))
-            changed = False
-        if changed:
-            self._log.info("back_off_lifted", reason="something the failed attempt depended on changed")
-            return False
-        self._log.info("held_by_back_off", layout=name, retry_in_s=round(hold.at - self._p.clock.wall(), 3))
-        return True
-
-    def _digest(self, name: str) -> str:
-        """What an attempt's outcome depends on, now (runtime.backoff.depends_on). The pods count only
-        for a layout that resolves: a refused layout is not asked about who uses the GPUs."""
-        path = self._settings.config_file
-        try:
-            layout_text = path.read_bytes()
-        except OSError:
-            layout_text = b""
-        observation = self._p.driver.observe()
-        try:
-            layout = parse_layout(layout_text.decode("utf-8", "replace"), source=str(path))
-            check_advertisable(
-                resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus]),
-                observation,
-                self._settings.mig_strategy,
-            )
-            pods = self._p.api.list_pods_on_node()
-        except (InvalidLayoutError, NotAdvertisableError):
-            pods = []
-        return depends_on(
-            layout_text=layout_text,
-            observation=observation,
-            gpu_pods=pods,
-            allocatable=self._node.allocatable if self._node is not None else {},
-        )
 
     def _finish_leftovers(self) -> None:
         failures = self._window.unwind()
@@ -387,34 +248,38 @@ class NodeReconcile:
             self._p.listener.phase_finished(phase, self._p.clock.monotonic() - started)
 
     def _stopped(self, why: Exception) -> ReconcileReport:
+        """A stop mid-change hands the open window to the next agent (one cordon episode across the
+        handover), unless the change is over (success recorded) or abandoned (no label): then the
+        GPUs are settled and the window closed."""
         self._log.info("attempt_stopped", phase=self._phase, open=self._window.open, why=str(why))
-        self._window.unwind()
+        if self._window.open and self._layout is not None and self._still_wanted():
+            self._window.hand_over(layout=self._layout, attempt=self._attempt)
+        else:
+            self._window.abandon()
         return ReconcileReport(Outcome.STOPPED, self._attempt)
 
+    def _still_wanted(self) -> bool:
+        try:  # the watch's last value; None (removed, or not seen yet) is confirmed on the Node
+            label = self._current_label() if self._current_label is not None else None
+            label = label or self._p.api.get_node().labels.get(MIG_CONFIG_LABEL)
+        except Exception:  # the API server is gone too: leave the window for the successor to judge
+            return True
+        return label is not None
+
     def _fail(self, error: Exception) -> ReconcileReport:
-        """The one place an attempt fails: undo in reverse order, then report failed with the reason."""
+        """The one place an attempt fails: GPUs made consistent, undo in reverse order, report failed."""
         phase = self._phase.value if self._phase is not None else "start"
         undo_started = self._p.clock.monotonic()
-        undo_failures = self._window.unwind()
+        undo_failures = self._window.abandon()
         self._p.listener.phase_finished(AgentPhase.UNDO, self._p.clock.monotonic() - undo_started)
         message = f"{phase}: {error}"
         if undo_failures:
             message += f" (undo incomplete, retried next attempt: {'; '.join(undo_failures)})"
         reason = failure_reason(error)
-        hold = self._retry_hold()
+        hold = self._backoff.after_failure(self._node, self._layout, depends=self._depends, failures=self._attempt)
         self._log.error("attempt_failed", phase=phase, reason=str(reason), error=str(error), retry_at=hold.at)
         try:
             self._status.failed(reason, message, attempt=self._attempt, next_retry=hold.to_annotation())
         except Exception as report_error:  # held in the agent's memory all the same
             self._log.error("failure_not_reported", error=str(report_error))
         return ReconcileReport(Outcome.FAILED, self._attempt, message, hold=hold)
-
-    def _retry_hold(self) -> RetryHold:
-        depends = self._depends
-        if depends is None and not self._window.gpus_touched:
-            try:  # failed before disturbing anything: the node is as the attempt found it
-                depends = None if self._layout is None else self._digest(self._layout)
-            except Exception:
-                depends = None
-        delay = self._settings.retry.failure_delay(self._attempt)
-        return RetryHold(self._p.clock.wall() + delay, self._layout, depends, failures=self._attempt)

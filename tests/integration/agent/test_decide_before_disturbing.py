@@ -5,8 +5,8 @@ without writing more than the failed state."""
 from __future__ import annotations
 
 import itertools
-import time
 
+from migagent.clock import FakeClock
 from migagent.kube.names import MIG_CONFIG_STATE_LABEL
 from migagent.runtime.listener import Outcome
 from migagent_sim.cluster import SimCluster
@@ -52,7 +52,8 @@ def test_a_daemonset_pod_and_a_pod_without_controller_on_destroyed_gis_are_refus
 
 def test_retries_of_a_refusal_back_off_exponentially_and_never_cordon(cluster: SimCluster) -> None:
     cluster.kubelet.run_workload("ml", "exporter", mig_uuid=cluster.mig_uuid(0, 6), owner_kind="DaemonSet")
-    agent, _ = cluster.build_agent()
+    clock = FakeClock()  # the retry times are the agent's own: advanced by hand, never slept
+    agent, _ = cluster.build_agent(clock=clock)
     writes = _watch_node(cluster)
     cluster.label("all-balanced")
 
@@ -62,7 +63,7 @@ def test_retries_of_a_refusal_back_off_exponentially_and_never_cordon(cluster: S
         assert agent.retry_in_s is not None
         delays.append(agent.retry_in_s)
         assert agent.reconcile_once() is Outcome.HELD, "a resync before the retry time starts nothing"
-        time.sleep(agent.retry_in_s)
+        clock.advance(agent.retry_in_s)
 
     assert _disturbed(writes) == []
     # Fast options: RetryPolicy(failure_backoff_initial=0.2, failure_backoff_max=2.0): 0.2, 0.4, 0.8, 1.6, 2.0 cap.

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
 import pytest
 
 from migagent.errors import TransientError
-from migagent.kube.names import ATTEMPT_ANNOTATION, LAST_ERROR_ANNOTATION, MIG_CONFIG_LABEL
+from migagent.kube.expected import expected_resources
+from migagent.kube.names import ATTEMPT_ANNOTATION, HANDED_OVER_ANNOTATION, LAST_ERROR_ANNOTATION, MIG_CONFIG_LABEL
 from migagent.kube.port import NodeChangedError
+from migagent.layout.strategy import MigStrategy
+from migagent.reconcile.machine import ApplyEngine
 from migagent.runtime.phases import AgentPhase, Outcome, may_follow
+from tests.integration.apply.support import InterceptingDriver
 
-from .node import ALL_1G, ALL_7G, BALANCED, MemoryNode
+from .node import ALL_7G, BALANCED, MemoryNode
 
 
 @pytest.fixture
@@ -63,21 +68,77 @@ def test_a_label_changed_mid_apply_re_plans_to_the_new_layout_keeping_the_one_co
     assert all(may_follow(a, b) for a, b in zip([None, *phases], phases, strict=False)), phases
 
 
-def test_a_stop_before_the_gpus_change_undoes_the_attempt_and_reports_no_failure(node: MemoryNode) -> None:
+def test_a_stop_mid_change_hands_the_node_over_and_the_successor_keeps_the_one_cordon(node: MemoryNode) -> None:
     node.gpu_pod("moves", gpu=0, slot=6)
     node.set_label("all-balanced")
     stop = threading.Event()
 
-    def stop_while_pausing(phase: AgentPhase) -> None:
+    def sigterm_while_pausing(phase: AgentPhase) -> None:
         if phase is AgentPhase.PAUSE:
             stop.set()
 
-    assert node.reconcile(stop=stop, on_phase=stop_while_pausing).outcome is Outcome.STOPPED
+    assert node.reconcile(stop=stop, on_phase=sigterm_while_pausing).outcome is Outcome.STOPPED
 
-    assert node.released()
-    assert node.kube.allocatable == ALL_1G, "the GPUs were not touched"
+    assert node.kube.unschedulable, "the cordon stays for the successor"
+    assert node.kube.labels["nvidia.com/gpu.deploy.device-plugin"] == "paused-for-mig-change"
+    assert json.loads(node.kube.annotations[HANDED_OVER_ANNOTATION])["layout"] == "all-balanced"
     assert node.state == "pending"
-    assert not node.kube.evictions
+
+    assert node.reconcile().outcome is Outcome.APPLIED  # the successor, a new agent process
+    assert node.kube.cordon_episodes == 1, "one cordon episode across the handover"
+    assert node.released()
+    assert node.kube.allocatable == BALANCED
+    assert HANDED_OVER_ANNOTATION not in node.kube.annotations
+
+
+def test_a_stop_after_the_label_was_removed_abandons_the_change_and_releases_the_node(node: MemoryNode) -> None:
+    node.set_label("all-balanced")
+    stop = threading.Event()
+
+    def label_removed_then_sigterm(phase: AgentPhase) -> None:
+        if phase is AgentPhase.PAUSE:
+            node.set_label(None)
+            stop.set()
+
+    assert node.reconcile(stop=stop, on_phase=label_removed_then_sigterm).outcome is Outcome.STOPPED
+    assert node.released()
+    assert HANDED_OVER_ANNOTATION not in node.kube.annotations
+
+    assert node.reconcile().outcome is Outcome.NO_DESIRED_LAYOUT
+    assert node.state is None, "no stale pending once no layout is asked for"
+    assert node.condition()[:2] == ("True", "NoDesiredLayout")
+
+
+def test_a_typo_label_between_a_gi_and_its_cis_leaves_every_gpu_consistent_before_the_undo(
+    node: MemoryNode,
+) -> None:
+    typed: list[str] = []
+
+    def admin_typos_after_the_first_new_gi(mutation: str) -> None:
+        if mutation == "create_gpu_instance" and not typed:
+            typed.append(mutation)
+            node.set_label("all-balancd")
+
+    node.engine = ApplyEngine(
+        InterceptingDriver(node.driver, after=admin_typos_after_the_first_new_gi), node.journal, clock=node.clock
+    )
+    node.set_label("all-balanced")
+
+    report = node.reconcile()
+
+    assert typed, "the typo came between a create-GI step and its create-CI step"
+    assert report.outcome is Outcome.FAILED
+    assert node.condition()[1] == "InvalidLayout"
+    bare = [
+        (gpu.index, gi.placement.start)
+        for gpu in node.driver.observe().gpus
+        for gi in gpu.gpu_instances
+        if not gi.compute_instances
+    ]
+    assert bare == [], "a GPU instance was left without compute instances"
+    assert node.released()
+    advertised = expected_resources(node.driver.observe(), strategy=MigStrategy.MIXED)
+    assert node.kube.allocatable == advertised, "the plugin re-enumerated what the GPUs hold"
 
 
 def test_a_success_write_refused_as_stale_is_read_again_and_written(node: MemoryNode) -> None:
