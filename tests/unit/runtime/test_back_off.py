@@ -112,3 +112,21 @@ def test_a_node_whose_status_writes_are_refused_still_backs_off_and_further_each
 def test_an_unreadable_hold_annotation_holds_nothing() -> None:
     assert RetryHold.from_annotation("not json") is None
     assert RetryHold.from_annotation(json.dumps({"label": "x"})) is None
+
+
+def test_a_pdb_that_blocks_for_now_forever_gets_one_cordon_per_retry_not_per_resync(tmp_path: Path) -> None:
+    node = MemoryNode(tmp_path)
+    node.settings = replace(node.settings, retry=POLICY, drain_timeout_s=5.0)
+    node.gpu_pod("guarded", gpu=0, slot=6, labels={"app": "guarded"})
+    node.blocking_pdb({"app": "guarded"})  # 3 pods expected: the gate lets it through, the drain times out
+    node.set_label("all-balanced")
+    agent = node.agent()
+    outcomes = []
+    for _ in range(20):  # a resync tick every 10 s for 200 s
+        outcomes.append(agent.reconcile_once())
+        node.clock.advance(10.0)
+    failed = outcomes.count(Outcome.FAILED)
+    assert failed == node.kube.cordon_episodes
+    # Retries at about 0, 35, 100 and 225 s (30, 60, 120 s after each failure ends): 3 attempts in 200 s.
+    assert failed == 3, outcomes
+    assert node.released()
