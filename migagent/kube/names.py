@@ -139,6 +139,16 @@ class ConditionReason(enum.StrEnum):
         "reboot the node, or allow migagent to (--allow-reboot)",
     )
     WAITING_FOR_DRIVER = "WaitingForDriver", "The agent waits for the GPU Operator's driver to be ready."
+    STORAGE_UNWRITABLE = (
+        "StorageUnwritable",
+        "The journal (or another file the agent must write) cannot be written; the message names it.",
+        "free space or fix the permissions of the named path (the journal directory, /var/lib/migagent)",
+    )
+    NVML_UNAVAILABLE = (
+        "NvmlUnavailable",
+        "NVML could not be initialised: the agent cannot see the GPUs, so it changes nothing.",
+        "check the driver on the node (nvidia-smi) and that the agent's pod sees the driver library",
+    )
     NO_DESIRED_LAYOUT = "NoDesiredLayout", "The node carries no nvidia.com/mig.config label: nothing to apply."
     UNKNOWN = "Unknown", "Not reported yet."
 
