@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from migagent.kube.names import is_gpu_resource
 from migagent.kube.port import PodView
 from migagent.layout.observed import Observation
+from migagent.runtime.attempt import AttemptMarker
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,12 @@ class RetryHold:
             )
         except (ValueError, TypeError, KeyError):
             return None
+
+
+def attempt_number(previous: AttemptMarker | None, hold: RetryHold | None) -> int:
+    """This attempt's number: counted on the Node, and in memory too (the hold), so a node whose
+    status writes are refused still backs off further each time."""
+    return max(previous.number if previous is not None else 0, hold.failures if hold is not None else 0) + 1
 
 
 def depends_on(

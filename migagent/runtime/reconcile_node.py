@@ -29,17 +29,15 @@ from migagent.kube.status import StatusReporter
 from migagent.layout.parse import load_layout_file
 from migagent.layout.resolve import identity_of, resolve_config
 from migagent.planning import plan
-from migagent.reconcile.journal import desired_node_hash
-from migagent.reconcile.result import ApplyOutcome
 from migagent.runtime.advertisement import Advertisement
 from migagent.runtime.attempt import ApplyFailedError, AttemptMarker, StopRequested, failure_reason
-from migagent.runtime.backoff import RetryHold
+from migagent.runtime.backoff import RetryHold, attempt_number
 from migagent.runtime.backoff_check import BackoffCheck
+from migagent.runtime.change_steps import apply_change, drain_for_change
 from migagent.runtime.change_window import ChangeWindow
-from migagent.runtime.drain_step import drain_for_change
 from migagent.runtime.gate import Target, plan_and_gate
 from migagent.runtime.node_report import NodeReport
-from migagent.runtime.notes import check_advertisable, plan_summary
+from migagent.runtime.notes import check_advertisable
 from migagent.runtime.phases import AgentPhase, Outcome
 from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook, ReconcileReport
 from migagent.runtime.supersede import LabelCheckpoint, LayoutSuperseded
@@ -178,7 +176,7 @@ class NodeReconcile:
         with self._in_phase(AgentPhase.APPLY):
             self._window.gpus_may_change()
             self._window.before_change()
-            if self._apply(target, checkpoint):
+            if apply_change(self._p, self._status, target, checkpoint=checkpoint):
                 return Outcome.REBOOTING  # cordon and paused labels stay until the agent resumes after the reboot
         with self._in_phase(AgentPhase.RESTART_PLUGIN):
             self._window.after_change()
@@ -193,27 +191,6 @@ class NodeReconcile:
         self._log.info("layout_applied")
         return Outcome.APPLIED
 
-    def _apply(self, target: Target, checkpoint: LabelCheckpoint) -> bool:
-        """Run the engine; True when it asked for a reboot to activate a MIG mode change."""
-        name, steps = target.name, target.steps
-        result = self._p.engine.apply(
-            target.desired,
-            layout_hash=desired_node_hash(target.desired),
-            config_name=name,
-            planner=target.planner,
-            checkpoint=checkpoint,
-        )
-        kept, destroyed, created = (sum(len(getattr(g, k)) for g in steps.gpus) for k in ("keep", "destroy", "create"))
-        self._p.listener.instances_changed(kept, destroyed, created)
-        self._p.listener.gpus_reset(sum(1 for g in steps.gpus if g.reset))
-        if result.outcome is ApplyOutcome.REBOOT_REQUESTED:
-            self._status.rebooting(f"layout {name}: {result.error or 'a reboot activates the MIG mode change'}")
-            return True
-        if result.outcome is not ApplyOutcome.CONVERGED:
-            raise ApplyFailedError(result.error or f"apply ended {result.outcome.value}")
-        self._status.event(Event.GPUS_RECONFIGURED, f"GPUs now hold layout {name}: {plan_summary(steps)}")
-        return False
-
     # -- leftovers, phases, failure ---------------------------------------------------------------
 
     def _adopt(self, node: NodeView) -> tuple[str, ...]:
@@ -221,9 +198,7 @@ class NodeReconcile:
         self._node = node
         self._hold = self._hold or RetryHold.from_annotation(node.annotations.get(NEXT_RETRY_ANNOTATION))
         previous = AttemptMarker.from_annotation(node.annotations.get(ATTEMPT_ANNOTATION))
-        # Counted on the Node, and in memory too: a node refusing status writes still backs off further.
-        remembered = self._hold.failures if self._hold is not None else 0
-        self._attempt = max(previous.number if previous is not None else 0, remembered) + 1
+        self._attempt = attempt_number(previous, self._hold)
         leftovers = self._window.adopt(node)
         if leftovers:
             self._log.warning("interrupted_attempt_found", leftovers=leftovers, previous_attempt=previous)
