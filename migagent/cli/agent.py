@@ -40,7 +40,7 @@ from migagent.kube.timeouts import DEFAULT_REQUEST_TIMEOUT_S
 from migagent.layout.sharing import SharingConfigError
 from migagent.layout.strategy import MIG_STRATEGIES, MigStrategy
 from migagent.podresources.client import DEFAULT_SOCKET_PATH
-from migagent.runtime.attempt import RetryBackoff
+from migagent.reconcile.retry import RetryPolicy
 from migagent.runtime.health import DEFAULT_STALE_AFTER_S, HealthState
 from migagent.runtime.listener import MetricsListener, NullListener
 from migagent.runtime.ports import AgentSettings
@@ -94,7 +94,9 @@ def _options(args: argparse.Namespace) -> AgentOptions:
         device_plugin=not args.no_device_plugin,
         force_delete=args.force_delete,
         resync_period_s=args.resync_period,
-        retry=RetryBackoff(initial_s=args.retry_initial, max_s=max(args.retry_initial, args.retry_max)),
+        retry=RetryPolicy(
+            failure_backoff_initial=args.retry_initial, failure_backoff_max=max(args.retry_initial, args.retry_max)
+        ),
     )
     return AgentOptions(
         node_name=args.node_name,

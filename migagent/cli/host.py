@@ -31,6 +31,7 @@ from migagent.layout.parse import load_layout_file
 from migagent.nvml.driver import GpuDriver
 from migagent.reconcile.hooks import HookRunner, flag_environment, load_hooks_file
 from migagent.reconcile.machine import ApplyEngine
+from migagent.reconcile.retry import RetryPolicy
 from migagent.reconcile.session import ApplySession
 from migagent.runtime.host import HostAgent, HostSettings, Selection
 from migagent.runtime.sdnotify import SdNotifier
@@ -40,20 +41,28 @@ from migagent.sources.files import FileWatch, read_selected_layout
 DEFAULT_LAYOUT_FILE = "/etc/migagent/layouts.yaml"
 DEFAULT_SELECTED_LAYOUT_FILE = "/etc/migagent/migagent.env"
 DEFAULT_CLIENTS_STATE = "/run/migagent/stopped-clients.json"
+_RETRY_MAX_S = 1800.0
 
 
 def _is_simulated(args: argparse.Namespace) -> bool:
     return bool(args.simulate or args.state)
 
 
-def _session_factory(args: argparse.Namespace, driver: GpuDriver) -> Callable[[str], ApplySession]:
+def _session_factory(
+    args: argparse.Namespace, driver: GpuDriver, retry: RetryPolicy
+) -> Callable[[str], ApplySession]:
     journal = journal_for(args)  # one journal for the agent's life: a crash mid-apply resumes at restart
     reboot_requester = reboot_requester_for(args)
     hooks = load_hooks_file(Path(args.hooks_file)) if args.hooks_file else None
 
     def session(config_name: str) -> ApplySession:
         engine = ApplyEngine(
-            driver, journal, clock=SystemClock(), allow_reboot=args.allow_reboot, reboot_requester=reboot_requester
+            driver,
+            journal,
+            clock=SystemClock(),
+            allow_reboot=args.allow_reboot,
+            reboot_requester=reboot_requester,
+            retry=retry,
         )
         runner = None
         if hooks is not None:
@@ -87,9 +96,10 @@ def _settings(args: argparse.Namespace) -> HostSettings:
     for name in ("debounce", "retry_interval", "max_apply_seconds"):
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be a positive number of seconds")
-    return HostSettings(
-        debounce_s=args.debounce, retry_interval_s=args.retry_interval, max_apply_s=args.max_apply_seconds
+    retry = RetryPolicy(
+        failure_backoff_initial=args.retry_interval, failure_backoff_max=max(args.retry_interval, _RETRY_MAX_S)
     )
+    return HostSettings(debounce_s=args.debounce, retry=retry, max_apply_s=args.max_apply_seconds)
 
 
 def _run_host(args: argparse.Namespace) -> int:
@@ -104,7 +114,7 @@ def _run_host(args: argparse.Namespace) -> int:
         host = HostAgent(
             observe=driver.observe,
             read_selection=read_selection,
-            sessions=_session_factory(args, driver),
+            sessions=_session_factory(args, driver, settings.retry),
             clients=_host_clients(args),
             notifier=notifier,
             clock=SystemClock(),
@@ -158,7 +168,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_reboot_arguments(parser)
     parser.add_argument("--debounce", type=float, default=2.0, metavar="SECONDS", help="quiet time after a file change")
     parser.add_argument(
-        "--retry-interval", type=float, default=300.0, metavar="SECONDS", help="retry a failed apply after this long"
+        "--retry-interval", type=float, default=300.0, metavar="SECONDS",
+        help=f"retry a failed apply after this long, doubled per consecutive failure up to {_RETRY_MAX_S:g}s",
     )
     parser.add_argument(
         "--max-apply-seconds",

@@ -15,7 +15,7 @@ from typing import TypeVar
 import structlog
 import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
+from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
 from migagent.clock import Clock
 from migagent.errors import MigAgentError, PermanentError, TransientError
@@ -90,12 +90,27 @@ def _unreachable(error: urllib3.exceptions.HTTPError) -> str:
 
 
 def call_with_retries(
-    call: str, fn: Callable[[], T], *, clock: Clock, attempts: int = 5, max_delay_s: float = 10.0
+    call: str,
+    fn: Callable[[], T],
+    *,
+    clock: Clock,
+    attempts: int = 5,
+    max_delay_s: float = 10.0,
+    budget_s: float | None = None,
 ) -> T:
-    """Run `fn` (already classified), retrying TransientError with back-off on `clock`."""
+    """Run `fn` (already classified), retrying TransientError with back-off on `clock`.
+
+    `budget_s` bounds the whole call, tries and waits together: no new try starts once it is spent
+    (callers pass two request timeouts, so one call never blocks much longer than that)."""
+    started = clock.monotonic()
+
+    def spent(state: RetryCallState) -> bool:
+        over = budget_s is not None and clock.monotonic() - started >= budget_s
+        return over or state.attempt_number >= attempts
+
     retrying = Retrying(
         retry=retry_if_exception_type(TransientError),
-        stop=stop_after_attempt(attempts),
+        stop=spent,
         wait=_backoff(max_delay_s),
         sleep=clock.sleep,
         before_sleep=_log_retry(call),

@@ -51,4 +51,4 @@ class EventOps:
             with classified(call):
                 self._core.create_namespaced_event(EVENT_NAMESPACE, event, _request_timeout=self._timeout.request)
 
-        call_with_retries(call, send, clock=self._clock)
+        call_with_retries(call, send, clock=self._clock, budget_s=self._timeout.call_budget)

@@ -20,6 +20,8 @@ from migagent.kube.names import (
     MIG_RESOURCE_PREFIX,
     OBSERVED_ANNOTATION,
     PREFIX,
+    MigConfigState,
+    action_for,
 )
 from migagent.kube.port import NodeView
 
@@ -51,6 +53,11 @@ class FleetRow:
     advertised: dict[str, int]  # nvidia.com/mig-* (else nvidia.com/gpu, gpu.shared) allocatable, prefix dropped
     last_error: str
 
+    @property
+    def action(self) -> str:
+        """A failed node's suggested action, from its condition's reason code (kube.names.ConditionReason)."""
+        return action_for(self.reason) if self.state == MigConfigState.FAILED else ""
+
     def to_json(self) -> dict[str, Any]:
         return {
             "node": self.node,
@@ -63,6 +70,7 @@ class FleetRow:
             ],
             "advertised": self.advertised,
             "last_error": self.last_error,
+            "action": self.action,
         }
 
 

@@ -75,6 +75,10 @@ LAST_ERROR_ANNOTATION = f"{PREFIX}last-error"
 ATTEMPT_ANNOTATION = f"{PREFIX}attempt"
 CORDONED_BY_MIGAGENT_ANNOTATION = f"{PREFIX}cordoned-by-migagent"
 """"true" only while the node is cordoned because migagent cordoned it (never for an admin cordon)."""
+HANDED_OVER_ANNOTATION = f"{PREFIX}handed-over"
+"""JSON {layout, attempt, at, open}: an agent stopped mid-change left its cordon and pause for the next one."""
+NEXT_RETRY_ANNOTATION = f"{PREFIX}next-retry"
+"""JSON {at, label, depends, failures}: a failed attempt's retry time (wall clock) and what it depended on."""
 
 CONDITION_TYPE = "MigConfigReady"
 
@@ -86,22 +90,75 @@ class ConditionStatus(enum.StrEnum):
 
 
 class ConditionReason(enum.StrEnum):
-    APPLIED = "Applied"
-    RECONFIGURING = "Reconfiguring"
-    DRAINING = "Draining"
-    WAITING_FOR_DEVICE_PLUGIN = "WaitingForDevicePlugin"
-    DRAIN_BLOCKED = "DrainBlocked"
-    APPLY_FAILED = "ApplyFailed"
-    INVALID_LAYOUT = "InvalidLayout"
-    LAYOUT_SELECTS_NO_GPU = "LayoutSelectsNoGpu"
-    LAYOUT_DOES_NOT_FIT = "LayoutDoesNotFit"
-    REBOOT_REQUIRED = "RebootRequired"
-    WAITING_FOR_DRIVER = "WaitingForDriver"
-    STORAGE_UNWRITABLE = "StorageUnwritable"
-    """The journal (or another file the agent must write) cannot be written; the message names it."""
-    NVML_UNAVAILABLE = "NvmlUnavailable"
-    """NVML could not be initialised: the agent cannot see the GPUs, so it changes nothing."""
-    UNKNOWN = "Unknown"
+    """The `MigConfigReady` condition's reason: the one table of reason codes. Each member carries what
+    it means (`__doc__`) and the one-line suggested action (`action`) that failure reports append to
+    the condition message, the Event and `migagent status`; the README's reason table lists them all."""
+
+    action: str
+
+    def __new__(cls, value: str, doc: str, action: str = "") -> ConditionReason:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.__doc__ = doc
+        member.action = action
+        return member
+
+    APPLIED = "Applied", "The GPUs hold the desired layout and the device plugin advertises it."
+    RECONFIGURING = "Reconfiguring", "A change is under way (cordoned, operands paused)."
+    DRAINING = "Draining", "Pods on the devices the change removes are being evicted."
+    WAITING_FOR_DEVICE_PLUGIN = (
+        "WaitingForDevicePlugin",
+        "The device plugin did not advertise the new devices in time.",
+        "check the device plugin pod on the node (logs, restarts); raise --readvertise-timeout if it is slow",
+    )
+    DRAIN_BLOCKED = (
+        "DrainBlocked",
+        "Pods that had to leave the changed devices could not be evicted (PDB, DaemonSet, no controller).",
+        "move the named pods or relax their PodDisruptionBudget, or choose a layout that keeps their GPU instances",
+    )
+    APPLY_FAILED = (
+        "ApplyFailed",
+        "The change failed for a reason not classified otherwise (NVML, API server, a host step).",
+        "read the message and the agent's log; the agent retries with back-off (migagent.io/next-retry)",
+    )
+    INVALID_LAYOUT = (
+        "InvalidLayout",
+        "The label names a layout the file lacks, the file is invalid, or the plugin could not advertise it.",
+        "fix the nvidia.com/mig.config label or the layout file (migagent validate); nothing was changed",
+    )
+    LAYOUT_SELECTS_NO_GPU = (
+        "LayoutSelectsNoGpu",
+        "The layout's device selectors match none of this node's GPUs.",
+        "check the layout's devices and device-filter against the GPUs named in the message",
+    )
+    LAYOUT_DOES_NOT_FIT = (
+        "LayoutDoesNotFit",
+        "A GPU cannot hold the layout (too many instances, a profile it lacks).",
+        "choose a layout that fits this GPU model (migagent validate --gpu-model KEY)",
+    )
+    REBOOT_REQUIRED = (
+        "RebootRequired",
+        "A MIG mode change needs a GPU reset the platform refuses, so only a reboot activates it.",
+        "reboot the node, or allow migagent to (--allow-reboot)",
+    )
+    WAITING_FOR_DRIVER = "WaitingForDriver", "The agent waits for the GPU Operator's driver to be ready."
+    STORAGE_UNWRITABLE = (
+        "StorageUnwritable",
+        "The journal (or another file the agent must write) cannot be written; the message names it.",
+        "free space or fix the permissions of the named path (the journal directory, /var/lib/migagent)",
+    )
+    NVML_UNAVAILABLE = (
+        "NvmlUnavailable",
+        "NVML could not be initialised: the agent cannot see the GPUs, so it changes nothing.",
+        "check the driver on the node (nvidia-smi) and that the agent's pod sees the driver library",
+    )
+    NO_DESIRED_LAYOUT = "NoDesiredLayout", "The node carries no nvidia.com/mig.config label: nothing to apply."
+    UNKNOWN = "Unknown", "Not reported yet."
+
+
+def action_for(reason: str) -> str:
+    """The suggested action of a reason code read back from a Node ("" for an unknown or neutral one)."""
+    return next((member.action for member in ConditionReason if member.value == reason), "")
 
 
 class EventReason(enum.StrEnum):

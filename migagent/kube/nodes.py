@@ -34,11 +34,13 @@ class NodeOps:
         self._timeout = timeout
 
     def get_node(self) -> NodeView:
-        def read() -> NodeView:
-            with classified(f"get node {self._node_name}"):
-                return node_view(self._core.read_node(self._node_name, _request_timeout=self._timeout.request))
+        return call_with_retries(
+            f"get node {self._node_name}", self._read_once, clock=self._clock, budget_s=self._timeout.call_budget
+        )
 
-        return call_with_retries(f"get node {self._node_name}", read, clock=self._clock)
+    def _read_once(self) -> NodeView:
+        with classified(f"get node {self._node_name}"):
+            return node_view(self._core.read_node(self._node_name, _request_timeout=self._timeout.request))
 
     def watch_node(self, resource_version: str, timeout_s: float) -> Iterator[NodeEvent]:
         """Events for our Node after `resource_version`, until the server ends the stream.
@@ -56,7 +58,7 @@ class NodeOps:
             with classified(f"{call} on node {self._node_name}"):
                 return node_view(self._core.patch_node(self._node_name, body, _request_timeout=self._timeout.request))
 
-        return call_with_retries(call, send, clock=self._clock)
+        return call_with_retries(call, send, clock=self._clock, budget_s=self._timeout.call_budget)
 
     def patch_metadata(
         self,
@@ -102,8 +104,9 @@ class NodeOps:
         """Write one condition; lastTransitionTime moves only when the status flips."""
 
         def apply() -> NodeView:
-            # Re-read on every try: a retried write must not reuse a stale transition time.
-            node = self.get_node()
+            # Re-read on every try (once: the retries are this call's), so a retry never reuses a stale
+            # transition time and never nests a second retry loop inside the first.
+            node = self._read_once()
             current = node.condition(condition_type)
             if current is not None and (current.status, current.reason, current.message) == (status, reason, message):
                 return node
@@ -123,7 +126,9 @@ class NodeOps:
                 )
             return node_view(model)
 
-        return call_with_retries(f"set condition {condition_type}", apply, clock=self._clock)
+        return call_with_retries(
+            f"set condition {condition_type}", apply, clock=self._clock, budget_s=self._timeout.call_budget
+        )
 
 
 def watch_nodes(

@@ -119,7 +119,7 @@ class PdbOps:
                 )
             return [pdb_view(budget) for budget in budgets.items]
 
-        return call_with_retries(call, read, clock=self._clock)
+        return call_with_retries(call, read, clock=self._clock, budget_s=self._timeout.call_budget)
 
 
 def guarding(budgets: Sequence[PdbView], namespace: str, labels: Mapping[str, str]) -> list[PdbView]:

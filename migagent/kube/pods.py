@@ -64,7 +64,7 @@ class PodOps:
                     )
             return [pod_view(pod) for pod in pods.items]
 
-        return call_with_retries(call, read, clock=self._clock)
+        return call_with_retries(call, read, clock=self._clock, budget_s=self._timeout.call_budget)
 
     def read_pod(self, ref: PodRef) -> PodView | None:
         """The pod with that namespace/name now (its uid may differ from ref's), or None when gone.
@@ -80,7 +80,7 @@ class PodOps:
                 )
             return next((pod_view(pod) for pod in pods.items), None)
 
-        return call_with_retries(call, find, clock=self._clock)
+        return call_with_retries(call, find, clock=self._clock, budget_s=self._timeout.call_budget)
 
     def evict(self, ref: PodRef) -> EvictionOutcome:
         """One eviction request: EVICTED, BLOCKED (429, e.g. a PDB) or GONE (404); other errors raise."""
@@ -134,7 +134,7 @@ class PodOps:
                     if error.status != _HTTP_NOT_FOUND:
                         raise
 
-        call_with_retries(call, send, clock=self._clock)
+        call_with_retries(call, send, clock=self._clock, budget_s=self._timeout.call_budget)
 
 
 def eviction_refusal(error: ApiException) -> EvictionOutcome:

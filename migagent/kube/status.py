@@ -20,8 +20,10 @@ from migagent.kube.names import (
     ATTEMPT_ANNOTATION,
     CONDITION_TYPE,
     DESIRED_ANNOTATION,
+    HANDED_OVER_ANNOTATION,
     LAST_ERROR_ANNOTATION,
     MIG_CONFIG_STATE_LABEL,
+    NEXT_RETRY_ANNOTATION,
     OBSERVED_ANNOTATION,
     PLAN_ANNOTATION,
     ConditionReason,
@@ -121,6 +123,8 @@ class StatusReporter:
             OBSERVED_ANNOTATION: observed,
             LAST_ERROR_ANNOTATION: None,
             ATTEMPT_ANNOTATION: None,
+            NEXT_RETRY_ANNOTATION: None,
+            HANDED_OVER_ANNOTATION: None,
         }
         if plan is not None:
             annotations[PLAN_ANNOTATION] = plan
@@ -134,15 +138,31 @@ class StatusReporter:
             resource_version=resource_version,
         )
 
-    def failed(self, reason: ConditionReason, message: str, *, attempt: int) -> None:
+    def failed(self, reason: ConditionReason, message: str, *, attempt: int, next_retry: str | None = None) -> None:
+        """`next_retry`: the retry time and what it is held on (runtime.backoff), kept for a restarted agent.
+
+        The condition and the Event carry the reason's suggested action after the message; the
+        last-error annotation keeps the message alone."""
+        annotations = {LAST_ERROR_ANNOTATION: message[:_MAX_ERROR_ANNOTATION], ATTEMPT_ANNOTATION: str(attempt)}
+        if next_retry is not None:
+            annotations[NEXT_RETRY_ANNOTATION] = next_retry
         self.report(
             state=MigConfigState.FAILED,
             status=ConditionStatus.FALSE,
             reason=reason,
-            message=message,
-            annotations={LAST_ERROR_ANNOTATION: message[:_MAX_ERROR_ANNOTATION], ATTEMPT_ANNOTATION: str(attempt)},
+            message=with_action(reason, message),
+            annotations=annotations,
             event=_FAILURE_EVENTS.get(reason, EventReason.FAILED),
             warning=True,
+        )
+
+    def nothing_desired(self, message: str) -> None:
+        """No layout is asked for: no state label, no attempt, retry or error left over; condition True."""
+        leftovers = (ATTEMPT_ANNOTATION, NEXT_RETRY_ANNOTATION, LAST_ERROR_ANNOTATION, HANDED_OVER_ANNOTATION)
+        cleared: dict[str, str | None] = dict.fromkeys(leftovers)
+        self._api.patch_metadata(labels={MIG_CONFIG_STATE_LABEL: None}, annotations=cleared)
+        self._api.set_condition(
+            CONDITION_TYPE, str(ConditionStatus.TRUE), str(ConditionReason.NO_DESIRED_LAYOUT), message
         )
 
     def rebooting(self, message: str) -> None:
@@ -160,6 +180,11 @@ class StatusReporter:
             self._api.emit_event(str(reason), message, warning=warning)
         except MigAgentError as error:
             log.warning("event_not_recorded", reason=str(reason), error=str(error))
+
+
+def with_action(reason: ConditionReason, message: str) -> str:
+    """`message`, then the reason's one-line suggested action (when it has one)."""
+    return f"{message}. Action: {reason.action}" if reason.action else message
 
 
 def reports_success(node: NodeView, desired: str) -> bool:

@@ -2,8 +2,8 @@
 
 The `kubernetes` client waits forever by default (no socket timeout), so a server that accepts a
 connection and never answers would hold the agent, and the node it cordoned, for good. A total
-per request bounds the connect and every read; retries (classify.call_with_retries) multiply it by
-at most their attempt count, so the longest a call can block is known.
+per request bounds the connect and every read; a call with its retries (classify.call_with_retries)
+is bounded by `call_budget`, two request timeouts, so the longest a call can block is known.
 """
 
 from __future__ import annotations
@@ -27,6 +27,12 @@ class RequestTimeout:
     def request(self) -> float:
         """What `_request_timeout` gets for a plain call (urllib3 Timeout(total=...))."""
         return self.seconds
+
+    @property
+    def call_budget(self) -> float:
+        """How long one API call may take in all, its retries and their waits included: two requests'
+        worth, so a status write of three calls is bounded too (no nested 5 x 5 retries)."""
+        return 2.0 * self.seconds
 
     def watch(self, server_timeout_s: float) -> tuple[float, float]:
         """(connect, read) for a watch the server ends after `server_timeout_s`: a silent stream ends one

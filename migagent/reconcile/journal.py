@@ -57,7 +57,8 @@ log = structlog.get_logger(__name__)
 
 @dataclass(frozen=True)
 class JournalRecord:
-    """One apply attempt's progress. `next_retry_at` and the boot id are wall-clock / per-boot values."""
+    """One apply attempt's progress. The boot id is per boot. When a failed node is retried is not
+    the journal's: the agent keeps it on the Node (runtime.backoff), host mode in memory."""
 
     version: int
     boot_id: str
@@ -67,7 +68,6 @@ class JournalRecord:
     plan: Plan | None = None
     step_index: int = 0
     attempts: int = 0
-    next_retry_at: float | None = None
     last_error: str | None = None
     reboot_requested: bool = False
 
@@ -84,7 +84,6 @@ class JournalRecord:
             "plan": None if self.plan is None else self.plan.to_json(),
             "step_index": self.step_index,
             "attempts": self.attempts,
-            "next_retry_at": self.next_retry_at,
             "last_error": self.last_error,
             "reboot_requested": self.reboot_requested,
         }
@@ -97,7 +96,6 @@ class JournalRecord:
         if data.get("version") != JOURNAL_VERSION:
             raise ValueError(f"journal version {data.get('version')!r}, expected {JOURNAL_VERSION}")
         plan = data.get("plan")
-        retry_at = data.get("next_retry_at")
         return cls(
             version=JOURNAL_VERSION,
             boot_id=str(data["boot_id"]),
@@ -107,7 +105,6 @@ class JournalRecord:
             plan=None if plan is None else Plan.from_json(plan),
             step_index=int(data["step_index"]),
             attempts=int(data["attempts"]),
-            next_retry_at=None if retry_at is None else float(retry_at),
             last_error=data.get("last_error"),
             reboot_requested=bool(data["reboot_requested"]),
         )

@@ -43,6 +43,7 @@ from migagent.reconcile.ports import GroupReset, NodeDriver, RebootRequester, un
 from migagent.reconcile.result import ApplyOutcome, ApplyResult
 from migagent.reconcile.retry import RetryPolicy, step_retrying
 from migagent.reconcile.safety import check_nothing_in_use
+from migagent.reconcile.settle import destroy_bare_instances
 from migagent.reconcile.signals import RebootNeeded, Replan, ResetSkipped
 from migagent.reconcile.states import RESUMABLE, Phase, transition
 
@@ -145,6 +146,10 @@ class ApplyEngine:
                 return self._run(attempt, desired)
             except MigAgentError as exc:
                 return self._fail(attempt, exc)
+
+    def settle(self) -> tuple[str, ...]:
+        """An abandoned change: leave no GPU instance without compute instances (reconcile.settle)."""
+        return destroy_bare_instances(self._driver)
 
     # -- the flow -----------------------------------------------------------------------------
 
@@ -365,16 +370,15 @@ class ApplyEngine:
     # -- bookkeeping ----------------------------------------------------------------------------
 
     def _fail(self, a: _Attempt, exc: MigAgentError) -> ApplyResult:
-        """The one place an attempt becomes FAILED: record why and when to try again."""
+        """The one place an attempt becomes FAILED: record why (the caller decides when to try again)."""
         a.phase = transition(a.phase, Phase.FAILED)
         a.attempts += 1
-        retry_at = self._clock.wall() + self._retry.failure_delay(a.attempts)
-        record = self._record(a, Phase.FAILED).evolve(last_error=str(exc), next_retry_at=retry_at)
+        record = self._record(a, Phase.FAILED).evolve(last_error=str(exc))
         try:
             self._journal.save(record)
         except MigAgentError as journal_error:
             a.log.error("journal_write_failed", error=str(journal_error))
-        a.log.error("apply_failed", error=str(exc), attempts=a.attempts, next_retry_at=retry_at)
+        a.log.error("apply_failed", error=str(exc), attempts=a.attempts)
         return a.result(ApplyOutcome.FAILED, str(exc))
 
     def _move(self, a: _Attempt, target: Phase) -> None:

@@ -1,6 +1,10 @@
 """The node agent's main loop: reconcile at start, on every label change, on every resync tick, and
 on a failed node's retry time (exponential back-off, no label change needed).
 
+A failed attempt's `RetryHold` is remembered here and handed to the next attempt, which does nothing
+(HELD) before the retry time unless something it depends on changed (runtime.backoff): a resync
+tick or a watch reconnect never starts an attempt early, whatever the timeouts and resync period.
+
 `reconcile_once` runs one attempt (runtime.reconcile_node) and reports it to the metrics listener
 and the health probe; `run` loops until its stop event is set. Everything the agent touches comes
 in through `AgentPorts`, so tests and the demo run it against the simulator unchanged.
@@ -13,8 +17,9 @@ from collections.abc import Callable
 
 import structlog
 
+from migagent.runtime.backoff import RetryHold
 from migagent.runtime.health import HealthState
-from migagent.runtime.listener import AgentPhase, Outcome
+from migagent.runtime.phases import AgentPhase, Outcome
 from migagent.runtime.ports import AgentPorts, AgentSettings, DesiredSource, PhaseHook, ReconcileReport
 from migagent.runtime.reconcile_node import NodeReconcile
 
@@ -43,6 +48,8 @@ class Agent:
         self._health = health
         self._phase_hook = phase_hook
         self._retry_at: float | None = None
+        self._hold: RetryHold | None = None
+        self._failures = 0
         self._last_finished = ports.clock.monotonic()
         self.last_report: ReconcileReport | None = None
         self.reconciles = 0
@@ -72,6 +79,7 @@ class Agent:
             phase_hook=self._phase_started,
             current_label=self._current_label,
             heartbeat=self._health.heartbeat if self._health is not None else None,
+            hold=self._hold,
         ).run()
         duration = clock.monotonic() - started
         self.last_report = report
@@ -125,12 +133,21 @@ class Agent:
         return self._retry_at is not None and self._ports.clock.monotonic() >= self._retry_at
 
     def _schedule_retry(self, report: ReconcileReport) -> None:
-        now = self._ports.clock.monotonic()
+        clock = self._ports.clock
+        now = clock.monotonic()
         self._last_finished = now
         if report.outcome is Outcome.FAILED:
-            self._retry_at = now + self._settings.retry.delay(max(1, report.attempt))
+            self._failures = max(self._failures, report.attempt - 1) + 1
+            self._hold = report.hold
+        elif report.outcome is Outcome.HELD:
+            self._hold = report.hold or self._hold  # a restarted agent learns its hold from the Node
         else:
-            self._retry_at = None
+            self._failures, self._hold, self._retry_at = 0, None, None
+            return
+        if self._hold is not None:
+            self._retry_at = now + max(0.0, self._hold.at - clock.wall())
+        else:  # the node could not even be read: no hold to keep, only a time
+            self._retry_at = now + self._settings.retry.failure_delay(self._failures)
 
     def _report_health(self, report: ReconcileReport) -> None:
         if self._health is None:

@@ -27,16 +27,10 @@ from migagent.errors import (
     ResetRequiredError,
     StorageError,
 )
-from migagent.kube.cordon import Cordon, cordoned_by_us
 from migagent.kube.deviceplugin import (
     AdvertisementTimeoutError,
-    DevicePluginRestarter,
-    PausedComponents,
-    paused_deploy_labels,
 )
-from migagent.kube.names import ConditionReason, EventReason
-from migagent.kube.port import KubePort, NodeView
-from migagent.kube.status import StatusReporter
+from migagent.kube.names import ConditionReason
 
 log = structlog.get_logger(__name__)
 
@@ -50,9 +44,6 @@ class ApplyFailedError(MigAgentError):
 
 
 UndoAction = Callable[[], object]
-
-UNCORDON = "uncordon"
-DEVICE_PLUGIN = "resume-device-plugin"
 
 
 @dataclass
@@ -78,6 +69,14 @@ class UndoStack:
         """The forward path did this inverse itself (uncordoned on success): nothing left to undo."""
         self._entries = [entry for entry in self._entries if entry.name != name]
 
+    def run(self, name: str) -> None:
+        """Run one inverse now and forget it; the others stay (raises what the action raises)."""
+        for entry in self._entries:
+            if entry.name == name:
+                entry.action()
+                self.pop(name)
+                return
+
     def __contains__(self, name: object) -> bool:
         return any(entry.name == name for entry in self._entries)
 
@@ -97,39 +96,6 @@ class UndoStack:
                 log.error("undo_failed", action=entry.name, error=str(exc))
                 failures.append(f"{entry.name}: {exc}")
         return tuple(failures)
-
-
-class NodeReleases:
-    """How an attempt lets go of the Node outside the GPUs: lift our cordon, resume paused deploy labels.
-
-    `adopt` pushes these on the attempt's undo stack for whatever an interrupted attempt left behind.
-    """
-
-    def __init__(
-        self, api: KubePort, restarter: DevicePluginRestarter, status: StatusReporter, undo: UndoStack
-    ) -> None:
-        self._api = api
-        self._restarter = restarter
-        self._status = status
-        self._undo = undo
-        self.cordon = Cordon(api)
-
-    def adopt(self, node: NodeView) -> tuple[str, ...]:
-        if cordoned_by_us(node):
-            self._undo.push(UNCORDON, self.uncordon)
-        if paused_deploy_labels(node):
-            self._undo.push(DEVICE_PLUGIN, self.resume_paused_labels)
-        return self._undo.names
-
-    def uncordon(self) -> None:
-        if self.cordon.uncordon():
-            self._status.event(EventReason.UNCORDONED, "node uncordoned: migagent's change window is over")
-
-    def resume_paused_labels(self) -> None:
-        """Put every `paused-for-mig-change` deploy label on the Node back to `true` (a `false` stays)."""
-        paused = paused_deploy_labels(self._api.get_node())
-        if paused:
-            self._restarter.resume(PausedComponents(restore=paused))
 
 
 @dataclass(frozen=True)
@@ -181,14 +147,3 @@ def failure_reason(error: BaseException) -> ConditionReason:
         if isinstance(error, error_type):
             return reason
     return ConditionReason.APPLY_FAILED
-
-
-@dataclass(frozen=True)
-class RetryBackoff:
-    """Delay before retrying a failed node: doubles per consecutive failure, capped."""
-
-    initial_s: float = 30.0
-    max_s: float = 1800.0
-
-    def delay(self, failures: int) -> float:
-        return min(self.max_s, self.initial_s * 2.0 ** max(0, failures - 1))

@@ -20,10 +20,13 @@ import structlog
 
 from migagent.errors import DrainBlockedError
 from migagent.kube.drain import DrainPlanner, PodDeviceHolding
-from migagent.kube.drain_scope import PlanChanges
+from migagent.kube.drain_scope import PlanChanges, gi_workloads
 from migagent.kube.pdbs import PdbView, guarding
 from migagent.kube.port import PodView
+from migagent.layout.desired import DesiredNode
 from migagent.layout.observed import Observation
+from migagent.planning import Plan, plan
+from migagent.reconcile.machine import Planner
 
 log = structlog.get_logger(__name__)
 
@@ -34,6 +37,43 @@ class DrainRefusedError(DrainBlockedError):
 
 class PdbLister(Protocol):
     def list_pdbs(self, namespace: str) -> list[PdbView]: ...
+
+
+class GatePort(PdbLister, Protocol):
+    def list_pods_on_node(
+        self, *, label_selector: str | None = None, namespace: str | None = None
+    ) -> list[PodView]: ...
+
+
+class HoldingsLister(Protocol):
+    def list(self) -> Sequence[PodDeviceHolding]: ...
+
+
+@dataclass(frozen=True)
+class Target:
+    """A layout resolved against what the GPUs hold now, and what the gate let through for it: the
+    plan, the planner that made it (the engine re-plans with the same workloads per GI), the pods to evict."""
+
+    name: str
+    desired: DesiredNode
+    observation: Observation
+    steps: Plan
+    planner: Planner = plan
+    evict: tuple[PodView, ...] = ()
+
+
+def plan_and_gate(api: GatePort, pod_resources: HoldingsLister, target: Target, *, force_delete: bool) -> Target:
+    """Plan for the fewest evicted pods and run the safety gate, before anything on the Node changes."""
+    pods = api.list_pods_on_node()
+    holdings = pod_resources.list()
+    workloads = gi_workloads(target.observation, holdings)
+
+    def planner(seen: Observation, wanted: DesiredNode) -> Plan:
+        return plan(seen, wanted, workloads=workloads)
+
+    steps = planner(target.observation, target.desired)
+    decision = decide_drain(api, steps, target.observation, holdings, pods, force_delete=force_delete)
+    return Target(target.name, target.desired, target.observation, steps, planner, decision.evict)
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,10 @@
 
 It applies once at start, tells systemd it is ready, then waits: a change to the layout file or to
 the selected-layout file (reported by a file watch through `request_reconcile`), SIGHUP, or the
-retry timer after a failure starts another reconcile. A reconcile that finds nothing to change
-touches nothing, not even the host GPU clients; otherwise the clients are stopped first and always
-started again afterwards, whether the apply succeeded or not.
+retry timer after a failure starts another reconcile. The retry timer is the shared `RetryPolicy`'s
+failure back-off (doubling per consecutive failure), the same schedule the apply engine is given. A
+reconcile that finds nothing to change touches nothing, not even the host GPU clients; otherwise the
+clients are stopped first and always started again afterwards, whether the apply succeeded or not.
 
 Threads: the caller's thread runs the loop (and every NVML call); a second thread only sends
 WATCHDOG=1, and withholds it if one apply runs longer than `max_apply_s`, so systemd restarts an
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -25,6 +26,7 @@ from migagent.layout.observed import Observation
 from migagent.layout.resolve import identity_of, resolve_config
 from migagent.layout.spec import LayoutFile
 from migagent.reconcile.assertion import config_mismatches, mode_mismatches
+from migagent.reconcile.retry import RetryPolicy
 from migagent.reconcile.session import ApplySession, RebootPendingError
 from migagent.runtime.sdnotify import Notifier
 from migagent.runtime.services import HostClients
@@ -52,8 +54,9 @@ SessionFactory = Callable[[str], ApplySession]
 class HostSettings:
     debounce_s: float = 2.0
     """Wait this long after the last file event before applying: an edit comes as several events."""
-    retry_interval_s: float = 300.0
-    """After a failed apply, try again this much later (or sooner, on the next change)."""
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    """After a failed apply, try again `retry.failure_delay(failures)` later (or sooner, on the next change);
+    the sessions' engines get the same policy."""
     max_apply_s: float = 1800.0
     """An apply running longer than this counts as hung: the watchdog pings stop."""
 
@@ -84,6 +87,7 @@ class HostAgent:
         self._stopping = threading.Event()
         self._busy_since: float | None = None
         self._next_retry: float | None = None
+        self._failures = 0
         self._reboot_requested = False
 
     # -- called from other threads ----------------------------------------------------------------
@@ -134,13 +138,14 @@ class HostAgent:
         self._busy_since = self._clock.monotonic()
         try:
             status = self._apply_selected()
-            self._next_retry = None
+            self._next_retry, self._failures = None, 0
         except RebootPendingError as exc:
             self._reboot_requested = True
             status = f"reboot requested: {exc}"
             log.warning("host_reboot_requested", reason=str(exc))
         except MigAgentError as exc:
-            retry = self._settings.retry_interval_s
+            self._failures += 1
+            retry = self._settings.retry.failure_delay(self._failures)
             self._next_retry = self._clock.monotonic() + retry
             status = f"apply failed: {exc}; retrying in {retry:g}s or on the next change"
             log.error("host_apply_failed", error=str(exc), retry_in_s=retry)

@@ -7,40 +7,11 @@ A listener must not raise and must return quickly: it runs on the agent's thread
 
 from __future__ import annotations
 
-import enum
 from typing import Protocol
 
+from migagent.runtime.phases import AgentPhase, Outcome
 
-class Outcome(enum.StrEnum):
-    """How one reconcile ended. The value is what metrics use as a label."""
-
-    APPLIED = "applied"
-    """The node was reconfigured and now matches the desired layout."""
-    UNCHANGED = "unchanged"
-    """The node already matched (GPUs and advertisement); nothing was touched."""
-    NO_DESIRED_LAYOUT = "no-desired-layout"
-    """The node carries no `nvidia.com/mig.config` label; nothing to do."""
-    REBOOTING = "rebooting"
-    """A mode change needs a reboot, which was requested; the agent resumes after it."""
-    FAILED = "failed"
-    """The attempt failed and was undone; a retry is scheduled."""
-    STOPPED = "stopped"
-    """The agent was asked to stop in the middle of an attempt."""
-
-
-class AgentPhase(enum.StrEnum):
-    """The agent-level phases of one reconcile, in the order they run (the value is a metrics label)."""
-
-    OBSERVE = "observe"
-    PLAN = "plan"
-    CORDON = "cordon"
-    PAUSE = "pause"
-    DRAIN = "drain"
-    APPLY = "apply"
-    RESTART_PLUGIN = "restart-plugin"
-    READVERTISE = "readvertise"
-    UNCORDON = "uncordon"
-    UNDO = "undo"
+__all__ = ["AgentPhase", "MetricsListener", "NullListener", "Outcome"]
 
 
 class MetricsListener(Protocol):

@@ -17,7 +17,8 @@ from migagent.kube.sharing_source import SharingSettings
 from migagent.layout.observed import Observation
 from migagent.layout.strategy import MigStrategy
 from migagent.reconcile.machine import ApplyEngine
-from migagent.runtime.attempt import RetryBackoff
+from migagent.reconcile.retry import RetryPolicy
+from migagent.runtime.backoff import RetryHold
 from migagent.runtime.listener import AgentPhase, MetricsListener, NullListener, Outcome
 from migagent.runtime.post_change import PostChangeSteps
 
@@ -31,6 +32,8 @@ class ReconcileReport:
     attempt: int = 0
     error: str | None = None
     node_read: bool = True
+    hold: RetryHold | None = None
+    """FAILED: when to try again and under which conditions; HELD: the hold that still applies."""
 
 
 class NodeObserver(Protocol):
@@ -94,6 +97,7 @@ class AgentSettings:
     """Delete pods instead of evicting them (bypasses PodDisruptionBudgets)."""
     resync_period_s: float = 300.0
     """Without a DesiredSource, how often the node is re-checked (a source has its own period)."""
-    retry: RetryBackoff = field(default_factory=RetryBackoff)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    """The one retry policy: the same object is the apply engine's (wiring.build_agent)."""
     heartbeat_s: float = 30.0
     """The loop wakes at least this often to tell the health probe it is alive."""

@@ -36,7 +36,6 @@ from migagent.runtime.services import HostClients, run_command
 
 log = structlog.get_logger(__name__)
 
-HOST_CLIENTS_UNDO = "host-gpu-clients"
 VALIDATORS_BEFORE_CHANGE = ("app=nvidia-cuda-validator", "app=nvidia-device-plugin-validator")
 OPERATOR_VALIDATOR = "app=nvidia-operator-validator"
 MANAGEMENT_SPEC = Path("/var/run/cdi/management.nvidia.com-gpu.yaml")

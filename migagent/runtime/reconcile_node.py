@@ -1,14 +1,17 @@
 """One reconcile of the node: from the desired label to a reported state, undoing everything on failure.
 
-    read node -> OBSERVE (layout file, NVML) -> PLAN -> nothing to do? report success, done.
+    read node -> held by a failed attempt's back-off and nothing it depends on changed? done.
+    -> OBSERVE (layout file, NVML) -> PLAN -> nothing to do? report success, done.
     else: PLAN again with the pods per GI (fewest evicted) -> safety gate (runtime.gate): a change
           that needs pods gone that cannot be evicted is refused here, before any write to the Node
           -> pending -> CORDON -> PAUSE (device plugin) -> DRAIN (only pods on disturbed devices)
-          -> APPLY (journaled engine) -> RESTART_PLUGIN -> READVERTISE -> UNCORDON -> success
+          -> APPLY (journaled engine) -> RESTART_PLUGIN -> READVERTISE -> success -> UNCORDON
+    a label changed at a safe point of DRAIN..READVERTISE: back to OBSERVE, keeping the window open.
 
-Each phase that changes the node pushes its inverse on the attempt's undo stack; `_fail` is the one
-place that unwinds it and reports `failed`. The stack starts with whatever an interrupted attempt
-left on the Node (our cordon, paused labels), so a restarted agent finishes or undoes that too.
+Every disturbance of the node and its undo belongs to the attempt's `ChangeWindow`
+(runtime.change_window); `_fail` is the one place that unwinds it and reports `failed`. The window
+starts with whatever an interrupted attempt left on the Node, so a restarted agent finishes or
+undoes that too. Status writes are runtime.node_report's.
 """
 
 from __future__ import annotations
@@ -16,72 +19,34 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import structlog
 
-from migagent.kube.deviceplugin import PausedComponents, advertised_within, wait_for_advertisement
-from migagent.kube.drain_scope import gi_pods, gi_workloads
-from migagent.kube.expected import advertisement_matches
-from migagent.kube.names import (
-    ATTEMPT_ANNOTATION,
-    MIG_CONFIG_LABEL,
-    MIG_CONFIG_STATE_LABEL,
-    OBSERVED_ANNOTATION,
-    ConditionReason,
-    EventReason,
-    MigConfigState,
-)
-from migagent.kube.port import NodeChangedError, NodeView, PodView
-from migagent.kube.status import (
-    StatusReporter,
-    desired_annotation,
-    observed_annotation,
-    plan_annotation,
-    reports_success,
-)
-from migagent.layout.desired import DesiredNode
-from migagent.layout.observed import Observation
+from migagent.kube.names import ATTEMPT_ANNOTATION, MIG_CONFIG_LABEL, NEXT_RETRY_ANNOTATION
+from migagent.kube.names import EventReason as Event
+from migagent.kube.port import NodeView
+from migagent.kube.status import StatusReporter
 from migagent.layout.parse import load_layout_file
 from migagent.layout.resolve import identity_of, resolve_config
-from migagent.planning import Plan, plan
-from migagent.reconcile.journal import desired_node_hash
-from migagent.reconcile.machine import Planner
-from migagent.reconcile.result import ApplyOutcome
-from migagent.runtime.attempt import (
-    DEVICE_PLUGIN,
-    UNCORDON,
-    ApplyFailedError,
-    AttemptMarker,
-    NodeReleases,
-    StopRequested,
-    UndoStack,
-    failure_reason,
-)
-from migagent.runtime.gate import decide_drain
-from migagent.runtime.listener import AgentPhase, Outcome
-from migagent.runtime.notes import check_advertisable, eviction_reasons, gpu_pods_left_alone, plan_summary
+from migagent.planning import plan
+from migagent.runtime.advertisement import Advertisement
+from migagent.runtime.attempt import ApplyFailedError, AttemptMarker, StopRequested, failure_reason
+from migagent.runtime.backoff import RetryHold, attempt_number
+from migagent.runtime.backoff_check import BackoffCheck
+from migagent.runtime.change_steps import apply_change, drain_for_change
+from migagent.runtime.change_window import ChangeWindow
+from migagent.runtime.gate import Target, plan_and_gate
+from migagent.runtime.node_report import NodeReport
+from migagent.runtime.notes import check_advertisable
+from migagent.runtime.phases import AgentPhase, Outcome
 from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook, ReconcileReport
-from migagent.runtime.post_change import HOST_CLIENTS_UNDO, ChangeContext
-from migagent.runtime.supersede import CheckedNodeReads, LabelCheckpoint, LayoutSuperseded
+from migagent.runtime.supersede import LabelCheckpoint, LayoutSuperseded
 
 log = structlog.get_logger(__name__)
 
-_SUCCESS_WRITE_TRIES = 5
-
-
-@dataclass(frozen=True)
-class _Decided:
-    """What the gate let through: the plan, the planner that made it (the engine re-plans with the
-    same workloads per GI), and the pods to evict."""
-
-    steps: Plan
-    planner: Planner
-    evict: tuple[PodView, ...]
-
 
 class NodeReconcile:
-    """One attempt; build a new one per reconcile (its undo stack is the attempt's own)."""
+    """One attempt; build a new one per reconcile (its change window is the attempt's own)."""
 
     def __init__(
         self,
@@ -92,21 +57,35 @@ class NodeReconcile:
         phase_hook: PhaseHook | None = None,
         current_label: Callable[[], str | None] | None = None,
         heartbeat: Callable[[], None] | None = None,
+        hold: RetryHold | None = None,
     ) -> None:
         """`current_label`: the label value the watch saw last (a change mid-attempt supersedes it);
-        `heartbeat`: beaten at every safe point, so liveness sees a long change progressing."""
+        `heartbeat`: beaten at every safe point, so liveness sees a long change progressing;
+        `hold`: the last failure's back-off as the agent remembers it (else the Node's annotation)."""
         self._current_label = current_label
+        self._hold = hold
+        self._depends: str | None = None
         self._heartbeat = heartbeat
         self._p = ports
         self._settings = settings
         self._stop = stop
         self._hook = phase_hook
-        self._undo = UndoStack()
-        self._change_context: ChangeContext | None = None  # what before_change stopped, for a re-plan
         self._status = StatusReporter(ports.api)
-        self._releases = NodeReleases(ports.api, ports.restarter, self._status, self._undo)
+        self._report = NodeReport(ports.api, self._status, clock=ports.clock, pod_resources=ports.pod_resources)
+        self._window = ChangeWindow(
+            ports.api,
+            ports.restarter,
+            self._status,
+            clock=ports.clock,
+            post_change=ports.post_change,
+            settle_gpus=ports.engine.settle,
+        )
+        self._advertisement = Advertisement(ports, settings, self._status, stop=stop)
+        self._backoff = BackoffCheck(ports, settings)
         self._phase: AgentPhase | None = None
         self._attempt = 1
+        self._layout: str | None = None
+        self._node: NodeView | None = None
         self._log = log.bind(node=ports.api.node_name)
 
     def run(self) -> ReconcileReport:
@@ -116,23 +95,41 @@ class NodeReconcile:
             self._log.error("node_unreadable", error=str(exc))
             return ReconcileReport(Outcome.FAILED, self._attempt, f"reading the node: {exc}", node_read=False)
         try:
-            return ReconcileReport(self._run(node), self._attempt)
+            outcome = self._run(node)
+            return ReconcileReport(outcome, self._attempt, hold=self._hold if outcome is Outcome.HELD else None)
         except StopRequested as stop:
             return self._stopped(stop)
         except Exception as exc:  # every failure, of any kind, is undone and reported in one place
             if self._stop is not None and self._stop.is_set():
-                return self._stopped(exc)  # a wait the stop request cut short: undone, not a failure
+                return self._stopped(exc)  # a wait the stop request cut short: not a failure
             return self._fail(exc)
 
     # -- the flow -------------------------------------------------------------------------------
 
     def _run(self, node: NodeView) -> Outcome:
-        self._adopt_leftovers(node)
+        leftovers = self._adopt(node)
         name = node.labels.get(MIG_CONFIG_LABEL)
         if name is None:
             self._finish_leftovers()
+            self._report.no_desired_layout(node)
             self._log.info("no_desired_layout", label=MIG_CONFIG_LABEL)
             return Outcome.NO_DESIRED_LAYOUT
+        if not leftovers and self._backoff.holds(self._hold, node, name):
+            return Outcome.HELD
+        target = self._observe_and_resolve(name)
+        if target.steps.is_empty:
+            advertising = self._advertisement.current(node, target.observation, known_behind=bool(self._window.open))
+            if advertising is not None:
+                self._finish_leftovers()
+                reported = self._report.already_applied(advertising, name, target.desired, target.observation)
+                self._log.info("layout_already_applied", reported=reported)
+                return Outcome.UNCHANGED
+        else:
+            target = self._decide(target)
+        return self._reconfigure(target)
+
+    def _observe_and_resolve(self, name: str) -> Target:
+        self._layout = name
         self._log = self._log.bind(layout=name, attempt=self._attempt)
         with self._in_phase(AgentPhase.OBSERVE):
             layout = load_layout_file(self._settings.config_file)  # re-read: the ConfigMap may have changed
@@ -140,302 +137,76 @@ class NodeReconcile:
         with self._in_phase(AgentPhase.PLAN):
             desired = resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus])
             check_advertisable(desired, observation, self._settings.mig_strategy)
-            steps = plan(observation, desired)
-        if steps.is_empty:
-            advertising = self._advertising(node, observation)
-            if advertising is not None:
-                return self._already_applied(advertising, name, desired, observation)
-            return self._reconfigure(name, desired, observation, _Decided(steps, plan, ()))
+            return Target(name, desired, observation, plan(observation, desired))
+
+    def _decide(self, target: Target) -> Target:
         with self._in_phase(AgentPhase.PLAN):
-            decided = self._decide(desired, observation)
-        return self._reconfigure(name, desired, observation, decided)
+            return plan_and_gate(self._p.api, self._p.pod_resources, target, force_delete=self._settings.force_delete)
 
-    def _decide(self, desired: DesiredNode, observation: Observation) -> _Decided:
-        """Plan for the fewest evicted pods and run the safety gate, before anything on the Node changes."""
-        pods = self._p.api.list_pods_on_node()
-        holdings = self._p.pod_resources.list()
-        workloads = gi_workloads(observation, holdings)
-
-        def planner(seen: Observation, wanted: DesiredNode) -> Plan:
-            return plan(seen, wanted, workloads=workloads)
-
-        steps = planner(observation, desired)
-        decision = decide_drain(
-            self._p.api, steps, observation, holdings, pods, force_delete=self._settings.force_delete
-        )
-        return _Decided(steps, planner, decision.evict)
-
-    def _advertising(self, node: NodeView, observation: Observation) -> NodeView | None:
-        """The node once it advertises what the GPUs hold; None: the plugin needs a restart.
-
-        A plugin only starting (node boot, pod recreated) gets the settle period before anything is
-        cordoned or restarted; after an interrupted or failed attempt it is known to be behind."""
-        expected = self._p.advertisement.expected(observation)
-        if advertisement_matches(node.allocatable, expected)[0]:
-            return node
-        if self._undo.names or node.labels.get(MIG_CONFIG_STATE_LABEL) not in (None, MigConfigState.SUCCESS):
-            return None
-        self._log.info("waiting_for_device_plugin_to_settle", settle_s=self._settings.plugin_settle_s)
-        settled = advertised_within(
-            self._p.api,
-            expected,
-            timeout_s=self._settings.plugin_settle_s,
-            clock=self._p.clock,
-            poll_interval_s=self._settings.readvertise_poll_s,
-            stop=self._stop,
-        )
-        if self._stop is not None and self._stop.is_set():
-            raise StopRequested("stop requested while waiting for the device plugin to settle")
-        return settled
-
-    def _already_applied(self, node: NodeView, name: str, desired: DesiredNode, observation: Observation) -> Outcome:
-        self._finish_leftovers()
-        wanted = desired_annotation(name, desired_node_hash(desired))
-        reported = reports_success(node, wanted)
-        observed = self._observed(observation)
-        if not reported:
-            report = observed or observed_annotation(observation)
-            self._status.succeeded(desired=wanted, observed=report, message=f"layout {name} is applied")
-        elif observed is not None and observed != node.annotations.get(OBSERVED_ANNOTATION):
-            # Pods came or went since: the annotation alone, no state change, no Event.
-            self._p.api.patch_annotations({OBSERVED_ANNOTATION: observed})
-        self._log.info("layout_already_applied", reported=reported)
-        return Outcome.UNCHANGED
-
-    def _reconfigure(self, name: str, desired: DesiredNode, observation: Observation, decided: _Decided) -> Outcome:
-        self._p.engine.check_storage(decided.steps)  # a full or read-only journal fails here, node untouched
-        self._report_pending(name, desired, decided.steps)
+    def _reconfigure(self, target: Target) -> Outcome:
+        self._p.engine.check_storage(target.steps)  # a full or read-only journal fails here, node untouched
+        # Before the first write: what a failure's back-off holds on.
+        self._depends = self._backoff.digest(self._node, target.name) if self._node is not None else None
+        self._report.pending(target.name, target.desired, target.steps, attempt=self._attempt)
         with self._in_phase(AgentPhase.CORDON):
-            if self._releases.cordon.cordon():
-                self._undo.push(UNCORDON, self._releases.uncordon)
-                self._status.event(EventReason.CORDONED, f"node cordoned while layout {name} is applied")
+            self._window.cordon(target.name)
         with self._in_phase(AgentPhase.PAUSE):
-            paused = self._pause()
+            self._window.pause()
         while True:
-            checkpoint = LabelCheckpoint(self._current_label, name, heartbeat=self._heartbeat)
+            checkpoint = LabelCheckpoint(self._current_label, target.name, heartbeat=self._heartbeat)
             try:
-                return self._change(name, desired, observation, decided, paused=paused, checkpoint=checkpoint)
+                return self._change(target, checkpoint)
             except LayoutSuperseded as newer:
-                # One disruption per change: re-plan from what the GPUs hold now, keeping the cordon.
-                self._log.info("layout_superseded", applying=name, now=newer.layout)
+                # One disruption per change: re-plan from what the GPUs hold now, keeping the window open.
+                self._log.info("layout_superseded", applying=target.name, now=newer.layout)
                 self._status.event(
-                    EventReason.RECONFIGURING, f"label changed to {newer.layout} while {name} was applied: re-planning"
+                    Event.RECONFIGURING, f"label changed to {newer.layout} while {target.name} was applied: re-planning"
                 )
-                name = newer.layout
-                self._log = self._log.bind(layout=name)
-                with self._in_phase(AgentPhase.OBSERVE):
-                    layout = load_layout_file(self._settings.config_file)
-                    observation = self._p.driver.observe()
-                with self._in_phase(AgentPhase.PLAN):
-                    desired = resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus])
-                    check_advertisable(desired, observation, self._settings.mig_strategy)
-                    decided = self._decide(desired, observation)
-                self._report_pending(name, desired, decided.steps)
-                if DEVICE_PLUGIN not in self._undo:  # already resumed: pause again before the GPUs change
-                    with self._in_phase(AgentPhase.PAUSE):
-                        paused = self._pause()
+                target = self._decide(self._observe_and_resolve(newer.layout))
+                self._report.pending(target.name, target.desired, target.steps, attempt=self._attempt)
+                with self._in_phase(AgentPhase.PAUSE):
+                    self._window.pause_again()
 
-    def _observed(self, observation: Observation) -> str | None:
-        """The observed annotation with the pods holding each GI (what `migagent rollout` predicts
-        evictions from); None when the kubelet cannot be asked right now."""
-        try:
-            holdings = self._p.pod_resources.list()
-        except Exception as exc:  # best effort: the layout report must not fail on it
-            self._log.warning("pods_per_gpu_instance_unknown", error=str(exc))
-            return None
-        return observed_annotation(observation, gi_pods(observation, holdings))
-
-    def _report_pending(self, name: str, desired: DesiredNode, steps: Plan) -> None:
-        marker = AttemptMarker(self._attempt, name, self._p.clock.wall())
-        self._status.pending(
-            desired_annotation(name, desired_node_hash(desired)),
-            f"applying layout {name}: {plan_summary(steps)}",
-            attempt=marker.to_annotation(),
-        )
-
-    def _change(
-        self,
-        name: str,
-        desired: DesiredNode,
-        observation: Observation,
-        decided: _Decided,
-        *,
-        paused: PausedComponents,
-        checkpoint: LabelCheckpoint,
-    ) -> Outcome:
+    def _change(self, target: Target, checkpoint: LabelCheckpoint) -> Outcome:
         """Drain, apply, re-advertise, report; LayoutSuperseded from any safe point on the way."""
-        steps = decided.steps
-        layout_hash = desired_node_hash(desired)
         with self._in_phase(AgentPhase.DRAIN):
-            self._drain(steps, observation, checkpoint)
+            drain_for_change(
+                self._p, self._settings, self._status, steps=target.steps, observation=target.observation,
+                stop=self._stop, checkpoint=checkpoint,
+            )
         with self._in_phase(AgentPhase.APPLY):
-            context = self._before_change()
-            rebooting = self._apply(name, desired, layout_hash, decided, checkpoint)
-        if rebooting:  # the node keeps its cordon and paused labels until the agent resumes after the reboot
-            return Outcome.REBOOTING
+            self._window.gpus_may_change()
+            self._window.before_change()
+            if apply_change(self._p, self._status, target, checkpoint=checkpoint):
+                return Outcome.REBOOTING  # cordon and paused labels stay until the agent resumes after the reboot
         with self._in_phase(AgentPhase.RESTART_PLUGIN):
-            self._after_change(context)
-            self._restart_plugin(paused)
+            self._window.after_change()
+            self._window.resume_plugin()
         with self._in_phase(AgentPhase.READVERTISE):
-            after = self._readvertise(name, checkpoint)
-        self._report_success(name, layout_hash, after, steps)
+            after = self._advertisement.after_change(target.name, checkpoint)
+        self._report.success(target.name, target.desired, after, target.steps)
+        self._layout = None  # recorded as applied: a stop from here on only closes the window
         with self._in_phase(AgentPhase.UNCORDON):
-            if UNCORDON in self._undo:
-                self._releases.uncordon()
-                self._undo.pop(UNCORDON)
-        self._p.listener.layout_applied(name)
+            self._window.uncordon()
+        self._p.listener.layout_applied(target.name)
         self._log.info("layout_applied")
         return Outcome.APPLIED
 
-    def _report_success(self, name: str, layout_hash: str, after: Observation, steps: Plan) -> None:
-        """`success`, only while the label still names `name`: a write conditional on the resourceVersion
-        the label was read at, so a label changed in between is never reported as applied."""
-        for _ in range(_SUCCESS_WRITE_TRIES):
-            node = self._p.api.get_node()
-            label = node.labels.get(MIG_CONFIG_LABEL)
-            if label is not None and label != name:
-                raise LayoutSuperseded(label)
-            try:
-                self._status.succeeded(
-                    desired=desired_annotation(name, layout_hash),
-                    observed=self._observed(after) or observed_annotation(after),
-                    plan=plan_annotation(steps),
-                    message=f"layout {name} applied: {plan_summary(steps)}",
-                    resource_version=node.resource_version,
-                )
-                return
-            except NodeChangedError:
-                continue  # the Node moved on (a label, a kubelet update): read it again and decide afresh
-        raise ApplyFailedError(f"layout {name} is applied but the node kept changing while success was recorded")
-
-    def _pause(self) -> PausedComponents:
-        adopted = DEVICE_PLUGIN in self._undo
-        # Until pause() returns, a failure restores whatever it had paused on the Node by then.
-        self._undo.push(DEVICE_PLUGIN, self._releases.resume_paused_labels)
-        paused = self._p.restarter.pause()
-        if paused.restore:
-            self._undo.push(DEVICE_PLUGIN, lambda: self._p.restarter.resume(paused))
-            self._status.event(EventReason.DEVICE_PLUGIN_PAUSED, f"paused {', '.join(sorted(paused.restore))}")
-        elif not adopted:
-            self._undo.pop(DEVICE_PLUGIN)  # nothing paused: nothing to restore until the GPUs change
-        return paused
-
-    def _drain(self, steps: Plan, observation: Observation, checkpoint: LabelCheckpoint) -> None:
-        # Scoped again now the node is cordoned: a pod scheduled since the gate ran is seen (and gated).
-        pods = self._p.api.list_pods_on_node()
-        holdings = self._p.pod_resources.list()
-        chosen = list(
-            decide_drain(
-                self._p.api, steps, observation, holdings, pods, force_delete=self._settings.force_delete
-            ).evict
-        )
-        left = gpu_pods_left_alone(pods, chosen)
-        self._log.info("drain_scoped", evict=[str(p.ref) for p in chosen], left_alone=[str(r) for r in left])
-        if not chosen:
-            return
-        reasons = eviction_reasons(chosen, holdings, observation, steps)
-        self._status.progress(
-            ConditionReason.DRAINING,
-            f"evicting {len(chosen)} pod(s) on devices the change removes: {', '.join(str(p.ref) for p in chosen)};"
-            f" {len(left)} other GPU pod(s) keep running",
-        )
-        result = self._p.drainer.drain(
-            chosen,
-            timeout_s=self._settings.drain_timeout_s,
-            force_delete=self._settings.force_delete,
-            stop=self._stop,
-            checkpoint=checkpoint,
-        )
-        self._p.listener.pods_evicted(len(result.removed))
-        self._p.listener.drain_wait(result.waited_s)
-        for ref in result.removed:
-            self._status.event(EventReason.POD_EVICTED, f"pod {ref} evicted: {reasons.get(ref, 'holds a device')}")
-
-    def _apply(
-        self, name: str, desired: DesiredNode, layout_hash: str, decided: _Decided, checkpoint: LabelCheckpoint
-    ) -> bool:
-        """Run the engine; True when it asked for a reboot to activate a MIG mode change."""
-        steps = decided.steps
-        # From here on the GPUs may change: any failure must let the device plugin re-enumerate.
-        if DEVICE_PLUGIN not in self._undo:
-            self._undo.push(DEVICE_PLUGIN, lambda: self._p.restarter.resume(PausedComponents()))
-        result = self._p.engine.apply(
-            desired, layout_hash=layout_hash, config_name=name, planner=decided.planner, checkpoint=checkpoint
-        )
-        self._p.listener.instances_changed(
-            sum(len(g.keep) for g in steps.gpus),
-            sum(len(g.destroy) for g in steps.gpus),
-            sum(len(g.create) for g in steps.gpus),
-        )
-        self._p.listener.gpus_reset(sum(1 for g in steps.gpus if g.reset))
-        if result.outcome is ApplyOutcome.REBOOT_REQUESTED:
-            self._status.rebooting(f"layout {name}: {result.error or 'a reboot activates the MIG mode change'}")
-            return True
-        if result.outcome is not ApplyOutcome.CONVERGED:
-            raise ApplyFailedError(result.error or f"apply ended {result.outcome.value}")
-        self._status.event(EventReason.GPUS_RECONFIGURED, f"GPUs now hold layout {name}: {plan_summary(steps)}")
-        return False
-
-    def _before_change(self) -> ChangeContext:
-        """Operator validators and host GPU clients let go of the GPUs (runtime.post_change).
-
-        Once per change: a layout superseded after this (re-planned in the same attempt) keeps the
-        host clients stopped and reuses what was stopped, so they are started again exactly once."""
-        steps = self._p.post_change
-        if steps is None:
-            return ChangeContext()
-        if self._change_context is not None and HOST_CLIENTS_UNDO in self._undo:
-            return self._change_context
-        context = steps.before_change()
-        if context.stopped_units:
-            self._undo.push(HOST_CLIENTS_UNDO, lambda: steps.restart_host_clients(context))
-        self._change_context = context
-        return context
-
-    def _after_change(self, context: ChangeContext) -> None:
-        """CDI spec, host GPU clients, validator restart: what the operator needs to see the new devices."""
-        if self._p.post_change is not None:
-            self._p.post_change.after_change(context)
-            self._undo.pop(HOST_CLIENTS_UNDO)
-
-    def _restart_plugin(self, paused: PausedComponents) -> None:
-        self._p.restarter.resume(paused)
-        self._undo.pop(DEVICE_PLUGIN)  # only once resumed: a failed resume is retried by the undo
-        self._status.event(EventReason.DEVICE_PLUGIN_RESTARTED, "device plugin restarted to re-enumerate MIG devices")
-
-    def _readvertise(self, name: str, checkpoint: LabelCheckpoint) -> Observation:
-        after = self._p.driver.observe()
-        expected = self._p.advertisement.expected(after)
-        self._status.progress(
-            ConditionReason.WAITING_FOR_DEVICE_PLUGIN,
-            f"layout {name} is on the GPUs; waiting for the device plugin to advertise {expected.describe()}",
-        )
-        started = self._p.clock.monotonic()
-        wait_for_advertisement(
-            CheckedNodeReads(self._p.api, checkpoint),
-            expected,
-            timeout_s=self._settings.readvertise_timeout_s,
-            clock=self._p.clock,
-            poll_interval_s=self._settings.readvertise_poll_s,
-            stop=self._stop,
-            updates=self._p.node_updates,
-            checkpoint=checkpoint,
-        )
-        self._p.listener.readvertise_wait(self._p.clock.monotonic() - started)
-        return after
-
     # -- leftovers, phases, failure ---------------------------------------------------------------
 
-    def _adopt_leftovers(self, node: NodeView) -> None:
+    def _adopt(self, node: NodeView) -> tuple[str, ...]:
         """Take over what an interrupted attempt left on the Node, so this attempt ends it either way."""
+        self._node = node
+        self._hold = self._hold or RetryHold.from_annotation(node.annotations.get(NEXT_RETRY_ANNOTATION))
         previous = AttemptMarker.from_annotation(node.annotations.get(ATTEMPT_ANNOTATION))
-        self._attempt = previous.number + 1 if previous is not None else 1
-        leftovers = self._releases.adopt(node)
+        self._attempt = attempt_number(previous, self._hold)
+        leftovers = self._window.adopt(node)
         if leftovers:
             self._log.warning("interrupted_attempt_found", leftovers=leftovers, previous_attempt=previous)
+        return leftovers
 
     def _finish_leftovers(self) -> None:
-        failures = self._undo.unwind()
+        failures = self._window.unwind()
         if failures:
             raise ApplyFailedError(f"could not undo an interrupted attempt: {'; '.join(failures)}")
 
@@ -453,23 +224,38 @@ class NodeReconcile:
             self._p.listener.phase_finished(phase, self._p.clock.monotonic() - started)
 
     def _stopped(self, why: Exception) -> ReconcileReport:
-        self._log.info("attempt_stopped", phase=self._phase, undo=self._undo.names, why=str(why))
-        self._undo.unwind()
+        """A stop mid-change hands the open window to the next agent (one cordon episode across the
+        handover), unless the change is over (success recorded) or abandoned (no label): then the
+        GPUs are settled and the window closed."""
+        self._log.info("attempt_stopped", phase=self._phase, open=self._window.open, why=str(why))
+        if self._window.open and self._layout is not None and self._still_wanted():
+            self._window.hand_over(layout=self._layout, attempt=self._attempt)
+        else:
+            self._window.abandon()
         return ReconcileReport(Outcome.STOPPED, self._attempt)
 
+    def _still_wanted(self) -> bool:
+        try:  # the watch's last value; None (removed, or not seen yet) is confirmed on the Node
+            label = self._current_label() if self._current_label is not None else None
+            label = label or self._p.api.get_node().labels.get(MIG_CONFIG_LABEL)
+        except Exception:  # the API server is gone too: leave the window for the successor to judge
+            return True
+        return label is not None
+
     def _fail(self, error: Exception) -> ReconcileReport:
-        """The one place an attempt fails: undo in reverse order, then report failed with the reason."""
+        """The one place an attempt fails: GPUs made consistent, undo in reverse order, report failed."""
         phase = self._phase.value if self._phase is not None else "start"
         undo_started = self._p.clock.monotonic()
-        undo_failures = self._undo.unwind()
+        undo_failures = self._window.abandon()
         self._p.listener.phase_finished(AgentPhase.UNDO, self._p.clock.monotonic() - undo_started)
         message = f"{phase}: {error}"
         if undo_failures:
             message += f" (undo incomplete, retried next attempt: {'; '.join(undo_failures)})"
         reason = failure_reason(error)
-        self._log.error("attempt_failed", phase=phase, reason=str(reason), error=str(error))
+        hold = self._backoff.after_failure(self._node, self._layout, depends=self._depends, failures=self._attempt)
+        self._log.error("attempt_failed", phase=phase, reason=str(reason), error=str(error), retry_at=hold.at)
         try:
-            self._status.failed(reason, message, attempt=self._attempt)
-        except Exception as report_error:
+            self._status.failed(reason, message, attempt=self._attempt, next_retry=hold.to_annotation())
+        except Exception as report_error:  # held in the agent's memory all the same
             self._log.error("failure_not_reported", error=str(report_error))
-        return ReconcileReport(Outcome.FAILED, self._attempt, message)
+        return ReconcileReport(Outcome.FAILED, self._attempt, message, hold=hold)

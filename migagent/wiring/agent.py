@@ -153,7 +153,12 @@ def build_agent(
         api=api,
         driver=driver,
         engine=ApplyEngine(
-            driver, journal, clock=clock, allow_reboot=reboot_requester is not None, reboot_requester=reboot_requester
+            driver,
+            journal,
+            clock=clock,
+            allow_reboot=reboot_requester is not None,
+            reboot_requester=reboot_requester,
+            retry=options.settings.retry,  # one policy: the engine and the agent retry on the same schedule
         ),
         pod_resources=PodResourcesClient(options.podresources_socket),
         restarter=_restarter(options, api, clock),

@@ -30,8 +30,8 @@ from migagent.nvml.driver import GpuDriver
 from migagent.reconcile.journal import FileJournal, MemoryJournal, desired_node_hash
 from migagent.reconcile.machine import ApplyEngine
 from migagent.reconcile.ports import NodeDriver, RebootRequester
+from migagent.reconcile.retry import RetryPolicy
 from migagent.runtime.agent import Agent
-from migagent.runtime.attempt import RetryBackoff
 from migagent.runtime.health import HealthState
 from migagent.runtime.listener import MetricsListener
 from migagent.runtime.ports import AgentSettings, PhaseHook
@@ -179,7 +179,7 @@ def fast_options(node_name: str, layout_file: Path, socket_path: str) -> AgentOp
             plugin_settle_s=5.0,
             advertisement_stable_s=0.3,
             resync_period_s=60.0,
-            retry=RetryBackoff(initial_s=0.2, max_s=2.0),
+            retry=RetryPolicy(failure_backoff_initial=0.2, failure_backoff_max=2.0),
             heartbeat_s=1.0,
         ),
         podresources_socket=socket_path,

@@ -16,7 +16,7 @@ from migagent.kube.names import (
     MIG_CONFIG_STATE_LABEL,
     PAUSED_FOR_MIG_CHANGE,
 )
-from migagent.runtime.listener import AgentPhase
+from migagent.runtime.phases import AgentPhase
 from migagent.runtime.ports import PhaseHook
 from migagent_sim.cluster import PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig
 

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from migagent.kube.names import ATTEMPT_ANNOTATION
-from migagent.runtime.listener import AgentPhase, Outcome
+from migagent.kube.names import ATTEMPT_ANNOTATION, HANDED_OVER_ANNOTATION
+from migagent.runtime.phases import AgentPhase, Outcome
 from migagent_sim.cluster import SimCluster
 from tests.integration.agent.support import (
     BLOCKING_FOR_NOW,
@@ -21,6 +21,7 @@ from tests.integration.agent.support import (
     crash_at,
     eventually,
     node_annotations,
+    paused_labels,
     state,
     workload_names,
 )
@@ -79,27 +80,69 @@ def test_an_agent_killed_in_the_middle_of_the_apply_is_finished_by_a_restarted_a
     _assert_converged(cluster)
 
 
-def test_a_stop_request_between_phases_undoes_the_attempt_and_a_later_agent_completes_it(
+def _cordons(cluster: SimCluster) -> list[bool]:
+    """Every cordon (False -> True of spec.unschedulable) the Node goes through from now on."""
+    episodes: list[bool] = []
+    last = [bool(cluster.node()["spec"].get("unschedulable"))]
+
+    def seen(node: dict[str, object]) -> None:
+        now = bool(node["spec"].get("unschedulable"))  # type: ignore[attr-defined]
+        if now and not last[0]:
+            episodes.append(True)
+        last[0] = now
+
+    cluster.api.on_node_changed(seen)
+    return episodes
+
+
+def test_a_sigterm_mid_change_hands_the_node_over_and_the_successor_finishes_in_one_cordon_episode(
+    cluster: SimCluster,
+) -> None:
+    episodes = _cordons(cluster)
+    _start_change(cluster)
+    stop = threading.Event()
+
+    def sigterm_as_the_drain_starts(phase: AgentPhase) -> None:
+        if phase is AgentPhase.DRAIN:
+            stop.set()
+
+    stopping, _ = cluster.build_agent(phase_hook=sigterm_as_the_drain_starts)
+    assert stopping.reconcile_once(stop) is Outcome.STOPPED
+    assert cluster.node()["spec"].get("unschedulable") is True, "the cordon stays for the successor"
+    assert paused_labels(cluster), "the operands stay paused for the successor"
+    assert HANDED_OVER_ANNOTATION in node_annotations(cluster)
+    assert state(cluster) == "pending"
+
+    restarted, _ = cluster.build_agent()
+    assert restarted.reconcile_once() is Outcome.APPLIED
+    _assert_converged(cluster)
+    assert len(episodes) == 1, "one cordon episode across the handover"
+    assert HANDED_OVER_ANNOTATION not in node_annotations(cluster)
+
+
+def test_a_sigterm_after_the_label_was_removed_abandons_the_change_and_releases_the_node(
     cluster: SimCluster,
 ) -> None:
     _start_change(cluster)
     stop = threading.Event()
 
-    def stop_during_drain(phase: AgentPhase) -> None:
+    def label_removed_then_sigterm(phase: AgentPhase) -> None:
         if phase is AgentPhase.DRAIN:
+            cluster.label(None)
             stop.set()
 
-    stopping, _ = cluster.build_agent(phase_hook=stop_during_drain)
+    stopping, _ = cluster.build_agent(phase_hook=label_removed_then_sigterm)
     assert stopping.reconcile_once(stop) is Outcome.STOPPED
     assert_released(cluster)
     assert advertised(cluster) == SMALL_ALL_1G, "the GPUs were not touched"
 
     restarted, _ = cluster.build_agent()
-    assert restarted.reconcile_once() is Outcome.APPLIED
-    _assert_converged(cluster)
+    assert restarted.reconcile_once() is Outcome.NO_DESIRED_LAYOUT
+    assert state(cluster) is None, "no stale pending: the state label is taken down"
+    assert condition(cluster)["reason"] == "NoDesiredLayout"
 
 
-def test_a_stop_request_while_a_pdb_blocks_the_drain_ends_the_wait_and_releases_the_node(
+def test_a_stop_request_while_a_pdb_blocks_the_drain_ends_the_wait_and_hands_the_node_over(
     cluster: SimCluster,
 ) -> None:
     cluster.kubelet.run_workload("ml", "guarded", mig_uuid=cluster.mig_uuid(0, 6), labels={"app": "guarded"})
@@ -126,7 +169,7 @@ def test_a_stop_request_while_a_pdb_blocks_the_drain_ends_the_wait_and_releases_
     assert agent.reconcile_once(stop) is Outcome.STOPPED
 
     assert evictions() - evictions_at_stop[0] <= 1, "the drain kept retrying after the stop request"
-    assert_released(cluster)
+    assert cluster.node()["spec"].get("unschedulable") is True, "handed over: the cordon stays"
     assert "guarded" in workload_names(cluster)
-    assert advertised(cluster) == SMALL_ALL_1G, "the GPUs were not touched"
+    assert [len(g.gpu_instances) for g in cluster.fake.state.gpus] == [7, 7], "the GPUs were not touched"
     assert state(cluster) != "failed"

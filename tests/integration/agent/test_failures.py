@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from migagent.kube.names import ATTEMPT_ANNOTATION, LAST_ERROR_ANNOTATION, deploy_label
 from migagent.reconcile.reboot import RecordingRebootRequester
+from migagent.reconcile.retry import RetryPolicy
 from migagent.runtime.listener import Outcome
 from migagent_sim.cluster import DEMO_LAYOUTS, SimCluster, SimClusterConfig
 from tests.integration.agent.support import (
@@ -238,3 +241,34 @@ def test_paused_labels_are_restored_by_the_undo_when_the_pause_cannot_clean_up_a
     assert_released(cluster)
     assert cluster.node()["metadata"]["labels"][deploy_label("device-plugin")] == "true"
     assert advertised(cluster) == SMALL_ALL_1G
+
+
+def test_a_pdb_that_blocks_for_ever_gets_attempts_spaced_by_the_back_off_not_by_the_resync(cluster: SimCluster) -> None:
+    _guarded_workload(cluster, disruptions_allowed=0)
+    cluster.api.set_pdb_status("ml", "inference-pdb", BLOCKING_FOR_NOW)  # never lifted in this test
+    options = cluster.options(
+        drain_timeout_s=0.3, retry=RetryPolicy(failure_backoff_initial=1.0, failure_backoff_max=4.0)
+    )
+    options = replace(options, watch=replace(options.watch, resync_period_s=0.1))  # a resync tick every 0.1 s
+    cordoned_at: list[float] = []
+
+    def seen(node: JsonDict) -> None:
+        if node["spec"].get("unschedulable") and (not cordoned_at or cordoned_at[-1] < 0):
+            cordoned_at.append(time.monotonic())
+        elif not node["spec"].get("unschedulable") and cordoned_at and cordoned_at[-1] > 0:
+            cordoned_at.append(-time.monotonic())  # uncordoned: the attempt is over
+
+    cluster.api.on_node_changed(seen)
+    running = cluster.start_agent(options)
+    eventually(lambda: state(cluster) == "success", what="the starting layout reported")
+    cluster.label("all-balanced")
+    eventually(lambda: len([t for t in cordoned_at if t > 0]) >= 3, what="three attempts", timeout_s=30)
+    running.stop()
+
+    starts = [t for t in cordoned_at if t > 0]
+    ends = [-t for t in cordoned_at if t < 0]
+    # Attempt k+1 starts no earlier than the back-off after attempt k ended (1 s, then 2 s), although a
+    # resync tick came every 0.1 s: without the hold, the next attempt started right after each failure.
+    assert starts[1] - ends[0] >= 1.0
+    assert starts[2] - ends[1] >= 2.0
+    assert condition(cluster)["reason"] in ("DrainBlocked", "Reconfiguring", "Draining")

@@ -10,7 +10,7 @@ import pytest
 from migagent.kube.names import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
 from migagent.kube.port import NodeChangedError
 from migagent.reconcile.ports import NodeDriver
-from migagent.runtime.listener import AgentPhase, Outcome
+from migagent.runtime.phases import AgentPhase, Outcome
 from migagent.sources.node_label import NodeLabelSource
 from migagent_sim.cluster import SimCluster
 from tests.integration.agent.support import (
@@ -154,3 +154,42 @@ def test_a_conditional_write_at_a_stale_resource_version_is_refused_with_409(clu
     assert fresh.labels.get(MIG_CONFIG_STATE_LABEL) != "success", "the refused write changed nothing"
     written = api.patch_metadata(labels={MIG_CONFIG_STATE_LABEL: "pending"}, resource_version=fresh.resource_version)
     assert written.labels[MIG_CONFIG_STATE_LABEL] == "pending"
+
+
+def test_a_typo_label_mid_apply_leaves_every_gpu_consistent_and_the_node_released(cluster: SimCluster) -> None:
+    source_box: list[NodeLabelSource] = []
+    typed: list[str] = []
+
+    def after(name: str) -> None:
+        if name == "create_gpu_instance" and not typed:  # a new GI exists, its compute instances not yet
+            typed.append(name)
+            cluster.label("all-balancd")
+            _watching(source_box[0], "all-balancd")
+
+    def wrap(driver: NodeDriver) -> NodeDriver:
+        return InterceptingDriver(driver, before=lambda _: None, after=after)
+
+    agent, source = cluster.build_agent(wrap_driver=wrap)
+    source_box.append(source)
+    source.start()
+    try:
+        _watching(source, "all-1g.10gb")
+        cluster.label("all-balanced")
+        _watching(source, "all-balanced")
+        assert agent.reconcile_once() is Outcome.FAILED
+    finally:
+        source.stop()
+
+    assert typed, "the typo came between a create-GI step and its create-CI step"
+    bare = [
+        (index, gi.placement.start)
+        for index, gpu in enumerate(cluster.fake.state.gpus)
+        for gi in gpu.gpu_instances
+        if not gi.compute_instances
+    ]
+    assert bare == [], "a GPU instance was left without compute instances"
+    devices = sum(len(gi.compute_instances) for gpu in cluster.fake.state.gpus for gi in gpu.gpu_instances)
+    eventually(lambda: sum(advertised(cluster).values()) == devices, what="every MIG device advertised")
+    labels = cluster.node()["metadata"]["labels"]
+    assert labels[MIG_CONFIG_STATE_LABEL] == "failed"
+    assert not cluster.node()["spec"].get("unschedulable")

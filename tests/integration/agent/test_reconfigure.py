@@ -14,7 +14,7 @@ from migagent.kube.names import (
     deploy_label,
 )
 from migagent.runtime.health import HealthState
-from migagent.runtime.listener import AgentPhase, Outcome
+from migagent.runtime.phases import AgentPhase, Outcome
 from migagent_sim.cluster import SimCluster, SimClusterConfig
 from tests.integration.agent.support import (
     SMALL_ALL_1G,

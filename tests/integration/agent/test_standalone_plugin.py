@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from migagent.kube.names import deploy_label
-from migagent.runtime.listener import AgentPhase, Outcome
+from migagent.runtime.phases import AgentPhase, Outcome
 from migagent_sim.cluster import SimCluster, SimClusterConfig
 from migagent_sim.kubelet import FakeKubelet
 from tests.integration.agent.support import assert_released, condition, state

@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 from migagent.podresources import PodResourcesClient
-from migagent.runtime.listener import AgentPhase, Outcome
+from migagent.runtime.phases import AgentPhase, Outcome
 from migagent_sim.cluster import SimCluster
 
 

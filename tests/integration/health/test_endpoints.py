@@ -12,8 +12,8 @@ from migagent.cli import main
 from migagent.clock import FakeClock
 from migagent.errors import MigAgentError
 from migagent.runtime.health import HealthState
-from migagent.runtime.listener import AgentPhase, Outcome
 from migagent.runtime.metrics import PrometheusMetrics
+from migagent.runtime.phases import AgentPhase, Outcome
 from migagent.runtime.serve import start_observability
 
 

@@ -18,7 +18,7 @@ from migagent.clock import SystemClock
 from migagent.kube.names import MIG_CONFIG_STATE_LABEL
 from migagent.reconcile.journal import FileJournal
 from migagent.runtime.health import HealthState
-from migagent.runtime.listener import AgentPhase
+from migagent.runtime.phases import AgentPhase
 from migagent.runtime.serve import start_observability
 from migagent.wiring import build_agent
 from migagent_sim.cluster import RunningAgent, SimCluster, SimClusterConfig

@@ -81,6 +81,10 @@ class HostHarness:
         retry_interval_s: float = 300.0,
         on_service_call: Callable[[ServiceCall], None] | None = None,
     ) -> None:
+        # One policy for the loop's retry timer and the sessions' engines, as cli/host.py wires it.
+        self.retry = RetryPolicy(
+            step_attempts=3, failure_backoff_initial=retry_interval_s, failure_backoff_max=8 * retry_interval_s
+        )
         self.fake = FakeNvml.from_spec(spec)
         self.driver = GpuDriver(self.fake, reset_runner=SimResetRunner(self.fake)).__enter__()
         etc = tmp_path / "etc"
@@ -106,7 +110,7 @@ class HostHarness:
             clients=self.clients,
             notifier=self.notifier,
             clock=SystemClock(),
-            settings=HostSettings(debounce_s=0.05, retry_interval_s=retry_interval_s, max_apply_s=600.0),
+            settings=HostSettings(debounce_s=0.05, retry=self.retry, max_apply_s=600.0),
         )
         self._watch = FileWatch([self.layout_file, self.selected_file], on_change=self.agent.request_reconcile)
         self._thread: threading.Thread | None = None
@@ -128,7 +132,7 @@ class HostHarness:
             FileJournal(self.journal_dir),
             clock=FakeClock(),
             boot_id_provider=FixedBootId(),
-            retry=RetryPolicy(step_attempts=3),
+            retry=self.retry,
         )
         return ApplySession(engine=engine, observe=self.driver.observe)
 

@@ -124,13 +124,14 @@ def test_a_client_that_cannot_be_stopped_leaves_the_gpus_untouched_and_restarts_
     ]
 
 
-def test_a_failed_apply_is_retried_after_the_retry_interval_without_a_file_change(tmp_path: Path) -> None:
+def test_a_failed_apply_is_retried_with_a_doubling_back_off_without_a_file_change(tmp_path: Path) -> None:
     harness = HostHarness(tmp_path, retry_interval_s=0.1)
-    harness.fake.sim_inject_fault(CREATE_GI, pynvml.NVML_ERROR_NO_PERMISSION, times=1)
+    harness.fake.sim_inject_fault(CREATE_GI, pynvml.NVML_ERROR_NO_PERMISSION, times=2)
     with capture_logs(), harness as host:
         host.wait_for_status("config a100-balanced applied")
     outcomes = [s for s in host.statuses if s.startswith(("apply failed", "config a100-balanced applied"))]
-    assert outcomes[0].startswith("apply failed")
+    assert [s.rsplit("retrying in ", 1)[-1].split("s ")[0] for s in outcomes[:2]] == ["0.1", "0.2"]
+    assert outcomes[2].startswith("config a100-balanced applied")
     assert host.mismatches("a100-balanced") == ()
 
 

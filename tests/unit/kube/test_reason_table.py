@@ -8,13 +8,14 @@ import sys
 from pathlib import Path
 
 from migagent.kube.names import ConditionReason
-from migagent.kube.reasons import REASON_MEANINGS, reason_table
+from migagent.kube.reasons import REASON_STATES, reason_table
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def test_every_condition_reason_has_a_meaning() -> None:
-    assert set(REASON_MEANINGS) == set(ConditionReason)
+def test_every_condition_reason_has_a_state_and_a_meaning() -> None:
+    assert set(REASON_STATES) == set(ConditionReason)
+    assert all(reason.__doc__ for reason in ConditionReason)
 
 
 def test_the_table_has_a_row_per_reason_including_the_waiting_and_selection_ones() -> None:

@@ -19,7 +19,8 @@ from migagent.errors import (
 from migagent.kube.deviceplugin import AdvertisementTimeoutError
 from migagent.kube.expected import NotAdvertisableError
 from migagent.kube.names import ConditionReason
-from migagent.runtime.attempt import AttemptMarker, RetryBackoff, UndoStack, failure_reason
+from migagent.reconcile.retry import RetryPolicy
+from migagent.runtime.attempt import AttemptMarker, UndoStack, failure_reason
 
 
 def _recorder(done: list[str], name: str) -> Callable[[], None]:
@@ -105,8 +106,8 @@ def test_each_failure_maps_to_its_condition_reason(error: Exception, reason: Con
 
 @given(failures=st.integers(min_value=1, max_value=200))
 def test_retry_delay_doubles_per_failure_and_never_exceeds_the_cap(failures: int) -> None:
-    backoff = RetryBackoff(initial_s=30.0, max_s=1800.0)
-    assert 30.0 <= backoff.delay(failures) <= 1800.0
-    assert backoff.delay(failures + 1) >= backoff.delay(failures)
-    assert backoff.delay(1) == 30.0
-    assert backoff.delay(2) == 60.0
+    policy = RetryPolicy(failure_backoff_initial=30.0, failure_backoff_max=1800.0)
+    assert 30.0 <= policy.failure_delay(failures) <= 1800.0
+    assert policy.failure_delay(failures + 1) >= policy.failure_delay(failures)
+    assert policy.failure_delay(1) == 30.0
+    assert policy.failure_delay(2) == 60.0
