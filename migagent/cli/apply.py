@@ -17,11 +17,13 @@ from migagent.cli.commands import summary
 from migagent.cli.layout_args import add_config_file_argument, add_selected_config_argument, read_layout
 from migagent.cli.node import (
     DEFAULT_JOURNAL_DIR,
+    add_lock_arguments,
     add_node_arguments,
     add_reboot_arguments,
     journal_for,
     open_node,
     reboot_requester_for,
+    state_locked,
 )
 from migagent.clock import SystemClock
 from migagent.errors import UsageError
@@ -151,7 +153,7 @@ def _run_apply(args: argparse.Namespace) -> int:
     layout = read_layout(args.config_file)
     name = _config_name(layout, args.selected_config)
     hooks = _hook_runner(args, name)
-    with open_node(args) as driver:
+    with state_locked(args, "migagent apply"), open_node(args) as driver:
         desired = _desired_on_node(layout, name, driver.observe())
         session = ApplySession(engine=_engine(args, driver), observe=driver.observe, hooks=hooks)
         try:
@@ -255,6 +257,7 @@ def register_apply(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         f" {DEFAULT_JOURNAL_DIR}, or next to --state for a simulated node)",
     )
     add_reboot_arguments(parser)
+    add_lock_arguments(parser)
     add_node_arguments(parser)
     parser.set_defaults(handler=_run_apply, progress=True)  # each step as it starts and ends, see progress_log
 

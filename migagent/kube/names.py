@@ -94,6 +94,10 @@ class ConditionReason(enum.StrEnum):
     LAYOUT_DOES_NOT_FIT = "LayoutDoesNotFit"
     REBOOT_REQUIRED = "RebootRequired"
     WAITING_FOR_DRIVER = "WaitingForDriver"
+    OTHER_MIG_OWNER = "OtherMigOwner"
+    """NVIDIA's mig-manager or a DRA driver with DynamicMIG manages MIG on this node; nothing was touched."""
+    STRATEGY_MISMATCH = "StrategyMismatch"
+    """--mig-strategy disagrees with what the device plugin advertises; nothing was cordoned."""
     UNKNOWN = "Unknown"
 
 

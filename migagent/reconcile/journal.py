@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -132,13 +133,18 @@ class FileJournal:
 
     def save(self, record: JournalRecord) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{JOURNAL_FILE}.tmp")
+        # A name of its own per write: two writers (which the state lock should prevent) never share a tmp file.
+        tmp = self.path.with_name(f".{JOURNAL_FILE}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
         payload = json.dumps(record.to_json(), indent=2, sort_keys=True).encode("utf-8")
         with open(tmp, "wb") as handle:
             handle.write(payload)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, self.path)
+        try:
+            os.replace(tmp, self.path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         _fsync_directory(self.directory)
 
     def clear(self) -> None:

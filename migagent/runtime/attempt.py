@@ -36,6 +36,7 @@ from migagent.kube.deviceplugin import (
 from migagent.kube.names import ConditionReason, EventReason
 from migagent.kube.port import KubePort, NodeView
 from migagent.kube.status import StatusReporter
+from migagent.runtime.preflight import OtherMigOwnerError, StrategyMismatchError
 
 log = structlog.get_logger(__name__)
 
@@ -170,6 +171,8 @@ _REASONS: tuple[tuple[type[BaseException], ConditionReason], ...] = (
     (InvalidLayoutError, ConditionReason.INVALID_LAYOUT),
     (ResetRequiredError, ConditionReason.REBOOT_REQUIRED),
     (AdvertisementTimeoutError, ConditionReason.WAITING_FOR_DEVICE_PLUGIN),
+    (OtherMigOwnerError, ConditionReason.OTHER_MIG_OWNER),
+    (StrategyMismatchError, ConditionReason.STRATEGY_MISMATCH),
 )
 
 

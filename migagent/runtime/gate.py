@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import structlog
@@ -26,6 +27,17 @@ from migagent.kube.port import PodView
 from migagent.layout.observed import Observation
 
 log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """What the gate may look at and what it may allow."""
+
+    proc_root: Path | None = None
+    """Where the host's processes are visible (/proc with hostPID): an NVML process is mapped to its pod
+    through /proc/<pid>/cgroup, or named by pid and command. None: pids are not looked up."""
+    delete_emptydir_data: bool = False
+    """Evict pods with emptyDir volumes (their data is lost), as `kubectl drain --delete-emptydir-data`."""
 
 
 class DrainRefusedError(DrainBlockedError):

@@ -16,8 +16,10 @@ from migagent.layout.observed import Observation
 from migagent.layout.strategy import MigStrategy
 from migagent.reconcile.machine import ApplyEngine
 from migagent.runtime.attempt import RetryBackoff
+from migagent.runtime.gate import GateSettings
 from migagent.runtime.listener import AgentPhase, MetricsListener, NullListener, Outcome
 from migagent.runtime.post_change import PostChangeSteps
+from migagent.runtime.preflight import Preflight
 
 PhaseHook = Callable[[AgentPhase], None]
 """Called as each phase starts; tests use it to stop or kill an agent at a chosen phase."""
@@ -64,6 +66,9 @@ class AgentPorts:
     listener: MetricsListener = field(default_factory=NullListener)
     post_change: PostChangeSteps | None = None
     """GPU Operator steps around a change (validators, CDI spec, host GPU clients); None: none."""
+    preflight: Preflight | None = None
+    """Sole-owner and strategy checks before each reconcile (runtime.preflight); None: the agent's
+    own Node and pods only (Preflight(api) is built then)."""
 
 
 @dataclass(frozen=True)
@@ -85,3 +90,8 @@ class AgentSettings:
     retry: RetryBackoff = field(default_factory=RetryBackoff)
     heartbeat_s: float = 30.0
     """The loop wakes at least this often to tell the health probe it is alive."""
+    mig_strategy_auto: bool = False
+    """`--mig-strategy auto`: each reconcile takes the strategy from the ClusterPolicy or the plugin's
+    advertisement (runtime.preflight); `mig_strategy` is then only the fallback."""
+    gate: GateSettings = field(default_factory=GateSettings)
+    """What the safety gate may see and allow (runtime.gate)."""

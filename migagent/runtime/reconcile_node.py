@@ -62,6 +62,7 @@ from migagent.runtime.listener import AgentPhase, Outcome
 from migagent.runtime.notes import check_advertisable, eviction_reasons, gpu_pods_left_alone, plan_summary
 from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook, ReconcileReport
 from migagent.runtime.post_change import HOST_CLIENTS_UNDO, ChangeContext
+from migagent.runtime.preflight import Preflight
 from migagent.runtime.supersede import CheckedNodeReads, LabelCheckpoint, LayoutSuperseded
 
 log = structlog.get_logger(__name__)
@@ -126,6 +127,8 @@ class NodeReconcile:
     # -- the flow -------------------------------------------------------------------------------
 
     def _run(self, node: NodeView) -> Outcome:
+        preflight = self._p.preflight or Preflight(self._p.api)  # sole owner, strategy: before anything else
+        self._settings = preflight.check(node, self._settings, self._p.driver.observe)
         self._adopt_leftovers(node)
         name = node.labels.get(MIG_CONFIG_LABEL)
         if name is None:

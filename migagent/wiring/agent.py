@@ -8,6 +8,9 @@ the agent here, so they run the same wiring. No argparse here: `cli/` owns flags
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from dataclasses import dataclass, field
 
 from migagent.clock import Clock
@@ -18,14 +21,16 @@ from migagent.kube.drain import Drainer
 from migagent.kube.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_SELECTOR
 from migagent.kube.timeouts import DEFAULT_REQUEST_TIMEOUT_S, RequestTimeout
 from migagent.podresources.client import DEFAULT_SOCKET_PATH, PodResourcesClient
-from migagent.reconcile.journal import Journal
+from migagent.reconcile.journal import FileJournal, Journal
 from migagent.reconcile.machine import ApplyEngine
 from migagent.reconcile.ports import NodeDriver, RebootRequester
-from migagent.runtime.agent import Agent
+from migagent.reconcile.statelock import StateLock
 from migagent.runtime.health import HealthState
 from migagent.runtime.listener import MetricsListener, NullListener
+from migagent.runtime.ownership import NodeOwnership, OwnedAgent
 from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook
 from migagent.runtime.post_change import PostChangeSteps
+from migagent.runtime.preflight import Preflight
 from migagent.sources.node_label import NodeLabelSource, WatchSettings
 
 RESTART_STRATEGIES = ("gpu-operator", "node-label", "delete-pod", "none")
@@ -51,6 +56,14 @@ class AgentOptions:
     watch: WatchSettings = field(default_factory=WatchSettings)
     request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     """Every API request's bound (the KubeApi the caller builds should use `request_timeout`)."""
+    lease_namespace: str = "migagent"
+    """Where the node's Lease `migagent-node-<node>` lives (the agent's own namespace)."""
+    lease_duration_s: int = 30
+    """How long a Lease not renewed stays another agent's; 0: no Lease (the state lock still holds)."""
+    holder_identity: str | None = None
+    """Who this agent is in the Lease (None: the pod's name or the host name, plus a random suffix)."""
+    cluster_policy: str | None = None
+    """The GPU Operator's ClusterPolicy to read (MIG strategy, mig-manager enabled); None: none."""
 
     @property
     def request_timeout(self) -> RequestTimeout:
@@ -107,7 +120,7 @@ def build_agent(
     health: HealthState | None = None,
     phase_hook: PhaseHook | None = None,
     post_change: PostChangeSteps | None = None,
-) -> tuple[Agent, NodeLabelSource]:
+) -> tuple[OwnedAgent, NodeLabelSource]:
     """The agent and its label source (not started: `source.start()` before `agent.run`)."""
     ports = AgentPorts(
         api=api,
@@ -127,17 +140,33 @@ def build_agent(
         clock=clock,
         listener=listener or NullListener(),
         post_change=post_change,
+        preflight=Preflight(api, api.cluster_reads(cluster_policy=options.cluster_policy)),
     )
     source = NodeLabelSource(api, clock=clock, settings=options.watch)
     if health is not None:
         health.add_liveness_check(source.stuck)
         health.add_readiness_check(source.failing)
-    agent = Agent(
+    agent = OwnedAgent(
         ports,
         options.settings,
         source=source,
         health=health,
         phase_hook=phase_hook,
         current_label=lambda: source.desired,
+        ownership=_ownership(options, api, journal, clock),
     )
     return agent, source
+
+
+def _ownership(options: AgentOptions, api: KubeApi, journal: Journal, clock: Clock) -> NodeOwnership:
+    """The state lock on the journal's directory (shared with host mode and `apply`) and the node's Lease."""
+    lock = StateLock(journal.directory, command="migagent agent") if isinstance(journal, FileJournal) else None
+    identity = options.holder_identity or (
+        f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    )
+    lease = (
+        api.node_lease(namespace=options.lease_namespace, identity=identity, duration_s=options.lease_duration_s)
+        if options.lease_duration_s > 0
+        else None
+    )
+    return NodeOwnership(lock=lock, lease=lease, clock=clock)

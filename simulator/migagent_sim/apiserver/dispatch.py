@@ -10,11 +10,21 @@ from typing import Any, Protocol
 from migagent.clock import Clock, SystemClock
 from migagent_sim.apiserver.errors import ApiError, bad_request, success_status
 from migagent_sim.apiserver.events import create_event
+from migagent_sim.apiserver.leases import create_lease, replace_lease
 from migagent_sim.apiserver.nodes import patch_node, replace_node
 from migagent_sim.apiserver.pods import create_pod, delete_pod, evict_pod
 from migagent_sim.apiserver.rbac import UserInfo
 from migagent_sim.apiserver.reads import get_object, list_objects, open_watch
-from migagent_sim.apiserver.routing import CORE_EVENTS, EVENTS_V1, NODES, PODS, ResourceType, Route, is_watch
+from migagent_sim.apiserver.routing import (
+    CORE_EVENTS,
+    EVENTS_V1,
+    LEASES,
+    NODES,
+    PODS,
+    ResourceType,
+    Route,
+    is_watch,
+)
 from migagent_sim.apiserver.store import Store
 from migagent_sim.apiserver.terminating import Terminator
 from migagent_sim.apiserver.watch import WatchEnd
@@ -97,6 +107,9 @@ class Dispatcher:
             return self._get(resource, request)
         if method in ("PATCH", "PUT") and resource == NODES:
             return self._write_node(request)
+        if method == "PUT" and resource == LEASES and request.route.name and not request.route.subresource:
+            namespace = request.route.namespace or ""
+            return JsonResponse(200, replace_lease(self._store, namespace, request.route.name, decode_body(request)))
         if method == "POST":
             return self._post(resource, request)
         if method == "DELETE" and resource == PODS and request.route.name and not request.route.subresource:
@@ -160,4 +173,6 @@ class Dispatcher:
             return JsonResponse(201, create_event(self._store, resource, namespace, decode_body(request)))
         if resource == PODS:
             return JsonResponse(201, create_pod(self._store, namespace, decode_body(request)))
+        if resource == LEASES:
+            return JsonResponse(201, create_lease(self._store, namespace, decode_body(request)))
         raise ApiError(405, f"POST is not supported on {request.path} by this fake apiserver")

@@ -34,8 +34,12 @@ CORE_EVENTS = ResourceType("", "v1", "events", "Event", namespaced=True)
 EVENTS_V1 = ResourceType("events.k8s.io", "v1", "events", "Event", namespaced=True)
 DAEMONSETS = ResourceType("apps", "v1", "daemonsets", "DaemonSet", namespaced=True)
 PDBS = ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
+LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
+RESOURCE_SLICES = ResourceType("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False)
+CLUSTER_POLICIES = ResourceType("nvidia.com", "v1", "clusterpolicies", "ClusterPolicy", namespaced=False)
+"""The GPU Operator's ClusterPolicy custom resource (served only as a test puts one in)."""
 
-RESOURCE_TYPES = (NODES, PODS, CORE_EVENTS, EVENTS_V1, DAEMONSETS, PDBS)
+RESOURCE_TYPES = (NODES, PODS, CORE_EVENTS, EVENTS_V1, DAEMONSETS, PDBS, LEASES, RESOURCE_SLICES, CLUSTER_POLICIES)
 _BY_GROUP_VERSION_PLURAL = {(r.group, r.version, r.plural): r for r in RESOURCE_TYPES}
 
 

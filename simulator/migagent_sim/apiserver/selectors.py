@@ -55,6 +55,12 @@ SELECTABLE_FIELDS: dict[str, dict[str, Callable[[JsonDict], str]]] = {
         "status.nominatedNodeName": _path("status", "nominatedNodeName"),
     },
     "events": {**_COMMON_FIELDS, **_EVENT_FIELDS},
+    # resource.k8s.io ResourceSlices: by node and by driver (resourceslice strategy.go).
+    "resourceslices": {
+        **_COMMON_FIELDS,
+        "spec.nodeName": _path("spec", "nodeName"),
+        "spec.driver": _path("spec", "driver"),
+    },
 }
 
 

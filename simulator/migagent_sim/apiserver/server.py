@@ -26,7 +26,17 @@ from migagent_sim.apiserver.objects import (
     pod_object,
     timestamp,
 )
-from migagent_sim.apiserver.routing import CORE_EVENTS, DAEMONSETS, EVENTS_V1, NODES, PDBS, PODS
+from migagent_sim.apiserver.routing import (
+    CLUSTER_POLICIES,
+    CORE_EVENTS,
+    DAEMONSETS,
+    EVENTS_V1,
+    LEASES,
+    NODES,
+    PDBS,
+    PODS,
+    RESOURCE_SLICES,
+)
 from migagent_sim.apiserver.store import Store, StoredEvent
 from migagent_sim.apiserver.terminating import Terminator
 
@@ -280,6 +290,26 @@ class FakeApiServer:
         stored = {"apiVersion": "apps/v1", "kind": "DaemonSet", "status": daemonset_status(), **daemonset}
         stored["metadata"] = {**stored["metadata"], "namespace": stored["metadata"].get("namespace") or "default"}
         return self._store.create(DAEMONSETS, stored)
+
+    def lease(self, namespace: str, name: str) -> JsonDict | None:
+        """A deep copy of the stored coordination.k8s.io Lease, or None."""
+        return self._store.get(LEASES, namespace, name)
+
+    def add_resource_slice(self, name: str, spec: JsonDict) -> JsonDict:
+        """Store a resource.k8s.io/v1 ResourceSlice (what a DRA driver's kubelet plugin publishes)."""
+        return self._store.create(
+            RESOURCE_SLICES, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+                              "spec": dict(spec)}
+        )
+
+    def add_cluster_policy(self, name: str, spec: JsonDict) -> JsonDict:
+        """Store the GPU Operator's ClusterPolicy (nvidia.com/v1, cluster-scoped); an existing one gets `spec`."""
+        if self._store.get(CLUSTER_POLICIES, "", name) is not None:
+            return self._store.update(CLUSTER_POLICIES, "", name, lambda policy: {**policy, "spec": dict(spec)})
+        return self._store.create(
+            CLUSTER_POLICIES, {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": name},
+                               "spec": dict(spec)}
+        )
 
     def events(self) -> list[JsonDict]:
         """Events created through either API (core/v1 and events.k8s.io/v1), oldest first."""
