@@ -5,8 +5,10 @@ does (reference/kubernetes.md §2.3): a 429 (a PodDisruptionBudget allows no dis
 retried with back-off until the drain timeout, a 404 means done, and a pod counts as gone when
 looking it up by name finds nothing or a different UID (a same-named replacement). Plain DELETE,
 which bypasses PDBs, is used only when the admin asked for `force_delete`. DaemonSet and mirror pods
-are never touched. On timeout, DrainBlockedError names every pod still in the way and the PDB that
-refused its last eviction, as the server's 429 named it.
+are never touched. A pod already Terminating (deleted by someone, or evicted by an earlier attempt)
+is not evicted again: it is waited for, and one past its grace period is reported as such (a stuck
+kubelet or finalizer, which another eviction would not fix). On timeout, DrainBlockedError names
+every pod still in the way and the PDB that refused its last eviction, as the server's 429 named it.
 """
 
 from __future__ import annotations
@@ -108,10 +110,14 @@ class Drainer:
         start = self._clock.monotonic()
         deadline = start + timeout_s
         progress = [
-            _PodProgress(pod=pod, backoff_s=self._retry_initial_s)
+            # Already Terminating: wait for it, never evict it again (each attempt would re-send it).
+            _PodProgress(pod=pod, backoff_s=self._retry_initial_s, requested=pod.deleting)
             for pod in pods
             if not (pod.is_daemonset_pod or pod.is_mirror)
         ]
+        for item in progress:
+            if item.requested:
+                log.info("pod_already_terminating", pod=str(item.pod.ref), deadline=item.pod.deletion_deadline)
         removed: list[PodRef] = []
         while True:
             if checkpoint is not None:
@@ -187,6 +193,13 @@ class Drainer:
         )
 
     def _describe(self, item: _PodProgress) -> str:
+        deadline = item.pod.deletion_deadline
+        if item.requested and deadline is not None and self._clock.wall() > deadline:
+            late = self._clock.wall() - deadline
+            return (
+                f"pod {item.pod.ref} is Terminating {late:.0f}s past its grace period (a stuck kubelet, container"
+                " or finalizer; it was not evicted again)"
+            )
         if item.requested:
             return f"pod {item.pod.ref} was evicted but is still terminating"
         if item.refused_by is None:

@@ -163,7 +163,8 @@ class NodeReconcile:
 
         steps = planner(observation, desired)
         decision = decide_drain(
-            self._p.api, steps, observation, holdings, pods, force_delete=self._settings.force_delete
+            self._p.api, steps, observation, holdings, pods,
+            force_delete=self._settings.force_delete, gate=self._settings.gate,
         )
         return _Decided(steps, planner, decision.evict)
 
@@ -314,7 +315,8 @@ class NodeReconcile:
         holdings = self._p.pod_resources.list()
         chosen = list(
             decide_drain(
-                self._p.api, steps, observation, holdings, pods, force_delete=self._settings.force_delete
+                self._p.api, steps, observation, holdings, pods,
+                force_delete=self._settings.force_delete, gate=self._settings.gate, processes=False,
             ).evict
         )
         left = gpu_pods_left_alone(pods, chosen)

@@ -268,6 +268,10 @@ class FakeApiServer:
             raise KeyError(f"the fake apiserver has no PodDisruptionBudget {namespace}/{name}")
         return found
 
+    def update_pdb(self, namespace: str, name: str, fn: Callable[[JsonDict], None]) -> JsonDict:
+        """Edit a stored PodDisruptionBudget in place (same rules as update_node)."""
+        return self._store.update(PDBS, namespace, name, _in_place(fn))
+
     def set_pdb_disruptions_allowed(self, namespace: str, name: str, disruptions_allowed: int) -> JsonDict:
         def set_allowed(pdb: JsonDict) -> None:
             pdb["status"] = pdb_status(disruptions_allowed)
