@@ -127,9 +127,9 @@ class NodeReconcile:
     # -- the flow -------------------------------------------------------------------------------
 
     def _run(self, node: NodeView) -> Outcome:
-        preflight = self._p.preflight or Preflight(self._p.api)  # sole owner, strategy: before anything else
-        self._settings = preflight.check(node, self._settings, self._p.driver.observe)
         self._adopt_leftovers(node)
+        preflight = self._p.preflight or Preflight(self._p.api)  # sole owner, strategy: before any write
+        self._settings = preflight.check(node, self._settings, self._p.driver.observe)
         name = node.labels.get(MIG_CONFIG_LABEL)
         if name is None:
             self._finish_leftovers()
