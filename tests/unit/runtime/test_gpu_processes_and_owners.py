@@ -4,6 +4,7 @@ and the MIG strategy the device plugin's advertisement proves."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,12 +40,12 @@ def test_a_host_process_is_visible_without_a_pod_and_an_absent_pid_is_not_visibl
     assert pod_uid_of(9, tmp_path) == (False, None)
 
 
-def _slice(*devices: dict[str, object]) -> dict[str, object]:
+def _slice(*devices: Any) -> dict[str, Any]:
     return {"spec": {"driver": "gpu.nvidia.com", "nodeName": "n1", "devices": list(devices)}}
 
 
 def test_dynamic_mig_is_a_mig_device_that_consumes_counters_or_has_no_uuid_yet() -> None:
-    static = {"name": "mig-a", "attributes": {"type": {"string": "mig"}, "uuid": {"string": "MIG-1"}}}
+    static: dict[str, Any] = {"name": "mig-a", "attributes": {"type": {"string": "mig"}, "uuid": {"string": "MIG-1"}}}
     gpu = {"name": "gpu-0", "attributes": {"type": {"string": "gpu"}, "uuid": {"string": "GPU-1"}}}
     no_uuid = {"name": "mig-b", "attributes": {"type": {"string": "mig"}}}
     counters = {
