@@ -61,7 +61,7 @@ class AgentOptions:
     lease_duration_s: int = 30
     """How long a Lease not renewed stays another agent's; 0: no Lease (the state lock still holds)."""
     holder_identity: str | None = None
-    """Who this agent is in the Lease (None: the pod's name or the host name, plus a random suffix)."""
+    """Who this agent is in the Lease (None: $POD_NAME, else the host name plus a random suffix)."""
     cluster_policy: str | None = None
     """The GPU Operator's ClusterPolicy to read (MIG strategy, mig-manager enabled); None: none."""
 
@@ -161,9 +161,9 @@ def build_agent(
 def _ownership(options: AgentOptions, api: KubeApi, journal: Journal, clock: Clock) -> NodeOwnership:
     """The state lock on the journal's directory (shared with host mode and `apply`) and the node's Lease."""
     lock = StateLock(journal.directory, command="migagent agent") if isinstance(journal, FileJournal) else None
-    identity = options.holder_identity or (
-        f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-    )
+    # The pod's name is stable across container restarts (a restarted agent takes its Lease back at
+    # once); elsewhere (host, tests) every process is a holder of its own.
+    identity = options.holder_identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     lease = (
         api.node_lease(namespace=options.lease_namespace, identity=identity, duration_s=options.lease_duration_s)
         if options.lease_duration_s > 0

@@ -32,5 +32,5 @@ def test_an_agent_killed_at_random_instants_of_changes_always_converges_and_evic
 
 
 def test_a_label_typo_as_the_apply_starts_leaves_every_gpu_consistent_and_the_fix_converges(tmp_path: Path) -> None:
-    _, _, consistent, cordoned, fixed = run_flip(tmp_path, AgentPhase.APPLY, "all-balancedd", scale=600.0)
-    assert (consistent, cordoned, fixed) == ("yes", "no", "yes")
+    _, _, consistent, cordoned, honest, fixed = run_flip(tmp_path, AgentPhase.APPLY, "all-balancedd", scale=600.0)
+    assert (consistent, cordoned, honest, fixed) == ("yes", "no", "yes", "yes")
