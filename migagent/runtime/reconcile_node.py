@@ -128,14 +128,14 @@ class NodeReconcile:
 
     def _run(self, node: NodeView) -> Outcome:
         self._adopt_leftovers(node)
-        preflight = self._p.preflight or Preflight(self._p.api)  # sole owner, strategy: before any write
-        self._settings = preflight.check(node, self._settings, self._p.driver.observe)
         name = node.labels.get(MIG_CONFIG_LABEL)
         if name is None:
             self._finish_leftovers()
             self._log.info("no_desired_layout", label=MIG_CONFIG_LABEL)
             return Outcome.NO_DESIRED_LAYOUT
         self._log = self._log.bind(layout=name, attempt=self._attempt)
+        preflight = self._p.preflight or Preflight(self._p.api)  # sole owner, strategy: before any write
+        self._settings = preflight.check(node, self._settings, self._p.driver.observe)
         with self._in_phase(AgentPhase.OBSERVE):
             layout = load_layout_file(self._settings.config_file)  # re-read: the ConfigMap may have changed
             observation = self._p.driver.observe()
