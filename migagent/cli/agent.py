@@ -228,9 +228,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="evict pods with emptyDir volumes (their data is lost), as kubectl drain; otherwise they are refused",
     )
     parser.add_argument(
-        "--proc-root", default=env("MIGAGENT_PROC_ROOT", "/proc"), metavar="DIR",
-        help="where host processes are visible (hostPID): the safety gate maps a process on a GPU instance to its"
-        " pod by its cgroup, or names it by pid and command ('' to not look)",
+        "--proc-root", default=env("MIGAGENT_PROC_ROOT", ""), metavar="DIR",
+        help="with hostPID, /proc: the safety gate maps a process on a GPU instance to its pod by its cgroup, or"
+        " names it by pid and command (default: not looked up, since without hostPID a pid NVML reports may"
+        " name another process in the agent's own pid namespace)",
     )
     parser.add_argument(
         "--drain-timeout", type=float, default=300.0, metavar="SECONDS",
