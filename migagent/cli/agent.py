@@ -35,12 +35,14 @@ from migagent.kube.adapter import KubeApi
 from migagent.kube.client import make_api_client
 from migagent.kube.dra import DRA_NAMESPACE, DRA_PLUGIN_SELECTOR
 from migagent.kube.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_SELECTOR, ConditionReason
+from migagent.kube.owners import CLUSTER_POLICY_NAME
 from migagent.kube.sharing_source import SharingSettings
 from migagent.kube.timeouts import DEFAULT_REQUEST_TIMEOUT_S
 from migagent.layout.sharing import SharingConfigError
 from migagent.layout.strategy import MIG_STRATEGIES, MigStrategy
 from migagent.podresources.client import DEFAULT_SOCKET_PATH
 from migagent.reconcile.retry import RetryPolicy
+from migagent.runtime.gate import GateSettings
 from migagent.runtime.health import DEFAULT_STALE_AFTER_S, HealthState
 from migagent.runtime.listener import MetricsListener, NullListener
 from migagent.runtime.ports import AgentSettings
@@ -51,6 +53,7 @@ from migagent.wiring import RESTART_STRATEGIES, AgentOptions, build_agent
 
 # Kubernetes' own libraries log every retried connection at WARNING; our structured logs say it once.
 _NOISY_LOGGERS = ("urllib3.connectionpool", "kubernetes.client.rest")
+STRATEGY_AUTO = "auto"
 
 
 # -- the command ----------------------------------------------------------------------------------
@@ -83,12 +86,20 @@ def _options(args: argparse.Namespace) -> AgentOptions:
         )
     except SharingConfigError as exc:
         raise UsageError(str(exc)) from exc
+    if args.lease_duration < 0:
+        raise UsageError("--lease-duration must be zero (no Lease) or a positive number of seconds")
+    auto = args.mig_strategy == STRATEGY_AUTO
     settings = AgentSettings(
         config_file=Path(args.config_file),
         drain_timeout_s=args.drain_timeout,
         readvertise_timeout_s=args.readvertise_timeout,
         plugin_settle_s=args.device_plugin_settle,
-        mig_strategy=MigStrategy(args.mig_strategy),
+        mig_strategy=MigStrategy.MIXED if auto else MigStrategy(args.mig_strategy),
+        mig_strategy_auto=auto,
+        gate=GateSettings(
+            proc_root=Path(args.proc_root) if args.proc_root else None,
+            delete_emptydir_data=args.delete_emptydir_data,
+        ),
         sharing=sharing,
         advertisement_stable_s=args.advertisement_stable,
         device_plugin=not args.no_device_plugin,
@@ -111,7 +122,17 @@ def _options(args: argparse.Namespace) -> AgentOptions:
         dra=args.dra_driver,
         dra_namespace=args.dra_namespace,
         dra_selector=args.dra_selector,
+        lease_namespace=args.lease_namespace,
+        lease_duration_s=args.lease_duration,
+        cluster_policy=_cluster_policy(args),
     )
+
+
+def _cluster_policy(args: argparse.Namespace) -> str | None:
+    """The ClusterPolicy to read: --cluster-policy, else the operator's default name with the gpu-operator restart."""
+    if args.cluster_policy is not None:
+        return args.cluster_policy or None
+    return CLUSTER_POLICY_NAME if args.device_plugin_restart == "gpu-operator" else None
 
 
 def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
@@ -211,10 +232,35 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         " Discovery and the MPS daemon the plugin's labels)",
     )
     parser.add_argument(
-        "--mig-strategy", choices=MIG_STRATEGIES, default=env("MIG_STRATEGY", MigStrategy.MIXED.value),
+        "--mig-strategy", choices=(*MIG_STRATEGIES, STRATEGY_AUTO),
+        default=env("MIG_STRATEGY", MigStrategy.MIXED.value),
         help="the device plugin's MIG strategy (GPU Operator mig.strategy): mixed expects nvidia.com/mig-<profile>;"
         " single expects nvidia.com/gpu per MIG device and refuses layouts mixing profiles; none expects whole"
-        " GPUs (env MIG_STRATEGY; default mixed)",
+        " GPUs; auto reads it from the ClusterPolicy or from what the plugin advertises (env MIG_STRATEGY;"
+        " default mixed). An explicit strategy the plugin contradicts is refused as StrategyMismatch",
+    )
+    parser.add_argument(
+        "--cluster-policy", default=env("CLUSTER_POLICY"), metavar="NAME",
+        help=f"the GPU Operator ClusterPolicy to read (strategy, mig-manager enabled); default {CLUSTER_POLICY_NAME}"
+        " with --device-plugin-restart=gpu-operator, else none; '' never reads one",
+    )
+    parser.add_argument(
+        "--lease-namespace", default=env("POD_NAMESPACE", "migagent"),
+        help="namespace of the node's Lease migagent-node-<node> (env POD_NAMESPACE; default migagent)",
+    )
+    parser.add_argument(
+        "--lease-duration", type=int, default=30, metavar="SECONDS",
+        help="one agent per node: a Lease not renewed for this long may be taken by another agent (0: no Lease)",
+    )
+    parser.add_argument(
+        "--delete-emptydir-data", action="store_true",
+        help="evict pods with emptyDir volumes (their data is lost), as kubectl drain; otherwise they are refused",
+    )
+    parser.add_argument(
+        "--proc-root", default=env("MIGAGENT_PROC_ROOT", ""), metavar="DIR",
+        help="with hostPID, /proc: the safety gate maps a process on a GPU instance to its pod by its cgroup, or"
+        " names it by pid and command (default: not looked up, since without hostPID a pid NVML reports may"
+        " name another process in the agent's own pid namespace)",
     )
     parser.add_argument(
         "--device-plugin-config-map", metavar="NAMESPACE/NAME", default=env("DEVICE_PLUGIN_CONFIG_MAP"),

@@ -20,11 +20,13 @@ from migagent.cli.flags import add_output_argument
 from migagent.cli.layout_args import add_config_file_argument, add_selected_config_argument, read_layout
 from migagent.cli.node import (
     DEFAULT_JOURNAL_DIR,
+    add_lock_arguments,
     add_node_arguments,
     add_reboot_arguments,
     journal_for,
     open_node,
     reboot_requester_for,
+    state_locked,
 )
 from migagent.cli.signals import signals_handled
 from migagent.clock import SystemClock
@@ -168,7 +170,11 @@ def _run_apply(args: argparse.Namespace) -> int:
         if terminated.is_set():
             raise _Terminated
 
-    with open_node(args) as driver, signals_handled({signal.SIGTERM: terminated.set}):
+    with (
+        state_locked(args, "migagent apply"),
+        open_node(args) as driver,
+        signals_handled({signal.SIGTERM: terminated.set}),
+    ):
         desired = _desired_on_node(layout, name, driver.observe())
         session = ApplySession(
             engine=_engine(args, driver), observe=driver.observe, hooks=hooks, checkpoint=checkpoint
@@ -283,6 +289,7 @@ def register_apply(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         " fake NVML library)",
     )
     add_reboot_arguments(parser)
+    add_lock_arguments(parser)
     add_node_arguments(parser)
     parser.set_defaults(handler=_run_apply, progress=True)  # each step as it starts and ends, see progress_log
 

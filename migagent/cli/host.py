@@ -18,11 +18,13 @@ from migagent.cli.commands import summary
 from migagent.cli.flags import add_host_clients_argument
 from migagent.cli.node import (
     DEFAULT_JOURNAL_DIR,
+    add_lock_arguments,
     add_node_arguments,
     add_reboot_arguments,
     journal_for,
     open_node,
     reboot_requester_for,
+    state_locked,
 )
 from migagent.cli.signals import CtrlC, signals_handled
 from migagent.clock import SystemClock
@@ -110,7 +112,7 @@ def _run_host(args: argparse.Namespace) -> int:
     def read_selection() -> Selection:
         return Selection(layout=load_layout_file(layout_file), config_name=read_selected_layout(selected_file))
 
-    with open_node(args, held=False) as driver:
+    with state_locked(args, "migagent host"), open_node(args, held=False) as driver:
         host = HostAgent(
             observe=driver.observe,
             read_selection=read_selection,
@@ -166,6 +168,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"apply journal directory (env MIGAGENT_JOURNAL_DIR; default {DEFAULT_JOURNAL_DIR})",
     )
     add_reboot_arguments(parser)
+    add_lock_arguments(parser, default_s=600.0)
     parser.add_argument("--debounce", type=float, default=2.0, metavar="SECONDS", help="quiet time after a file change")
     parser.add_argument(
         "--retry-interval", type=float, default=300.0, metavar="SECONDS",

@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 from migagent.catalog import GpuModel, UnknownGpuModelError
+from migagent.clock import SystemClock
 from migagent.errors import PermanentError, StorageError, UsageError
 from migagent.nvml.driver import GpuDriver
 from migagent.nvml.driver_root import DEFAULT_DRIVER_ROOT, load_nvml_from
@@ -25,6 +26,7 @@ from migagent.nvml.system import system_nvml
 from migagent.reconcile.journal import FileJournal, Journal, MemoryJournal
 from migagent.reconcile.ports import RebootRequester
 from migagent.reconcile.reboot import CommandRebootRequester, RecordingRebootRequester
+from migagent.reconcile.statelock import StateLock
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.persistence import persist_after_each_mutation, sigkill_after_mutations
 from migagent.sim.reset import SimResetRunner
@@ -79,6 +81,36 @@ def journal_for(args: argparse.Namespace) -> Journal:
         state = Path(fake_state)
         return FileJournal(state.with_name(f"{state.name}.journal"))
     return FileJournal(Path(DEFAULT_JOURNAL_DIR))
+
+
+def add_lock_arguments(parser: argparse.ArgumentParser, *, default_s: float = 60.0) -> None:
+    parser.add_argument(
+        "--lock-timeout", type=float, default=default_s, metavar="SECONDS",
+        help="another MIG manager (agent, host mode, apply) holding the state directory's lock: wait this long"
+        f" for it, then exit 1 naming it (default {default_s:g})",
+    )
+
+
+def state_lock_for(args: argparse.Namespace, command: str) -> StateLock | None:
+    """The lock on the journal's directory (None for a throw-away simulated node, which has no directory)."""
+    journal = journal_for(args)
+    return StateLock(journal.directory, command=command) if isinstance(journal, FileJournal) else None
+
+
+@contextmanager
+def state_locked(args: argparse.Namespace, command: str) -> Iterator[None]:
+    """Hold the state lock for the block: wait up to --lock-timeout, else StateLockedError (exit 1)."""
+    lock = state_lock_for(args, command)
+    if lock is None:
+        yield
+        return
+    if args.lock_timeout < 0:
+        raise UsageError("--lock-timeout must be zero or a positive number of seconds")
+    lock.acquire(timeout_s=args.lock_timeout, clock=SystemClock())
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def add_reboot_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from kubernetes.client import ApiClient, CoreV1Api, PolicyV1Api
+from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api, PolicyV1Api
 
 from migagent.clock import Clock
 from migagent.kube.cluster_reads import ClusterReads, SliceDevice
 from migagent.kube.events import EventOps
+from migagent.kube.lease import LeaseOps, NodeLease, lease_name
 from migagent.kube.nodes import NodeOps
+from migagent.kube.owners import OwnerReads
 from migagent.kube.pdbs import PdbOps, PdbView
 from migagent.kube.pods import PodOps
 from migagent.kube.port import EvictionOutcome, NodeEvent, NodeView, PodRef, PodView
@@ -36,6 +38,21 @@ class KubeApi:
         self._pdbs = PdbOps(PolicyV1Api(api_client), clock=clock, timeout=bound)
         self._reads = ClusterReads(api_client, clock=clock, timeout=bound)
         self._node_uid: str | None = None
+        self._api_client = api_client
+        self._clock = clock
+        self._timeout = bound
+
+    def node_lease(self, *, namespace: str, identity: str, duration_s: int) -> NodeLease:
+        """This node's Lease (`migagent-node-<node>` in `namespace`), claimed as `identity` (kube.lease)."""
+        ops = LeaseOps(
+            CoordinationV1Api(self._api_client), namespace=namespace, name=lease_name(self._node_name),
+            timeout=self._timeout,
+        )
+        return NodeLease(ops, identity=identity, duration_s=duration_s, clock=self._clock)
+
+    def owner_reads(self, *, cluster_policy: str | None) -> OwnerReads:
+        """ResourceSlices for this node, and the ClusterPolicy named `cluster_policy` (None: never read)."""
+        return OwnerReads(self._api_client, node_name=self._node_name, timeout=self._timeout, policy=cluster_policy)
 
     @property
     def node_name(self) -> str:

@@ -94,4 +94,24 @@ def pod_view(model: V1Pod) -> PodView:
         phase=(model.status.phase if model.status else None) or "",
         deleting=meta is not None and meta.deletion_timestamp is not None,
         gpu_resources=_gpu_resources(containers),
+        ready=_ready(model),
+        empty_dir_volumes=tuple(v.name for v in ((spec.volumes if spec else None) or ()) if v.empty_dir is not None),
+        deletion_deadline=_wall(meta.deletion_timestamp if meta else None),
     )
+
+
+def _ready(model: V1Pod) -> bool:
+    status = model.status
+    conditions = (status.conditions if status else None) or ()
+    ready = next((c for c in conditions if c.type == "Ready"), None)
+    if ready is None:
+        return bool(status and status.phase == "Running")
+    return ready.status == "True"
+
+
+def _wall(value: datetime.datetime | None) -> float | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.UTC)
+    return value.timestamp()

@@ -7,8 +7,10 @@ the node's pods no longer hold it by name, or hold a different UID under it (a s
 replacement). Progress costs one list of the node's pods per poll, however many pods are leaving;
 the polls start fast (terminations are often quick) and slow to `poll_interval_s`. Plain DELETE,
 which bypasses PDBs, is used only when the admin asked for `force_delete`. DaemonSet and mirror pods
-are never touched. On timeout, DrainBlockedError names every pod still in the way and the PDB that
-refused its last eviction, as the server's 429 named it.
+are never touched. A pod already Terminating (deleted by someone, or evicted by an earlier attempt)
+is not evicted again: it is waited for, and one past its grace period is reported as such (a stuck
+kubelet or finalizer, which another eviction would not fix). On timeout, DrainBlockedError names
+every pod still in the way and the PDB that refused its last eviction, as the server's 429 named it.
 """
 
 from __future__ import annotations
@@ -114,10 +116,14 @@ class Drainer:
         start = self._clock.monotonic()
         deadline = start + timeout_s
         progress = [
-            _PodProgress(pod=pod, backoff_s=self._retry_initial_s)
+            # Already Terminating: wait for it, never evict it again (each attempt would re-send it).
+            _PodProgress(pod=pod, backoff_s=self._retry_initial_s, requested=pod.deleting)
             for pod in pods
             if not (pod.is_daemonset_pod or pod.is_mirror)
         ]
+        for item in progress:
+            if item.requested:
+                log.info("pod_already_terminating", pod=str(item.pod.ref), deadline=item.pod.deletion_deadline)
         removed: list[PodRef] = []
         poll_s = min(FIRST_POLL_S, self._poll_interval_s)
         while True:
@@ -203,6 +209,13 @@ class Drainer:
         )
 
     def _describe(self, item: _PodProgress) -> str:
+        deadline = item.pod.deletion_deadline
+        if item.requested and deadline is not None and self._clock.wall() > deadline:
+            late = self._clock.wall() - deadline
+            return (
+                f"pod {item.pod.ref} is Terminating {late:.0f}s past its grace period (a stuck kubelet, container"
+                " or finalizer; it was not evicted again)"
+            )
         if item.requested:
             return f"pod {item.pod.ref} was evicted but is still terminating"
         if item.refused_by is None:

@@ -152,6 +152,17 @@ class ConditionReason(enum.StrEnum):
         "NVML could not be initialised: the agent cannot see the GPUs, so it changes nothing.",
         "check the driver on the node (nvidia-smi) and that the agent's pod sees the driver library",
     )
+    OTHER_MIG_OWNER = (
+        "OtherMigOwner",
+        "NVIDIA's mig-manager or a DRA driver with DynamicMIG manages MIG on this node; nothing was touched.",
+        "turn the other MIG manager off for this node (ClusterPolicy migManager.enabled=false, or the DRA"
+        " driver's DynamicMIG), or remove migagent from it",
+    )
+    STRATEGY_MISMATCH = (
+        "StrategyMismatch",
+        "--mig-strategy disagrees with what the device plugin advertises; nothing was cordoned.",
+        "set --mig-strategy to the plugin's (or auto, which reads the ClusterPolicy or the advertisement)",
+    )
     NO_DESIRED_LAYOUT = "NoDesiredLayout", "The node carries no nvidia.com/mig.config label: nothing to apply."
     UNKNOWN = "Unknown", "Not reported yet."
 

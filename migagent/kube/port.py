@@ -65,6 +65,12 @@ class PodView:
     deleting: bool = False
     gpu_resources: frozenset[str] = frozenset()
     """`nvidia.com/gpu` / `nvidia.com/mig-*` names any container requests or limits."""
+    ready: bool = True
+    """The pod's Ready condition (a PDB's unhealthyPodEvictionPolicy treats unready pods apart)."""
+    empty_dir_volumes: tuple[str, ...] = ()
+    """Names of its emptyDir volumes: an eviction deletes their data (kubectl drain's --delete-emptydir-data)."""
+    deletion_deadline: float | None = None
+    """While Terminating: `deletionTimestamp` (wall seconds), when its grace period is over."""
 
     @property
     def is_daemonset_pod(self) -> bool:

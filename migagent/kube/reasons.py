@@ -23,6 +23,8 @@ REASON_STATES: Mapping[ConditionReason, str] = {
     ConditionReason.WAITING_FOR_DRIVER: "-",
     ConditionReason.STORAGE_UNWRITABLE: "failed",
     ConditionReason.NVML_UNAVAILABLE: "failed",
+    ConditionReason.OTHER_MIG_OWNER: "failed",
+    ConditionReason.STRATEGY_MISMATCH: "failed",
     ConditionReason.NO_DESIRED_LAYOUT: "(none)",
     ConditionReason.UNKNOWN: "-",
 }

@@ -31,6 +31,7 @@ from migagent.kube.deviceplugin import (
     AdvertisementTimeoutError,
 )
 from migagent.kube.names import ConditionReason
+from migagent.runtime.preflight import OtherMigOwnerError, StrategyMismatchError
 
 log = structlog.get_logger(__name__)
 
@@ -138,6 +139,8 @@ _REASONS: tuple[tuple[type[BaseException], ConditionReason], ...] = (
     (ResetRequiredError, ConditionReason.REBOOT_REQUIRED),
     (AdvertisementTimeoutError, ConditionReason.WAITING_FOR_DEVICE_PLUGIN),
     (StorageError, ConditionReason.STORAGE_UNWRITABLE),
+    (OtherMigOwnerError, ConditionReason.OTHER_MIG_OWNER),
+    (StrategyMismatchError, ConditionReason.STRATEGY_MISMATCH),
 )
 
 

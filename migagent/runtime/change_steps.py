@@ -38,7 +38,10 @@ def drain_for_change(
 ) -> None:
     pods = ports.api.list_pods_on_node()
     holdings = ports.pod_resources.list()
-    chosen = decide_drain(ports.api, steps, observation, holdings, pods, force_delete=settings.force_delete).evict
+    chosen = decide_drain(
+        ports.api, steps, observation, holdings, pods,
+        force_delete=settings.force_delete, gate=settings.gate, processes=False,
+    ).evict
     left = gpu_pods_left_alone(pods, chosen)
     log.info("drain_scoped", evict=[str(p.ref) for p in chosen], left_alone=[str(r) for r in left])
     if not chosen:

@@ -19,8 +19,10 @@ from migagent.layout.strategy import MigStrategy
 from migagent.reconcile.machine import ApplyEngine
 from migagent.reconcile.retry import RetryPolicy
 from migagent.runtime.backoff import RetryHold
+from migagent.runtime.gate import GateSettings
 from migagent.runtime.listener import AgentPhase, MetricsListener, NullListener, Outcome
 from migagent.runtime.post_change import PostChangeSteps
+from migagent.runtime.preflight import Preflight
 
 PhaseHook = Callable[[AgentPhase], None]
 """Called as each phase starts; tests use it to stop or kill an agent at a chosen phase."""
@@ -73,6 +75,9 @@ class AgentPorts:
     """GPU Operator steps around a change (validators, CDI spec, host GPU clients); None: none."""
     node_updates: NodeUpdates | None = None
     """The agent's watch of its Node: the wait for the new advertisement follows it (None: polls)."""
+    preflight: Preflight | None = None
+    """Sole-owner and strategy checks before each reconcile (runtime.preflight); None: the agent's
+    own Node and pods only (Preflight(api) is built then)."""
 
 
 @dataclass(frozen=True)
@@ -101,3 +106,8 @@ class AgentSettings:
     """The one retry policy: the same object is the apply engine's (wiring.build_agent)."""
     heartbeat_s: float = 30.0
     """The loop wakes at least this often to tell the health probe it is alive."""
+    mig_strategy_auto: bool = False
+    """`--mig-strategy auto`: each reconcile takes the strategy from the ClusterPolicy or the plugin's
+    advertisement (runtime.preflight); `mig_strategy` is then only the fallback."""
+    gate: GateSettings = field(default_factory=GateSettings)
+    """What the safety gate may see and allow (runtime.gate)."""

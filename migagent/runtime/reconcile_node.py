@@ -40,6 +40,7 @@ from migagent.runtime.node_report import NodeReport
 from migagent.runtime.notes import check_advertisable
 from migagent.runtime.phases import AgentPhase, Outcome
 from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook, ReconcileReport
+from migagent.runtime.preflight import Preflight
 from migagent.runtime.supersede import LabelCheckpoint, LayoutSuperseded
 
 log = structlog.get_logger(__name__)
@@ -116,6 +117,8 @@ class NodeReconcile:
             return Outcome.NO_DESIRED_LAYOUT
         if not leftovers and self._backoff.holds(self._hold, node, name):
             return Outcome.HELD
+        preflight = self._p.preflight or Preflight(self._p.api)  # sole owner, strategy: before any write
+        self._settings = preflight.check(node, self._settings, self._p.driver.observe)
         target = self._observe_and_resolve(name)
         if target.steps.is_empty:
             advertising = self._advertisement.current(node, target.observation, known_behind=bool(self._window.open))
@@ -141,7 +144,10 @@ class NodeReconcile:
 
     def _decide(self, target: Target) -> Target:
         with self._in_phase(AgentPhase.PLAN):
-            return plan_and_gate(self._p.api, self._p.pod_resources, target, force_delete=self._settings.force_delete)
+            return plan_and_gate(
+                self._p.api, self._p.pod_resources, target,
+                force_delete=self._settings.force_delete, gate=self._settings.gate,
+            )
 
     def _reconfigure(self, target: Target) -> Outcome:
         self._p.engine.check_storage(target.steps)  # a full or read-only journal fails here, node untouched

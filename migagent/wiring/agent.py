@@ -8,6 +8,9 @@ the agent here, so they run the same wiring. No argparse here: `cli/` owns flags
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from dataclasses import dataclass, field
 
 from migagent.clock import Clock
@@ -21,14 +24,16 @@ from migagent.kube.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_CONFIG
 from migagent.kube.sharing_source import SharingSource
 from migagent.kube.timeouts import DEFAULT_REQUEST_TIMEOUT_S, RequestTimeout
 from migagent.podresources.client import DEFAULT_SOCKET_PATH, PodResourcesClient
-from migagent.reconcile.journal import Journal
+from migagent.reconcile.journal import FileJournal, Journal
 from migagent.reconcile.machine import ApplyEngine
 from migagent.reconcile.ports import NodeDriver, RebootRequester
-from migagent.runtime.agent import Agent
+from migagent.reconcile.statelock import StateLock
 from migagent.runtime.health import HealthState
 from migagent.runtime.listener import MetricsListener, NullListener
+from migagent.runtime.ownership import NodeOwnership, OwnedAgent
 from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook
 from migagent.runtime.post_change import PostChangeSteps
+from migagent.runtime.preflight import Preflight
 from migagent.sources.node_label import NodeLabelSource, WatchSettings
 
 RESTART_STRATEGIES = ("gpu-operator", "node-label", "delete-pod", "none")
@@ -60,6 +65,14 @@ class AgentOptions:
     dra_namespace: str = DRA_NAMESPACE
     dra_selector: str = DRA_PLUGIN_SELECTOR
     dra_driver: str = DRA_DRIVER
+    lease_namespace: str = "migagent"
+    """Where the node's Lease `migagent-node-<node>` lives (the agent's own namespace)."""
+    lease_duration_s: int = 30
+    """How long a Lease not renewed stays another agent's; 0: no Lease (the state lock still holds)."""
+    holder_identity: str | None = None
+    """Who this agent is in the Lease (None: $POD_NAME, else the host name plus a random suffix)."""
+    cluster_policy: str | None = None
+    """The GPU Operator's ClusterPolicy to read (MIG strategy, mig-manager enabled); None: none."""
 
     @property
     def request_timeout(self) -> RequestTimeout:
@@ -144,7 +157,7 @@ def build_agent(
     health: HealthState | None = None,
     phase_hook: PhaseHook | None = None,
     post_change: PostChangeSteps | None = None,
-) -> tuple[Agent, NodeLabelSource]:
+) -> tuple[OwnedAgent, NodeLabelSource]:
     """The agent and its label source (not started: `source.start()` before `agent.run`)."""
     # A new device plugin config on the node (its config manager restarts the plugin) changes what
     # to expect, not the GPUs: the agent re-checks at once, with no cordon when the plugin catches up.
@@ -174,16 +187,32 @@ def build_agent(
         listener=listener or NullListener(),
         post_change=post_change,
         node_updates=source,
+        preflight=Preflight(api, api.owner_reads(cluster_policy=options.cluster_policy)),
     )
     if health is not None:
         health.add_liveness_check(source.stuck)
         health.add_readiness_check(source.failing)
-    agent = Agent(
+    agent = OwnedAgent(
         ports,
         options.settings,
         source=source,
         health=health,
         phase_hook=phase_hook,
         current_label=lambda: source.desired,
+        ownership=_ownership(options, api, journal, clock),
     )
     return agent, source
+
+
+def _ownership(options: AgentOptions, api: KubeApi, journal: Journal, clock: Clock) -> NodeOwnership:
+    """The state lock on the journal's directory (shared with host mode and `apply`) and the node's Lease."""
+    lock = StateLock(journal.directory, command="migagent agent") if isinstance(journal, FileJournal) else None
+    # The pod's name is stable across container restarts (a restarted agent takes its Lease back at
+    # once); elsewhere (host, tests) every process is a holder of its own.
+    identity = options.holder_identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    lease = (
+        api.node_lease(namespace=options.lease_namespace, identity=identity, duration_s=options.lease_duration_s)
+        if options.lease_duration_s > 0
+        else None
+    )
+    return NodeOwnership(lock=lock, lease=lease, clock=clock)

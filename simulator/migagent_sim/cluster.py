@@ -34,6 +34,7 @@ from migagent.reconcile.retry import RetryPolicy
 from migagent.runtime.agent import Agent
 from migagent.runtime.health import HealthState
 from migagent.runtime.listener import MetricsListener
+from migagent.runtime.ownership import OwnedAgent
 from migagent.runtime.ports import AgentSettings, PhaseHook
 from migagent.runtime.post_change import PostChangeSteps
 from migagent.sim.fake_nvml import FakeNvml
@@ -186,6 +187,7 @@ def fast_options(node_name: str, layout_file: Path, socket_path: str) -> AgentOp
         plugin_timeout_s=10.0,
         poll_interval_s=0.05,
         watch=WatchSettings(resync_period_s=60.0, watch_timeout_s=30.0, backoff_initial_s=0.05, backoff_max_s=0.5),
+        lease_duration_s=2,
     )
 
 
@@ -317,7 +319,7 @@ class SimCluster:
         clock: Clock | None = None,
         wrap_driver: Callable[[GpuDriver], NodeDriver] | None = None,
         post_change: PostChangeSteps | None = None,
-    ) -> tuple[Agent, NodeLabelSource]:
+    ) -> tuple[OwnedAgent, NodeLabelSource]:
         """A fresh agent (new API client, driver handle, journal object) as a restarted pod would get.
 
         `wrap_driver` lets a test put a seam around the GPU driver (to crash mid-apply, say)."""

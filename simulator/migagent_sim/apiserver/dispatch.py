@@ -11,6 +11,7 @@ from migagent.clock import Clock, SystemClock
 from migagent_sim.apiserver.configmaps import create_configmap, delete_configmap, replace_configmap
 from migagent_sim.apiserver.errors import ApiError, bad_request, success_status
 from migagent_sim.apiserver.events import create_event
+from migagent_sim.apiserver.leases import create_lease, replace_lease
 from migagent_sim.apiserver.nodes import patch_node, replace_node
 from migagent_sim.apiserver.pods import create_pod, delete_pod, evict_pod
 from migagent_sim.apiserver.rbac import UserInfo
@@ -19,6 +20,7 @@ from migagent_sim.apiserver.routing import (
     CONFIGMAPS,
     CORE_EVENTS,
     EVENTS_V1,
+    LEASES,
     NODES,
     PODS,
     ResourceType,
@@ -111,12 +113,10 @@ class Dispatcher:
             return self._write_node(request)
         if method == "POST":
             return self._post(resource, request)
-        if resource == CONFIGMAPS and request.route.name and not request.route.subresource:
-            namespace, name = request.route.namespace or "", request.route.name
-            if method == "PUT":
-                return JsonResponse(200, replace_configmap(self._store, namespace, name, decode_body(request)))
-            if method == "DELETE":
-                return JsonResponse(200, delete_configmap(self._store, namespace, name))
+        if resource in (LEASES, CONFIGMAPS) and request.route.name and not request.route.subresource:
+            answer = self._named_object(resource, method, request)
+            if answer is not None:
+                return answer
         if method == "DELETE" and resource == PODS and request.route.name and not request.route.subresource:
             options = decode_body(request) or {}
             stored = self._store.get(PODS, request.route.namespace or "", request.route.name)
@@ -133,6 +133,17 @@ class Dispatcher:
             )
             return JsonResponse(200, pod)
         raise ApiError(405, f"{method} is not supported on {request.path} by this fake apiserver")
+
+    def _named_object(self, resource: ResourceType, method: str, request: ApiRequest) -> JsonResponse | None:
+        """PUT of a Lease, PUT and DELETE of a ConfigMap (conditional on the resourceVersion sent)."""
+        namespace, name = request.route.namespace or "", request.route.name or ""
+        if method == "PUT" and resource == LEASES:
+            return JsonResponse(200, replace_lease(self._store, namespace, name, decode_body(request)))
+        if method == "PUT" and resource == CONFIGMAPS:
+            return JsonResponse(200, replace_configmap(self._store, namespace, name, decode_body(request)))
+        if method == "DELETE" and resource == CONFIGMAPS:
+            return JsonResponse(200, delete_configmap(self._store, namespace, name))
+        return None
 
     def _get(self, resource: ResourceType, request: ApiRequest) -> JsonResponse | EventSource:
         route = request.route
@@ -183,4 +194,6 @@ class Dispatcher:
             return JsonResponse(201, create_pod(self._store, namespace, decode_body(request)))
         if resource == CONFIGMAPS:
             return JsonResponse(201, create_configmap(self._store, namespace, decode_body(request)))
+        if resource == LEASES:
+            return JsonResponse(201, create_lease(self._store, namespace, decode_body(request)))
         raise ApiError(405, f"POST is not supported on {request.path} by this fake apiserver")

@@ -36,8 +36,13 @@ DAEMONSETS = ResourceType("apps", "v1", "daemonsets", "DaemonSet", namespaced=Tr
 PDBS = ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True)
 RESOURCESLICES = ResourceType("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False)
+LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
+CLUSTER_POLICIES = ResourceType("nvidia.com", "v1", "clusterpolicies", "ClusterPolicy", namespaced=False)
+"""The GPU Operator's ClusterPolicy custom resource (served only as a test puts one in)."""
 
-RESOURCE_TYPES = (NODES, PODS, CORE_EVENTS, EVENTS_V1, DAEMONSETS, PDBS, CONFIGMAPS, RESOURCESLICES)
+RESOURCE_TYPES = (
+    NODES, PODS, CORE_EVENTS, EVENTS_V1, DAEMONSETS, PDBS, CONFIGMAPS, RESOURCESLICES, LEASES, CLUSTER_POLICIES
+)
 _BY_GROUP_VERSION_PLURAL = {(r.group, r.version, r.plural): r for r in RESOURCE_TYPES}
 
 

@@ -57,7 +57,7 @@ SELECTABLE_FIELDS: dict[str, dict[str, Callable[[JsonDict], str]]] = {
     "events": {**_COMMON_FIELDS, **_EVENT_FIELDS},
     # pkg/registry/resource/resourceslice/strategy.go: the node, the driver and the pool name.
     "resourceslices": {
-        "metadata.name": _path("metadata", "name"),
+        **_COMMON_FIELDS,
         "spec.nodeName": _path("spec", "nodeName"),
         "spec.driver": _path("spec", "driver"),
         "spec.pool.name": _path("spec", "pool", "name"),

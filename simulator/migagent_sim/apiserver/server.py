@@ -27,10 +27,12 @@ from migagent_sim.apiserver.objects import (
     timestamp,
 )
 from migagent_sim.apiserver.routing import (
+    CLUSTER_POLICIES,
     CONFIGMAPS,
     CORE_EVENTS,
     DAEMONSETS,
     EVENTS_V1,
+    LEASES,
     NODES,
     PDBS,
     PODS,
@@ -267,6 +269,10 @@ class FakeApiServer:
             raise KeyError(f"the fake apiserver has no PodDisruptionBudget {namespace}/{name}")
         return found
 
+    def update_pdb(self, namespace: str, name: str, fn: Callable[[JsonDict], None]) -> JsonDict:
+        """Edit a stored PodDisruptionBudget in place (same rules as update_node)."""
+        return self._store.update(PDBS, namespace, name, _in_place(fn))
+
     def set_pdb_disruptions_allowed(self, namespace: str, name: str, disruptions_allowed: int) -> JsonDict:
         def set_allowed(pdb: JsonDict) -> None:
             pdb["status"] = pdb_status(disruptions_allowed)
@@ -311,10 +317,14 @@ class FakeApiServer:
         if self._store.get(RESOURCESLICES, "", name) is None:
             return self._store.create(RESOURCESLICES, stored)
 
-        def replace(current: JsonDict) -> None:
+        def replace_slice(current: JsonDict) -> None:
             current["spec"] = stored["spec"]
 
-        return self._store.update(RESOURCESLICES, "", name, _in_place(replace))
+        return self._store.update(RESOURCESLICES, "", name, _in_place(replace_slice))
+
+    def add_resource_slice(self, name: str, spec: JsonDict) -> JsonDict:
+        """Store a resource.k8s.io/v1 ResourceSlice (what a DRA driver's kubelet plugin publishes)."""
+        return self.put_resource_slice({"metadata": {"name": name}, "spec": dict(spec)})
 
     def delete_resource_slice(self, name: str) -> None:
         if self._store.get(RESOURCESLICES, "", name) is not None:
@@ -323,6 +333,19 @@ class FakeApiServer:
     def resource_slices(self) -> list[JsonDict]:
         items, _ = self._store.list_objects(RESOURCESLICES)
         return items
+
+    def lease(self, namespace: str, name: str) -> JsonDict | None:
+        """A deep copy of the stored coordination.k8s.io Lease, or None."""
+        return self._store.get(LEASES, namespace, name)
+
+    def add_cluster_policy(self, name: str, spec: JsonDict) -> JsonDict:
+        """Store the GPU Operator's ClusterPolicy (nvidia.com/v1, cluster-scoped); an existing one gets `spec`."""
+        if self._store.get(CLUSTER_POLICIES, "", name) is not None:
+            return self._store.update(CLUSTER_POLICIES, "", name, lambda policy: {**policy, "spec": dict(spec)})
+        return self._store.create(
+            CLUSTER_POLICIES, {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": name},
+                               "spec": dict(spec)}
+        )
 
     def events(self) -> list[JsonDict]:
         """Events created through either API (core/v1 and events.k8s.io/v1), oldest first."""

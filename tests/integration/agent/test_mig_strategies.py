@@ -62,10 +62,10 @@ def test_a_node_already_in_layout_gets_no_cordon_and_no_plugin_restart_under_eac
     assert state(cluster) == "success"
 
 
-def test_an_agent_expecting_mixed_resources_on_a_single_strategy_node_would_restart_its_plugin(
+def test_an_agent_expecting_mixed_resources_on_a_single_strategy_node_reports_strategy_mismatch_untouched(
     make_cluster: Callable[[SimClusterConfig], SimCluster],
 ) -> None:
-    # The failure the strategy flag fixes, kept as a check that the test above can fail.
+    # Issue 14: before, the agent paused and restarted the plugin of an already-correct node on every try.
     cluster = make_cluster(replace(SMALL, mig_strategy=MigStrategy.SINGLE))
     paused: list[str | None] = []
     plugin_label = deploy_label("device-plugin")
@@ -76,8 +76,34 @@ def test_an_agent_expecting_mixed_resources_on_a_single_strategy_node_would_rest
 
     assert agent.reconcile_once() is Outcome.FAILED
 
-    assert "paused-for-mig-change" in paused
-    assert "nvidia.com/mig-1g.10gb: advertised 0, expected 14" in condition(cluster)["message"]
+    assert "paused-for-mig-change" not in paused
+    assert not cluster.node()["spec"].get("unschedulable")
+    assert condition(cluster)["reason"] == "StrategyMismatch"
+    assert "mig.strategy single" in condition(cluster)["message"]
+
+
+def test_auto_takes_the_strategy_the_plugin_advertises_and_changes_nothing_on_a_correct_node(
+    make_cluster: Callable[[SimClusterConfig], SimCluster],
+) -> None:
+    cluster = make_cluster(replace(SMALL, mig_strategy=MigStrategy.SINGLE))
+    agent, _ = cluster.build_agent(cluster.options(mig_strategy=MigStrategy.MIXED, mig_strategy_auto=True))
+
+    assert agent.reconcile_once() is Outcome.UNCHANGED
+    assert state(cluster) == "success"
+
+
+def test_auto_takes_the_strategy_from_the_cluster_policy_and_refuses_when_the_plugin_contradicts_it(
+    make_cluster: Callable[[SimClusterConfig], SimCluster],
+) -> None:
+    cluster = make_cluster(replace(SMALL, mig_strategy=MigStrategy.SINGLE))
+    cluster.api.add_cluster_policy("cluster-policy", {"mig": {"strategy": "mixed"}})
+    options = replace(cluster.options(mig_strategy_auto=True), cluster_policy="cluster-policy")
+    agent, _ = cluster.build_agent(options)
+
+    assert agent.reconcile_once() is Outcome.FAILED
+    assert condition(cluster)["reason"] == "StrategyMismatch"
+    assert "ClusterPolicy says mig.strategy mixed" in condition(cluster)["message"]
+    assert not cluster.node()["spec"].get("unschedulable")
 
 
 def test_single_refuses_a_layout_that_mixes_profiles_before_anything_on_the_node_changes(

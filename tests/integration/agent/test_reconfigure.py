@@ -108,7 +108,8 @@ def test_a_node_that_already_matches_is_neither_drained_nor_has_its_device_plugi
     assert (cluster.kubelet.plugin_pod or {})["metadata"]["uid"] == plugin_uid
     assert not cluster.node()["spec"].get("unschedulable")
     idle = request_counts(cluster, since=sum(first.values()))
-    assert set(idle) == {"get nodes"}, f"an idle re-check only reads, got {idle}"
+    # Reads only: its Node, and the sole-owner check (mig-manager pods, DRA ResourceSlices; issue 14).
+    assert set(idle) <= {"get nodes", "list pods", "list resourceslices"}, f"an idle re-check only reads, got {idle}"
     assert state(cluster) == "success"
 
 

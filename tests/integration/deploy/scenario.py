@@ -49,6 +49,7 @@ class DeployedFlags:
     force_delete: bool
     plugin_daemonset: str | None = None
     mig_strategy: MigStrategy = MigStrategy.MIXED
+    mig_strategy_auto: bool = False
     restart_validators: bool = False
     cdi: bool = False
 
@@ -61,7 +62,9 @@ def deployed_flags(objects: list[Obj]) -> DeployedFlags:
         args.device_plugin_selector,
         args.force_delete,
         plugin_daemonset=args.device_plugin_daemonset,
-        mig_strategy=MigStrategy(args.mig_strategy),
+        # auto: the scenario's plugin runs the GPU Operator's default, single, and the agent finds that out.
+        mig_strategy=MigStrategy.SINGLE if args.mig_strategy == "auto" else MigStrategy(args.mig_strategy),
+        mig_strategy_auto=args.mig_strategy == "auto",
         restart_validators=args.restart_operator_validator,
         cdi=args.cdi,
     )
@@ -114,9 +117,12 @@ def run_agent_scenario(workdir: Path, objects: list[Obj]) -> ScenarioRecord:
             cluster.kubelet.run_workload(namespace, name, mig_uuid=cluster.mig_uuid(gpu, slot), labels=labels)
         cluster.api.add_pdb("ml", "inference-pdb", match_labels={"app": "inference"}, disruptions_allowed=0)
         cluster.api.set_pdb_status("ml", "inference-pdb", PDB_BLOCKING_FOR_NOW)
-        base = cluster.options(drain_timeout_s=1.0, force_delete=flags.force_delete)
+        base = cluster.options(
+            drain_timeout_s=1.0, force_delete=flags.force_delete, mig_strategy_auto=flags.mig_strategy_auto
+        )
         options = replace(
             base,
+            cluster_policy="cluster-policy" if flags.restart == "gpu-operator" else None,
             restart=flags.restart,
             operator_namespace=flags.plugin_namespace,
             plugin_selector=flags.plugin_selector,

@@ -233,7 +233,7 @@ def test_the_gpu_operator_overlay_runs_with_the_nvidia_runtime_class_host_pid_an
     assert flags["--host-root"] in mounts
     for step in ("--wait-for-operator", "--cdi", "--restart-operator-validator"):
         assert step in container["args"], step
-    assert flags["--mig-strategy"] == "single"
+    assert flags["--mig-strategy"] == "auto"  # from the ClusterPolicy or the plugin (issue 14)
 
 
 def test_the_gpu_operator_overlay_flags_wire_every_post_change_step_and_the_standalone_ones_none() -> None:

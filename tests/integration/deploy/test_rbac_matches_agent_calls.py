@@ -86,6 +86,12 @@ LEAST_PRIVILEGE = {
     ("create", "", "pods/eviction", "cluster-wide"),
     ("list", "policy", "poddisruptionbudgets", "cluster-wide"),
     ("create", "", "events", "default"),
+    # Issue 14, one MIG manager per node: the node's Lease in the agent's namespace, and ResourceSlices
+    # (a DRA driver with DynamicMIG on this node makes the agent refuse).
+    ("get", "coordination.k8s.io", "leases", "migagent"),
+    ("create", "coordination.k8s.io", "leases", "migagent"),
+    ("update", "coordination.k8s.io", "leases", "migagent"),
+    ("list", "resource.k8s.io", "resourceslices", "cluster-wide"),
     # Not an API call: the marker by which the admission policy recognises whom it judges.
     ("restricted-to-own-node", "migagent.io", "nodeagents", "cluster-wide"),
 }
@@ -105,5 +111,7 @@ def test_each_overlay_grants_exactly_the_listed_permissions_and_events_only_wher
     # absent device-plugin label.
     marker = ("pause-absent-device-plugin", "migagent.io", "nodeagents", "cluster-wide")
     pause_absent = {marker} if overlay == "standalone" else set()
-    expected = LEAST_PRIVILEGE | validator_restart | pause_absent
+    # --mig-strategy auto and the sole-owner check read the ClusterPolicy (only the one named cluster-policy).
+    policy = {("get", "nvidia.com", "clusterpolicies", "cluster-wide")} if overlay == "gpu-operator" else set()
+    expected = LEAST_PRIVILEGE | validator_restart | pause_absent | policy
     assert granted == expected

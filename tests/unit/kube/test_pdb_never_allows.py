@@ -48,3 +48,24 @@ def test_a_budget_selects_by_labels_and_expressions_in_its_own_namespace_only() 
     assert not budget.selects("ml", {"app": "x", "tier": "cpu"})
     assert not budget.selects("ml", {"app": "x", "tier": "gpu", "canary": "1"})
     assert not PdbView("ml", "no-selector").selects("ml", {"app": "x"})
+
+
+@pytest.mark.parametrize(
+    ("min_available", "expected_pods", "never"),
+    [("50%", 1, True), ("50%", 2, False), ("67%", 3, True), ("66%", 3, False), ("1%", 1, True), ("0%", 5, False)],
+)
+def test_a_percentage_min_available_is_scaled_rounding_up_like_the_disruption_controller(
+    min_available: str, expected_pods: int, never: bool
+) -> None:
+    budget = PdbView("ml", "pdb", match_labels={}, min_available=min_available, expected_pods=expected_pods)
+    assert (budget.never_allows() is not None) == never
+
+
+def test_always_allow_lets_an_unready_pod_past_a_budget_that_never_allows_a_ready_one() -> None:
+    budget = PdbView(
+        "ml", "pdb", match_labels={}, max_unavailable=0, unhealthy_pod_eviction_policy="AlwaysAllow", expected_pods=1
+    )
+    assert budget.never_allows(pod_ready=True) is not None
+    assert budget.never_allows(pod_ready=False) is None
+    strict = PdbView("ml", "pdb", match_labels={}, max_unavailable=0, unhealthy_pod_eviction_policy="IfHealthyBudget")
+    assert strict.never_allows(pod_ready=False) is not None

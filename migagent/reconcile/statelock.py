@@ -1,0 +1,96 @@
+"""One writer of the node's MIG state: an exclusive `flock` on the state/journal directory.
+
+Host mode, the agent and `migagent apply` all journal into the same directory (/var/lib/migagent by
+default); two of them driving NVML at once would clobber each other's journal and GPUs. Each takes
+this lock before it touches anything and holds it for its life (`apply` for its run). `flock` locks
+belong to the open file: the kernel drops them when the holder dies, even by SIGKILL, so a crash
+never leaves a stale lock. The holder writes its pid and command into the lock file, so whoever has
+to wait can say whom it waits for.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from pathlib import Path
+
+import structlog
+
+from migagent.clock import Clock
+from migagent.errors import MigAgentError
+
+LOCK_FILE = ".migagent.lock"
+
+log = structlog.get_logger(__name__)
+
+
+class StateLockedError(MigAgentError):
+    """Another process holds the state lock; the message names it (pid and command) and the lock file."""
+
+
+class StateLock:
+    def __init__(self, directory: Path, *, command: str) -> None:
+        self.path = directory / LOCK_FILE
+        self._command = command
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def try_acquire(self) -> bool:
+        if self._fd is not None:
+            return True
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid={os.getpid()} command={self._command}\n".encode(), 0)
+        self._fd = fd
+        log.info("state_lock_taken", path=str(self.path))
+        return True
+
+    def acquire(
+        self, *, timeout_s: float, clock: Clock, stop: threading.Event | None = None, poll_s: float = 0.2
+    ) -> None:
+        """Take the lock, waiting up to `timeout_s`; StateLockedError naming the holder after that."""
+        deadline = clock.monotonic() + timeout_s
+        waited = False
+        while not self.try_acquire():
+            remaining = deadline - clock.monotonic()
+            if remaining <= 0 or (stop is not None and stop.is_set()):
+                raise StateLockedError(
+                    f"another MIG manager holds the state lock {self.path} ({self.holder()})"
+                    + (f"; waited {timeout_s:g}s" if timeout_s > 0 else "")
+                    + ": try again when it has finished"
+                )
+            if not waited:
+                log.warning("state_lock_busy", path=str(self.path), holder=self.holder(), wait_s=timeout_s)
+                waited = True
+            pause = min(poll_s, remaining)
+            if stop is None:
+                clock.sleep(pause)
+            else:
+                clock.wait(stop, pause)
+
+    def holder(self) -> str:
+        """What the lock file says about its holder ("pid=N command=..."), or that it says nothing."""
+        try:
+            text = self.path.read_text(encoding="utf-8").strip()
+        except OSError:
+            text = ""
+        return text or "holder unknown"
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)

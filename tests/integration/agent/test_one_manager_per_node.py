@@ -1,0 +1,178 @@
+"""Issue 14, item 2: one MIG manager per node. Two agents started together on one node: exactly one
+changes the GPUs (state lock and Lease); another MIG owner on the node (NVIDIA's mig-manager, a DRA
+driver with DynamicMIG) is refused by name with nothing touched."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from migagent.nvml.driver import GpuDriver
+from migagent.reconcile.ports import NodeDriver
+from migagent.runtime.listener import Outcome
+from migagent_sim.cluster import SimCluster, SimClusterConfig
+from tests.integration.agent.support import (
+    SMALL,
+    SMALL_BALANCED,
+    advertised,
+    assert_released,
+    condition,
+    eventually,
+    state,
+)
+from tests.integration.apply.support import InterceptingDriver
+
+LEASE = ("migagent", "migagent-node-gpu-node-1")
+
+
+def _counting(counts: Counter[str], who: str) -> Callable[[GpuDriver], NodeDriver]:
+    def wrap(driver: GpuDriver) -> NodeDriver:
+        return InterceptingDriver(driver, after=lambda name: counts.update([who]))
+
+    return wrap
+
+
+def test_two_agents_started_together_on_one_node_exactly_one_changes_the_gpus(
+    make_cluster: Callable[[SimClusterConfig], SimCluster],
+) -> None:
+    cluster = make_cluster(SMALL)
+    mutations: Counter[str] = Counter()
+    options = cluster.options()
+    first = cluster.start_agent(replace(options, holder_identity="agent-a"), wrap_driver=_counting(mutations, "a"))
+    second = cluster.start_agent(replace(options, holder_identity="agent-b"), wrap_driver=_counting(mutations, "b"))
+    cluster.label("all-balanced")
+
+    eventually(lambda: state(cluster) == "success" and advertised(cluster) == SMALL_BALANCED, what="the change")
+    assert len(mutations) == 1, f"both agents changed GPUs: {mutations}"
+    holder = (cluster.api.lease(*LEASE) or {})["spec"]["holderIdentity"]
+    assert holder in ("agent-a", "agent-b")
+    running = {"agent-a": first, "agent-b": second}
+    waiting = second if holder == "agent-a" else first
+    assert waiting.agent.reconciles == 0, "the agent without the Lease reconciled"
+
+    # The owner leaves (a rollout): it releases the Lease, and the other takes over without waiting for expiry.
+    running[holder].stop()
+    eventually(lambda: waiting.agent.reconciles > 0, what="the second agent to take over", timeout_s=10.0)
+    assert (cluster.api.lease(*LEASE) or {})["spec"]["holderIdentity"] != holder
+    assert_released(cluster)
+
+
+def test_a_lease_left_by_a_killed_agent_is_taken_only_after_it_expires(
+    make_cluster: Callable[[SimClusterConfig], SimCluster],
+) -> None:
+    cluster = make_cluster(SMALL)
+    options = replace(cluster.options(), lease_duration_s=1)
+    dead, _ = cluster.build_agent(replace(options, holder_identity="dead"))
+    assert dead.ownership.acquire(threading.Event())
+    dead.ownership.abandon()  # killed: its state lock goes with the process, its Lease stays
+
+    successor = cluster.start_agent(replace(options, holder_identity="successor"))
+    eventually(lambda: successor.agent.reconciles > 0, what="the successor to take over", timeout_s=10.0)
+
+    lease = cluster.api.lease(*LEASE) or {}
+    assert lease["spec"]["holderIdentity"] == "successor"
+    assert lease["spec"]["leaseTransitions"] == 1
+
+
+def test_nvidia_mig_manager_on_the_node_is_refused_by_name_and_nothing_is_touched(
+    make_cluster: Callable[[SimClusterConfig], SimCluster],
+) -> None:
+    cluster = make_cluster(SMALL)
+    cluster.api.create_pod(
+        node_name=cluster.config.node_name, namespace="gpu-operator", name="nvidia-mig-manager-x7",
+        labels={"app": "nvidia-mig-manager"}, owner_kind="DaemonSet", owner_name="nvidia-mig-manager",
+    )
+    agent, _ = cluster.build_agent()
+    before = cluster.driver().observe()
+    cluster.label("all-balanced")
+
+    assert agent.reconcile_once() is Outcome.FAILED
+
+    found = condition(cluster)
+    assert found["reason"] == "OtherMigOwner"
+    assert "gpu-operator/nvidia-mig-manager-x7" in found["message"]
+    assert cluster.driver().observe() == before
+    assert_released(cluster)
+    assert not any(r.subresource == "eviction" for r in cluster.api.requests)
+
+
+def test_the_operators_mig_manager_label_counts_only_when_the_cluster_policy_enables_mig_manager(
+    make_cluster: Callable[[SimClusterConfig], SimCluster],
+) -> None:
+    labels = {**SMALL.labels, "nvidia.com/gpu.deploy.mig-manager": "true"}
+    cluster = make_cluster(replace(SMALL, labels=labels))
+    cluster.api.add_cluster_policy("cluster-policy", {"migManager": {"enabled": False}})
+    options = replace(cluster.options(), cluster_policy="cluster-policy")
+    agent, _ = cluster.build_agent(options)
+    cluster.label("all-balanced")
+    assert agent.reconcile_once() is Outcome.APPLIED
+
+    cluster.api.add_cluster_policy("cluster-policy", {"migManager": {"enabled": True}})  # the operator turns it on
+    cluster.label("all-1g.10gb")
+    agent, _ = cluster.build_agent(options)
+    assert agent.reconcile_once() is Outcome.FAILED
+    assert condition(cluster)["reason"] == "OtherMigOwner"
+    assert "nvidia.com/gpu.deploy.mig-manager=true" in condition(cluster)["message"]
+
+
+def test_a_dra_driver_advertising_mig_devices_dynamically_is_refused_and_static_mig_is_not(
+    make_cluster: Callable[[SimClusterConfig], SimCluster],
+) -> None:
+    cluster = make_cluster(SMALL)
+    node = cluster.config.node_name
+    static = {"name": "gpu-0-mig-1g-0", "attributes": {"type": {"string": "mig"}, "uuid": {"string": "MIG-1"}}}
+    cluster.api.add_resource_slice(
+        "static", {"nodeName": node, "driver": "gpu.nvidia.com", "pool": {"name": node}, "devices": [static]}
+    )
+    agent, _ = cluster.build_agent()
+    assert agent.reconcile_once() is Outcome.UNCHANGED
+
+    dynamic = {
+        "name": "gpu-0-mig-1g.10gb-3",
+        "attributes": {"type": {"string": "mig"}, "profile": {"string": "1g.10gb"}},
+        "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": "10Gi"}}}],
+    }
+    cluster.api.add_resource_slice(
+        "dynamic", {"nodeName": node, "driver": "gpu.nvidia.com", "pool": {"name": node}, "devices": [dynamic]}
+    )
+    cluster.label("all-balanced")
+    assert agent.reconcile_once() is Outcome.FAILED
+    assert condition(cluster)["reason"] == "OtherMigOwner"
+    assert "DynamicMIG: gpu-0-mig-1g.10gb-3" in condition(cluster)["message"]
+    assert_released(cluster)
+
+
+def test_the_fake_api_server_answers_lease_races_with_conflicts_like_the_real_one(tmp_path: Path) -> None:
+    from kubernetes.client import CoordinationV1Api
+
+    from migagent.clock import FakeClock
+    from migagent.kube.client import make_api_client
+    from migagent.kube.lease import LeaseOps, LeaseRecord, NodeLease
+    from migagent.kube.timeouts import RequestTimeout
+    from migagent_sim.apiserver import FakeApiServer
+
+    with FakeApiServer() as server:
+        api = CoordinationV1Api(make_api_client(kubeconfig=None, api_server=server.url))
+        ops = LeaseOps(api, namespace="migagent", name="migagent-node-n1", timeout=RequestTimeout(5))
+        assert ops.create(LeaseRecord("a", 10))
+        assert not ops.create(LeaseRecord("b", 10)), "a second create must be 409 AlreadyExists"
+        read = ops.read()
+        assert read is not None
+        assert read.holder == "a"
+        assert ops.update(LeaseRecord("a", 10, transitions=1), resource_version=read.resource_version)
+        assert not ops.update(LeaseRecord("b", 10), resource_version=read.resource_version), "stale rv: 409"
+
+        clock = FakeClock()
+        b = NodeLease(ops, identity="b", duration_s=10, clock=clock)
+        assert not b.try_acquire_or_renew()
+        clock.advance(9.0)
+        assert not b.try_acquire_or_renew(), "taken before a whole duration was observed"
+        clock.advance(1.5)
+        assert b.try_acquire_or_renew()
+        b.release()
+        released = ops.read()
+        assert released is not None
+        assert released.holder is None
