@@ -10,6 +10,7 @@ to wait can say whom it waits for.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import threading
@@ -28,6 +29,10 @@ log = structlog.get_logger(__name__)
 class StateLockedError(MigAgentError):
     """Another process holds the state lock; the message names it (pid and command) and the lock file."""
 
+_UNWRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT})
+_NO_FILE = -1
+"""The lock's stand-in on a directory that cannot be written (see try_acquire)."""
+
 
 class StateLock:
     def __init__(self, directory: Path, *, command: str) -> None:
@@ -42,8 +47,17 @@ class StateLock:
     def try_acquire(self) -> bool:
         if self._fd is not None:
             return True
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if exc.errno not in _UNWRITABLE:
+                raise
+            # A directory nobody can write holds no journal either: the storage check refuses every
+            # change there (StorageUnwritable) before the node is touched, so no lock is needed to stay safe.
+            log.warning("state_lock_unwritable", path=str(self.path), error=errno.errorcode.get(exc.errno or 0, ""))
+            self._fd = _NO_FILE
+            return True
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -88,7 +102,7 @@ class StateLock:
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
-        if fd is None:
+        if fd is None or fd == _NO_FILE:
             return
         try:
             fcntl.flock(fd, fcntl.LOCK_UN)

@@ -35,9 +35,13 @@ class Advertisement:
         self._status = status
         self._stop = stop
 
+    def use(self, settings: AgentSettings) -> None:
+        """The settings of this attempt once resolved (--mig-strategy auto reads the strategy first)."""
+        self._settings = settings
+
     def current(self, node: NodeView, observation: Observation, *, known_behind: bool) -> NodeView | None:
         """The node once it advertises what the GPUs hold; None: the plugin needs a restart."""
-        expected = self._p.advertisement.expected(observation)
+        expected = self._p.advertisement.expected(observation, strategy=self._settings.mig_strategy)
         if advertisement_matches(node.allocatable, expected)[0]:
             return node
         if known_behind or node.labels.get(MIG_CONFIG_STATE_LABEL) not in (None, MigConfigState.SUCCESS):
@@ -58,7 +62,7 @@ class Advertisement:
     def after_change(self, name: str, checkpoint: Callable[[], None]) -> Observation:
         """Wait until Node allocatable shows what the GPUs now hold; returns that observation."""
         after = self._p.driver.observe()
-        expected = self._p.advertisement.expected(after)
+        expected = self._p.advertisement.expected(after, strategy=self._settings.mig_strategy)
         self._status.progress(
             ConditionReason.WAITING_FOR_DEVICE_PLUGIN,
             f"layout {name} is on the GPUs; waiting for the device plugin to advertise {expected.describe()}",

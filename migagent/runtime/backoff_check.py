@@ -7,9 +7,11 @@ a layout that resolves: a refused layout is not asked about who uses the GPUs.
 
 from __future__ import annotations
 
+import hashlib
+
 import structlog
 
-from migagent.errors import InvalidLayoutError
+from migagent.errors import InvalidLayoutError, StorageError
 from migagent.kube.port import NodeView
 from migagent.layout.parse import parse_layout
 from migagent.layout.resolve import identity_of, resolve_config
@@ -40,7 +42,23 @@ class BackoffCheck:
             pods = self._p.api.list_pods_on_node()
         except InvalidLayoutError:  # NotAdvertisableError and LayoutSelectsNoGpuError included
             pods = []
-        return depends_on(layout_text=layout_text, observation=observation, gpu_pods=pods, allocatable=node.allocatable)
+        found = depends_on(
+            layout_text=layout_text, observation=observation, gpu_pods=pods, allocatable=node.allocatable
+        )
+        return f"{found}:{self._own_state()}"
+
+    def _own_state(self) -> str:
+        """The agent's side of what an attempt depends on: its settings that decide a refusal (a restarted
+        agent with --delete-emptydir-data or another --mig-strategy is a change) and whether its journal
+        directory can be written (fixed storage is a change)."""
+        try:
+            self._p.engine.check_storage(None)
+            storage = "writable"
+        except StorageError as exc:
+            storage = f"unwritable:{exc.errno}"
+        settings = self._settings
+        own = repr((settings.mig_strategy, getattr(settings, "gate", None), settings.force_delete, storage))
+        return hashlib.sha256(own.encode()).hexdigest()[:16]
 
     def holds(self, hold: RetryHold | None, node: NodeView, name: str) -> bool:
         """True while the retry time has not come, the label is the same and nothing else changed."""

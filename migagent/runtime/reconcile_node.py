@@ -119,6 +119,7 @@ class NodeReconcile:
             return Outcome.HELD
         preflight = self._p.preflight or Preflight(self._p.api)  # sole owner, strategy: before any write
         self._settings = preflight.check(node, self._settings, self._p.driver.observe)
+        self._advertisement.use(self._settings)
         target = self._observe_and_resolve(name)
         if target.steps.is_empty:
             advertising = self._advertisement.current(node, target.observation, known_behind=bool(self._window.open))
@@ -150,9 +151,9 @@ class NodeReconcile:
             )
 
     def _reconfigure(self, target: Target) -> Outcome:
-        self._p.engine.check_storage(target.steps)  # a full or read-only journal fails here, node untouched
         # Before the first write: what a failure's back-off holds on.
         self._depends = self._backoff.digest(self._node, target.name) if self._node is not None else None
+        self._p.engine.check_storage(target.steps)  # a full or read-only journal fails here, node untouched
         self._report.pending(target.name, target.desired, target.steps, attempt=self._attempt)
         with self._in_phase(AgentPhase.CORDON):
             self._window.cordon(target.name)

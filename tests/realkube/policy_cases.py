@@ -172,6 +172,10 @@ UNCORDON_OURS = both(at("spec.unschedulable", False), annotation(MARK, None))
 
 # Changes a MIG change needs: allowed for the agent on its own Node.
 ALLOWED = [
+    Case(
+        "state label removed from a node whose desired layout label the admin removed",
+        labels(nvidia_com__mig_config_state=None), True, before=labels(nvidia_com__mig_config=None),
+    ),
     Case("state label to pending", labels(nvidia_com__mig_config_state="pending"), True),
     Case("state label to rebooting", labels(nvidia_com__mig_config_state="rebooting"), True),
     Case("state label to failed", labels(nvidia_com__mig_config_state="failed"), True),

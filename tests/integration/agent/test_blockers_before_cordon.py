@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from migagent.kube.names import NEXT_RETRY_ANNOTATION
 from migagent.runtime.gate import GateSettings
 from migagent.runtime.listener import Outcome
 from migagent_sim.cluster import SimCluster
@@ -169,6 +170,10 @@ def test_a_pod_terminating_past_its_grace_period_is_reported_and_never_evicted_a
         agent, _ = cluster.build_agent(options)
         cluster.label("all-balanced")
         assert agent.reconcile_once() is Outcome.FAILED
+        # the retry time come: the next agent attempts again rather than holding
+        cluster.api.update_node(
+            cluster.config.node_name, lambda node: node["metadata"]["annotations"].pop(NEXT_RETRY_ANNOTATION, None)
+        )
 
     assert _evictions(cluster) == 0
     assert "pod ml/stuck is Terminating" in condition(cluster)["message"]

@@ -30,7 +30,7 @@ def _grants(objects: list[Obj]) -> set[Grant]:
 @pytest.mark.parametrize(("component", "added"), [
     ("device-plugin-config", {("get", "", "configmaps", "gpu-operator", ("time-slicing-config",))}),
     ("dra-driver", {
-        ("list", "resource.k8s.io", "resourceslices", None, ()),
+        # (list resourceslices is in the base already: the sole-owner check reads them for DynamicMIG)
         ("delete", "", "pods", "nvidia-dra-driver-gpu", ()),
         # the marker by which the pod-delete admission policy lets it delete that plugin's pod, on its node
         ("restart-dra-plugin-on-own-node", "migagent.io", "nodeagents", None, ()),
