@@ -176,12 +176,15 @@ class ExpectedAdvertisement:
         self._device_plugin = device_plugin
         self._said: str | None = None
 
-    def expected(self, observation: Observation, *, strategy: MigStrategy | None = None) -> Expectation:
-        """`strategy`: the one resolved for this attempt (--mig-strategy auto), else the configured one."""
+    def expected(
+        self, observation: Observation, *, strategy: MigStrategy | None = None, node: NodeView | None = None
+    ) -> Expectation:
+        """`strategy`: the one resolved for this attempt (--mig-strategy auto), else the configured one;
+        `node`: the Node as just read (its device-plugin config label), else read here."""
         if not self._device_plugin:
             found = Expectation()
             return Expectation(probe=self._probe(observation)) if self._probe is not None else found
-        view = self._sharing.view(self._api.get_node())
+        view = self._sharing.view(node if node is not None else self._api.get_node())
         found = expectation(observation, strategy=strategy or self._strategy, sharing=view, stable_s=self._stable_s)
         said = found.note or view.source
         if said != self._said:  # said once per change of what is known, not at every reconcile

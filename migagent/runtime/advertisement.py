@@ -41,7 +41,7 @@ class Advertisement:
 
     def current(self, node: NodeView, observation: Observation, *, known_behind: bool) -> NodeView | None:
         """The node once it advertises what the GPUs hold; None: the plugin needs a restart."""
-        expected = self._p.advertisement.expected(observation, strategy=self._settings.mig_strategy)
+        expected = self._p.advertisement.expected(observation, strategy=self._settings.mig_strategy, node=node)
         if advertisement_matches(node.allocatable, expected)[0]:
             return node
         if known_behind or node.labels.get(MIG_CONFIG_STATE_LABEL) not in (None, MigConfigState.SUCCESS):
@@ -62,7 +62,10 @@ class Advertisement:
     def after_change(self, name: str, checkpoint: Callable[[], None]) -> Observation:
         """Wait until Node allocatable shows what the GPUs now hold; returns that observation."""
         after = self._p.driver.observe()
-        expected = self._p.advertisement.expected(after, strategy=self._settings.mig_strategy)
+        # The newest Node the agent's watch holds (no request) tells the plugin's config label; else read.
+        updates = self._p.node_updates
+        _, watched = updates.node_after(-1, 0.0) if updates is not None else (0, None)
+        expected = self._p.advertisement.expected(after, strategy=self._settings.mig_strategy, node=watched)
         self._status.progress(
             ConditionReason.WAITING_FOR_DEVICE_PLUGIN,
             f"layout {name} is on the GPUs; waiting for the device plugin to advertise {expected.describe()}",

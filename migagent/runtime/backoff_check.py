@@ -8,11 +8,12 @@ a layout that resolves: a refused layout is not asked about who uses the GPUs.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 import structlog
 
 from migagent.errors import InvalidLayoutError, StorageError
-from migagent.kube.port import NodeView
+from migagent.kube.port import NodeView, PodView
 from migagent.layout.parse import parse_layout
 from migagent.layout.resolve import identity_of, resolve_config
 from migagent.runtime.backoff import RetryHold, depends_on
@@ -27,8 +28,8 @@ class BackoffCheck:
         self._p = ports
         self._settings = settings
 
-    def digest(self, node: NodeView, name: str) -> str:
-        """What an attempt applying `name` depends on, now."""
+    def digest(self, node: NodeView, name: str, *, pods: Sequence[PodView] | None = None) -> str:
+        """What an attempt applying `name` depends on, now (`pods`: the node's pods, when just listed)."""
         path = self._settings.config_file
         try:
             layout_text = path.read_bytes()
@@ -39,11 +40,11 @@ class BackoffCheck:
             layout = parse_layout(layout_text.decode("utf-8", "replace"), source=str(path))
             desired = resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus])
             check_advertisable(desired, observation, self._settings.mig_strategy)
-            pods = self._p.api.list_pods_on_node()
+            listed = list(pods) if pods is not None else self._p.api.list_pods_on_node()
         except InvalidLayoutError:  # NotAdvertisableError and LayoutSelectsNoGpuError included
-            pods = []
+            listed = []
         found = depends_on(
-            layout_text=layout_text, observation=observation, gpu_pods=pods, allocatable=node.allocatable
+            layout_text=layout_text, observation=observation, gpu_pods=listed, allocatable=node.allocatable
         )
         return f"{found}:{self._own_state()}"
 

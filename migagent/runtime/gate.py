@@ -79,6 +79,8 @@ class Target:
     steps: Plan
     planner: Planner = plan
     evict: tuple[PodView, ...] = ()
+    pods: tuple[PodView, ...] | None = None
+    """The node's pods the gate judged (None: not listed yet); the back-off's digest reuses them."""
 
 
 def plan_and_gate(
@@ -88,9 +90,11 @@ def plan_and_gate(
     *,
     force_delete: bool,
     gate: GateSettings | None = None,
+    pods: Sequence[PodView] | None = None,
 ) -> Target:
-    """Plan for the fewest evicted pods and run the safety gate, before anything on the Node changes."""
-    pods = api.list_pods_on_node()
+    """Plan for the fewest evicted pods and run the safety gate, before anything on the Node changes.
+    `pods`: the node's pods as listed earlier in this attempt, before any write (one list serves both)."""
+    pods = list(pods) if pods is not None else api.list_pods_on_node()
     holdings = pod_resources.list()
     workloads = gi_workloads(target.observation, holdings)
 
@@ -99,7 +103,7 @@ def plan_and_gate(
 
     steps = planner(target.observation, target.desired)
     decision = decide_drain(api, steps, target.observation, holdings, pods, force_delete=force_delete, gate=gate)
-    return Target(target.name, target.desired, target.observation, steps, planner, decision.evict)
+    return Target(target.name, target.desired, target.observation, steps, planner, decision.evict, tuple(pods))
 
 
 @dataclass(frozen=True)

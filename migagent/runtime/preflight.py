@@ -15,7 +15,7 @@ nothing about its strategy.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
@@ -80,15 +80,24 @@ class Preflight:
     facts: ClusterFacts | None = None
     """None: no cluster-wide reads (ResourceSlices, ClusterPolicy); the pod and label checks still run."""
 
-    def check(self, node: NodeView, settings: S, observe: Callable[[], Observation]) -> S:
-        """Raise OtherMigOwnerError / StrategyMismatchError, or return the settings with the strategy resolved."""
+    def check(
+        self, node: NodeView, settings: S, observe: Callable[[], Observation], *, pods: Sequence[PodView] | None = None
+    ) -> S:
+        """Raise OtherMigOwnerError / StrategyMismatchError, or return the settings with the strategy resolved.
+        `pods`: the node's pods when the caller has listed them already (else listed by label here)."""
         policy = self.facts.cluster_policy() if self.facts is not None else None
-        self._sole_owner(node, policy)
+        self._sole_owner(node, policy, pods)
         return self._strategy(node, settings, policy, observe)
 
-    def _sole_owner(self, node: NodeView, policy: JsonDict | None) -> None:
+    def _sole_owner(self, node: NodeView, policy: JsonDict | None, pods: Sequence[PodView] | None) -> None:
         owners: list[str] = []
-        managers = [p for p in self.pods.list_pods_on_node(label_selector=MIG_MANAGER_SELECTOR) if not p.is_finished]
+        key, _, value = MIG_MANAGER_SELECTOR.partition("=")
+        listed = (
+            [p for p in pods if p.labels.get(key) == value]
+            if pods is not None
+            else self.pods.list_pods_on_node(label_selector=MIG_MANAGER_SELECTOR)
+        )
+        managers = [p for p in listed if not p.is_finished]
         owners += [f"NVIDIA mig-manager pod {pod.ref} ({MIG_MANAGER_SELECTOR}) runs on this node" for pod in managers]
         operator_deploys_it = policy is not None and mig_manager_enabled(policy) is not False
         if not managers and mig_manager_labelled(node.labels) and operator_deploys_it:

@@ -17,14 +17,14 @@ undoes that too. Status writes are runtime.node_report's.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import structlog
 
 from migagent.kube.names import ATTEMPT_ANNOTATION, MIG_CONFIG_LABEL, NEXT_RETRY_ANNOTATION
 from migagent.kube.names import EventReason as Event
-from migagent.kube.port import NodeView
+from migagent.kube.port import NodeView, PodView
 from migagent.kube.status import StatusReporter
 from migagent.layout.parse import load_layout_file
 from migagent.layout.resolve import identity_of, resolve_config
@@ -118,7 +118,8 @@ class NodeReconcile:
         if not leftovers and self._backoff.holds(self._hold, node, name):
             return Outcome.HELD
         preflight = self._p.preflight or Preflight(self._p.api)  # sole owner, strategy: before any write
-        self._settings = preflight.check(node, self._settings, self._p.driver.observe)
+        pods = self._p.api.list_pods_on_node()  # one list before any write serves the preflight and the gate
+        self._settings = preflight.check(node, self._settings, self._p.driver.observe, pods=pods)
         self._advertisement.use(self._settings)
         target = self._observe_and_resolve(name)
         if target.steps.is_empty:
@@ -129,7 +130,7 @@ class NodeReconcile:
                 self._log.info("layout_already_applied", reported=reported)
                 return Outcome.UNCHANGED
         else:
-            target = self._decide(target)
+            target = self._decide(target, pods)
         return self._reconfigure(target)
 
     def _observe_and_resolve(self, name: str) -> Target:
@@ -143,16 +144,18 @@ class NodeReconcile:
             check_advertisable(desired, observation, self._settings.mig_strategy)
             return Target(name, desired, observation, plan(observation, desired))
 
-    def _decide(self, target: Target) -> Target:
+    def _decide(self, target: Target, pods: Sequence[PodView] | None = None) -> Target:
         with self._in_phase(AgentPhase.PLAN):
             return plan_and_gate(
                 self._p.api, self._p.pod_resources, target,
-                force_delete=self._settings.force_delete, gate=self._settings.gate,
+                force_delete=self._settings.force_delete, gate=self._settings.gate, pods=pods,
             )
 
     def _reconfigure(self, target: Target) -> Outcome:
         # Before the first write: what a failure's back-off holds on.
-        self._depends = self._backoff.digest(self._node, target.name) if self._node is not None else None
+        self._depends = (
+            self._backoff.digest(self._node, target.name, pods=target.pods) if self._node is not None else None
+        )
         self._p.engine.check_storage(target.steps)  # a full or read-only journal fails here, node untouched
         self._report.pending(target.name, target.desired, target.steps, attempt=self._attempt)
         with self._in_phase(AgentPhase.CORDON):
