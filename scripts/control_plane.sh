@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Build the real Kubernetes control plane the tests in tests/realkube/ start: kube-apiserver and
-# kube-controller-manager from k8s.io/kubernetes, and etcd from go.etcd.io/etcd/server/v3, each at the
+# Build the real Kubernetes control plane the tests in tests/realkube/ start: kube-apiserver,
+# kube-controller-manager and kube-scheduler from k8s.io/kubernetes, and etcd from go.etcd.io/etcd/server/v3, each at the
 # one release pinned in scripts/control_plane/{kubernetes,etcd}/go.mod (with go.sum beside them).
 # Only the Go module proxy is needed: no binary download, no git clone. No binary is committed.
 #
@@ -9,7 +9,7 @@
 # DIR defaults to ${MIGAGENT_CONTROL_PLANE_DIR:-$HOME/.cache/migagent/control-plane/<versions>}. When
 # DIR already holds the three binaries and a stamp naming these versions, nothing is done (the cached
 # case takes well under a second). The binaries are built into a scratch folder and moved into DIR
-# only when all three linked, so an interrupted build never leaves a stamp over missing binaries.
+# only when all four linked, so an interrupted build never leaves a stamp over missing binaries.
 # The last line printed is DIR. GOFLAGS (e.g. -p=1 on a shared machine) is passed through.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,7 +24,8 @@ stamp="kubernetes $k8s_version etcd $etcd_version"
 
 dir=${1:-${MIGAGENT_CONTROL_PLANE_DIR:-$HOME/.cache/migagent/control-plane/kubernetes-$k8s_version-etcd-$etcd_version}}
 if [ -f "$dir/STAMP" ] && [ "$(cat "$dir/STAMP")" = "$stamp" ] \
-  && [ -x "$dir/kube-apiserver" ] && [ -x "$dir/kube-controller-manager" ] && [ -x "$dir/etcd" ]; then
+  && [ -x "$dir/kube-apiserver" ] && [ -x "$dir/kube-controller-manager" ] && [ -x "$dir/kube-scheduler" ] \
+  && [ -x "$dir/etcd" ]; then
   echo "$dir"
   exit 0
 fi
@@ -52,10 +53,12 @@ echo "control_plane.sh: building kube-apiserver $k8s_version" >&2
 (cd "$kube_mod" && go build -ldflags "$ldflags" -o "$scratch/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
 echo "control_plane.sh: building kube-controller-manager $k8s_version ($((SECONDS - started))s so far)" >&2
 (cd "$kube_mod" && go build -ldflags "$ldflags" -o "$scratch/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager)
+echo "control_plane.sh: building kube-scheduler $k8s_version ($((SECONDS - started))s so far)" >&2
+(cd "$kube_mod" && go build -ldflags "$ldflags" -o "$scratch/kube-scheduler" k8s.io/kubernetes/cmd/kube-scheduler)
 echo "control_plane.sh: building etcd $etcd_version ($((SECONDS - started))s so far)" >&2
 (cd "$etcd_mod" && go build -ldflags "-s -w" -o "$scratch/etcd" go.etcd.io/etcd/server/v3)
 
-mv -f "$scratch/kube-apiserver" "$scratch/kube-controller-manager" "$scratch/etcd" "$dir/"
+mv -f "$scratch/kube-apiserver" "$scratch/kube-controller-manager" "$scratch/kube-scheduler" "$scratch/etcd" "$dir/"
 echo "$stamp" > "$dir/STAMP"
 echo "control_plane.sh: built $stamp in $((SECONDS - started))s" >&2
 echo "$dir"
