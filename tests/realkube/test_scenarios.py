@@ -29,10 +29,13 @@ from tests.integration.agent.support import (
     SMALL_ALL_1G,
     SMALL_BALANCED,
     advertised,
+    advertised_of,
     assert_released,
     condition,
     eventually,
+    node_when,
     state,
+    state_of,
     workload_names,
 )
 from tests.integration.agent.test_crash import (
@@ -151,8 +154,9 @@ def test_a_pdb_blocking_for_now_makes_the_drain_wait_until_the_disruption_contro
             owner_name="inference-0-owner",
             replicas=2,
         )
-        eventually(
-            lambda: advertised(cluster) == SMALL_BALANCED and state(cluster) == "success",
+        node_when(
+            cluster,
+            lambda n: advertised_of(n) == SMALL_BALANCED and state_of(n) == "success",
             what="all-balanced once the budget allowed",
             timeout_s=90,
         )

@@ -17,11 +17,12 @@ from migagent_sim.cluster import SimCluster, SimClusterConfig
 from tests.integration.agent.support import (
     SMALL,
     SMALL_BALANCED,
-    advertised,
+    advertised_of,
     assert_released,
     condition,
     eventually,
-    state,
+    node_when,
+    state_of,
 )
 from tests.integration.apply.support import InterceptingDriver
 
@@ -45,7 +46,7 @@ def test_two_agents_started_together_on_one_node_exactly_one_changes_the_gpus(
     second = cluster.start_agent(replace(options, holder_identity="agent-b"), wrap_driver=_counting(mutations, "b"))
     cluster.label("all-balanced")
 
-    eventually(lambda: state(cluster) == "success" and advertised(cluster) == SMALL_BALANCED, what="the change")
+    node_when(cluster, lambda n: state_of(n) == "success" and advertised_of(n) == SMALL_BALANCED, what="the change")
     assert len(mutations) == 1, f"both agents changed GPUs: {mutations}"
     holder = (cluster.api.lease(*LEASE) or {})["spec"]["holderIdentity"]
     assert holder in ("agent-a", "agent-b")

@@ -15,7 +15,15 @@ import pytest
 from migagent.kube.names import CONDITION_TYPE, DESIRED_ANNOTATION
 from migagent.runtime.listener import Outcome
 from migagent_sim.cluster import SimCluster, time_slicing_config
-from tests.integration.agent.support import SMALL, JsonDict, eventually, paused_labels, state
+from tests.integration.agent.support import (
+    SMALL,
+    JsonDict,
+    applied,
+    eventually,
+    node_when,
+    paused_labels,
+    state,
+)
 
 CONFIG_MAP = ("gpu-operator", "time-slicing-config")  # what components/device-plugin-config grants
 TWICE = {"any": time_slicing_config(2), "four": time_slicing_config(4)}
@@ -96,11 +104,7 @@ def test_a_label_change_on_a_replicating_node_ends_success_with_the_replicated_c
 
     cluster.label("all-balanced")
 
-    eventually(
-        lambda: state(cluster) == "success"
-        and "all-balanced" in cluster.node()["metadata"]["annotations"].get(DESIRED_ANNOTATION, ""),
-        what="all-balanced applied",
-    )
+    node_when(cluster, lambda n: applied(n, "all-balanced"), what="all-balanced applied")
     # Per GPU: two 1g.10gb (x2 replicas), one 2g.20gb, one 3g.40gb; the 2g and 3g are not replicated.
     assert _nonzero(cluster) == {
         f"nvidia.com/mig-1g.10gb{shared}": 8,
