@@ -29,8 +29,15 @@ def _missing() -> str | None:
     return f"the real control plane is not built in {directory}: run {SCRIPT}"
 
 
+_TIMEOUT_S = 600
+"""pytest-timeout's bound for these tests: the first one also starts etcd, kube-apiserver and the
+controller manager (each waited for up to 120 s), a minute or more on a loaded machine."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     ours = [item for item in items if _HERE in Path(str(item.path)).resolve().parents]
+    for item in ours:
+        item.add_marker(pytest.mark.timeout(_TIMEOUT_S))
     message = _missing() if ours else None
     if message is None:
         return
