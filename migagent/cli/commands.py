@@ -17,7 +17,6 @@ import argparse
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
@@ -62,6 +61,9 @@ ENTRY_POINT_GROUP = "migagent.commands"
 
 def plugin_commands() -> tuple[Command, ...]:
     """The commands other installed distributions add (the simulator's `demo`), sorted by name."""
+    # Imported only here: reading entry points costs more than the rest of `migagent --version`.
+    from importlib.metadata import entry_points  # noqa: PLC0415
+
     found = [entry.load() for entry in entry_points(group=ENTRY_POINT_GROUP)]
     return tuple(sorted((command for command in found if isinstance(command, Command)), key=lambda c: c.name))
 
