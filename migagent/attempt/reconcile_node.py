@@ -27,6 +27,7 @@ from migagent.attempt.backoff import RetryHold, attempt_number
 from migagent.attempt.backoff_check import BackoffCheck
 from migagent.attempt.change_steps import apply_change, drain_for_change
 from migagent.attempt.change_window import ChangeWindow
+from migagent.attempt.first_write import FirstWriteGuard, WritePermit
 from migagent.attempt.gate import Target, plan_and_gate
 from migagent.attempt.node_report import NodeReport
 from migagent.attempt.notes import check_advertisable
@@ -59,10 +60,18 @@ class NodeReconcile:
         current_label: Callable[[], str | None] | None = None,
         heartbeat: Callable[[], None] | None = None,
         hold: RetryHold | None = None,
+        may_write: Callable[[], bool] | None = None,
+        node_from_watch: bool = False,
     ) -> None:
         """`current_label`: the label value the watch saw last (a change mid-attempt supersedes it);
         `heartbeat`: beaten at every safe point, so liveness sees a long change progressing;
-        `hold`: the last failure's back-off as the agent remembers it (else the Node's annotation)."""
+        `hold`: the last failure's back-off as the agent remembers it (else the Node's annotation);
+        `may_write`: whether this process holds the node's Lease (attempt.first_write; None: no Lease);
+        `node_from_watch`: the Node may be the watch's newest (nobody else wrote since this agent did)."""
+        self._node_from_watch = node_from_watch
+        self._preflight = ports.preflight or Preflight(ports.api)
+        self._permit = WritePermit(may_write, lambda pods: self._preflight.sole_owner(self._read_node(), pods=pods))
+        api = FirstWriteGuard(ports.api, self._permit.grant)
         self._current_label = current_label
         self._hold = hold
         self._depends: str | None = None
@@ -71,10 +80,10 @@ class NodeReconcile:
         self._settings = settings
         self._stop = stop
         self._hook = phase_hook
-        self._status = StatusReporter(ports.api)
-        self._report = NodeReport(ports.api, self._status, clock=ports.clock, pod_resources=ports.pod_resources)
+        self._status = StatusReporter(api)
+        self._report = NodeReport(api, self._status, clock=ports.clock, pod_resources=ports.pod_resources)
         self._window = ChangeWindow(
-            ports.api,
+            api,
             ports.restarter,
             self._status,
             clock=ports.clock,
@@ -91,7 +100,7 @@ class NodeReconcile:
 
     def run(self) -> ReconcileReport:
         try:
-            node = self._p.api.get_node()
+            node = self._read_node()
         except Exception as exc:
             self._log.error("node_unreadable", error=str(exc))
             return ReconcileReport(Outcome.FAILED, self._attempt, f"reading the node: {exc}", node_read=False)
@@ -117,9 +126,7 @@ class NodeReconcile:
             return Outcome.NO_DESIRED_LAYOUT
         if not leftovers and self._backoff.holds(self._hold, node, name):
             return Outcome.HELD
-        preflight = self._p.preflight or Preflight(self._p.api)  # sole owner, strategy: before any write
-        pods = self._p.api.list_pods_on_node()  # one list before any write serves the preflight and the gate
-        self._settings = preflight.check(node, self._settings, self._p.driver.observe, pods=pods)
+        self._settings = self._preflight.strategy(node, self._settings, self._p.driver.observe)
         self._advertisement.use(self._settings)
         target = self._observe_and_resolve(name)
         if target.steps.is_empty:
@@ -129,9 +136,26 @@ class NodeReconcile:
                 reported = self._report.already_applied(advertising, name, target.desired, target.observation)
                 self._log.info("layout_already_applied", reported=reported)
                 return Outcome.UNCHANGED
+            self._permit.grant()
         else:
+            self._permit.require_lease()  # before the pod list: an attempt without the Lease runs again
+            pods = self._p.api.list_pods_on_node()  # one list serves the sole-owner check and the gate
+            self._permit.grant(pods)
             target = self._decide(target, pods)
         return self._reconfigure(target)
+
+    def _read_node(self) -> NodeView:
+        """The Node: the watch's newest when the agent allows it (a re-check without the Lease, which
+        writes nothing, or one that took the Lease back from itself), so an idle re-check costs no
+        request; else read afresh (another agent may have written since the watch's last event)."""
+        if self._node is not None:
+            return self._node
+        updates = self._p.node_updates
+        if self._node_from_watch and updates is not None and updates.watching:
+            _, watched = updates.node_after(-1, 0.0)
+            if watched is not None:
+                return watched
+        return self._p.api.get_node()
 
     def _observe_and_resolve(self, name: str) -> Target:
         self._layout = name

@@ -80,6 +80,8 @@ class Agent:
             current_label=self._current_label,
             heartbeat=self._health.heartbeat if self._health is not None else None,
             hold=self._hold,
+            may_write=self._may_write,
+            node_from_watch=self._node_from_watch(),
         ).run()
         duration = clock.monotonic() - started
         self.last_report = report
@@ -111,6 +113,14 @@ class Agent:
                 self._health.heartbeat()
             due = self._wait(stop)
         log.info("agent_stopped", node=self._ports.api.node_name)
+
+    def _may_write(self) -> bool:
+        """Whether an attempt may write now (loops.ownership: only while holding the node's Lease)."""
+        return True
+
+    def _node_from_watch(self) -> bool:
+        """Whether the next attempt may take the Node from the watch (loops.ownership says when)."""
+        return False
 
     # -- scheduling -----------------------------------------------------------------------------
 
