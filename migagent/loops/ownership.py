@@ -18,6 +18,7 @@ decided under the Lease.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -143,14 +144,14 @@ class NodeOwnership:
         done = self._done = threading.Event()
 
         def renew() -> None:
-            last_renewed = self._clock.monotonic()
-            while not self._clock.wait(done, self._retry_s):
+            # Real seconds, whatever the agent's clock: the Lease expires in the API server's and the
+            # other agents' time (and a test's fake clock must not spin this thread).
+            last_renewed = time.monotonic()
+            while not done.wait(self._retry_s):
                 if lease.try_acquire_or_renew():
-                    last_renewed = self._clock.monotonic()
+                    last_renewed = time.monotonic()
                     continue
-                if lease.holder not in (None, lease.identity) or self._clock.monotonic() - last_renewed >= (
-                    lease.duration_s
-                ):
+                if lease.holder not in (None, lease.identity) or time.monotonic() - last_renewed >= lease.duration_s:
                     log.error("node_lease_lost", lease=lease.where, holder=lease.holder)
                     self.lost.set()
                     stop.set()
