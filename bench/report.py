@@ -38,6 +38,7 @@ class Block:
 BLOCKS = (
     Block("planner", ("-m", "bench.planner_bench")),
     Block("agent", ("-m", "bench.agent_bench")),
+    Block("idle-fleet", ("-m", "bench.idle_fleet")),
     Block("journal", ("-m", "bench.journal_bench")),
     Block("compare", ("-m", "bench.compare", "{base}", "--runs", "7")),
     Block("compare-journal", ("-m", "bench.compare", "{base}", "--runs", "3", "--probe", "journal", "--gpus", "16")),
