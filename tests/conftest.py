@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import logging
+import signal
+import traceback
 from collections.abc import Iterator
+from types import FrameType
 
 import pytest
 import structlog
+from pytest_timeout import dump_stacks
 
 
 def _log_through_pytest() -> None:
@@ -43,3 +47,40 @@ def _fresh_structlog() -> Iterator[None]:
     root = logging.getLogger()
     for handler in [h for h in root.handlers if type(h).__module__.startswith("migagent")]:
         root.removeHandler(handler)
+
+
+TEARDOWN_LIMIT_S = 120
+"""The default of `teardown_timeout`. pytest-timeout arms one timer for a test's setup, call and
+teardown together; once it has fired (the call hung), nothing bounds the teardown that follows, and
+a fixture that cannot stop what the hung call left running would stall the whole run. This bounds
+that teardown, the same way."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "teardown_timeout", "seconds a teardown may run once pytest-timeout has fired", default=str(TEARDOWN_LIMIT_S)
+    )
+
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    if signal.getitimer(signal.ITIMER_REAL)[0] > 0:  # pytest-timeout's timer still runs: it bounds this
+        yield
+        return
+    terminal = item.config.get_terminal_writer()
+    limit = float(item.config.getini("teardown_timeout"))
+
+    def hung(signum: int, frame: FrameType | None) -> None:
+        terminal.sep("+", title=f"Teardown still running after {limit:g} s")
+        dump_stacks(terminal)
+        terminal.write("".join(traceback.format_stack(frame)))
+        pytest.fail(f"teardown of {item.nodeid} still running after {limit:g} s", pytrace=False)
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -29,7 +29,7 @@ def _missing() -> str | None:
     return f"the real control plane is not built in {directory}: run {SCRIPT}"
 
 
-_TIMEOUT_S = 600
+_TIMEOUT_S = 900
 """pytest-timeout's bound for these tests: the first one also starts etcd, kube-apiserver and the
 controller manager (each waited for up to 120 s), a minute or more on a loaded machine."""
 
