@@ -5,12 +5,17 @@ is simply "none", as is a 403 where RBAC grants no read. What they mean is `node
 
 from __future__ import annotations
 
-from kubernetes.client import ApiClient, CustomObjectsApi
+from typing import TYPE_CHECKING
+
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from migagent.kube.classify import classified
 from migagent.kube.timeouts import RequestTimeout
 from migagent.node.owners import CLUSTER_POLICY_NAME, DRA_GPU_DRIVER, JsonDict
+
+if TYPE_CHECKING:
+    from kubernetes.client import CustomObjectsApi
 
 _ABSENT = (403, 404)
 _RESOURCE_VERSIONS = ("v1", "v1beta2", "v1beta1")
@@ -28,10 +33,20 @@ class OwnerReads:
         policy: str | None = CLUSTER_POLICY_NAME,
     ) -> None:
         """`policy`: the ClusterPolicy's name (None: there is no GPU Operator to ask, never read it)."""
-        self._custom = CustomObjectsApi(api_client)
+        self._api_client = api_client
+        self._custom_api: CustomObjectsApi | None = None
         self._node_name = node_name
         self._timeout = timeout
         self._policy = policy
+
+    @property
+    def _custom(self) -> CustomObjectsApi:
+        """Built on first use: an idle agent reads neither (its import pulls in models it never needs)."""
+        if self._custom_api is None:
+            from kubernetes.client import CustomObjectsApi  # noqa: PLC0415
+
+            self._custom_api = CustomObjectsApi(self._api_client)
+        return self._custom_api
 
     def resource_slices(self, driver: str = DRA_GPU_DRIVER) -> list[JsonDict]:
         """This node's ResourceSlices of `driver` (resource.k8s.io, the newest version served)."""
