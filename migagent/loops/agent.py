@@ -22,6 +22,7 @@ from migagent.attempt.phases import AgentPhase, Outcome
 from migagent.attempt.ports import AgentPorts, AgentSettings, DesiredSource, PhaseHook, ReconcileReport
 from migagent.attempt.reconcile_node import NodeReconcile
 from migagent.plumbing.health import HealthState
+from migagent.plumbing.memory import release_free_memory
 
 __all__ = ["Agent", "AgentPhase", "AgentPorts", "AgentSettings", "Outcome", "ReconcileReport"]
 
@@ -109,6 +110,7 @@ class Agent:
         while not stop.is_set():
             if due or self._retry_due():
                 self.reconcile_once(stop)
+                release_free_memory()  # idle at what it holds, not at the attempt's high-water mark
             if self._health is not None:
                 self._health.heartbeat()
             due = self._wait(stop)
