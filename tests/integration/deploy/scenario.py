@@ -126,9 +126,13 @@ def run_agent_scenario(workdir: Path, objects: list[Obj]) -> ScenarioRecord:
             plugin_selector=flags.plugin_selector,
             plugin_daemonset=flags.plugin_daemonset,
         )
+        # The pod a rollout replaced reported the node and released its Lease: the agent under test meets
+        # an existing Lease (its create answers 409; it reads the Lease and takes it), as after an upgrade.
+        previous = cluster.start_agent(options)
+        node_when(cluster, lambda n: state_of(n) == "success", what=f"the agent to report {START}", timeout_s=60)
+        previous.stop()
         running = cluster.start_agent(options, post_change=_post_change(cluster, flags, workdir))
         try:
-            node_when(cluster, lambda n: state_of(n) == "success", what=f"the agent to report {START}", timeout_s=60)
             cluster.label(target)
             node_when(cluster, lambda n: state_of(n) == "failed", what="the drain blocked by inference-pdb to fail",
                       timeout_s=60)
