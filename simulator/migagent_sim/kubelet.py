@@ -300,6 +300,12 @@ class FakeKubelet:
                 self._plugin.node_changed(node)
 
     def _on_pod_deleted(self, pod: JsonDict) -> None:
+        # Another node's pod is none of this kubelet's business, and must not take its lock: a pool's
+        # kubelets share one API server, and a kubelet that deletes or replaces a pod while holding its own
+        # lock would otherwise wait on another's lock while that one waits on it (seen under load: the run
+        # stalled with every kubelet thread waiting in here).
+        if pod.get("spec", {}).get("nodeName") != self.node_name:
+            return
         with self._lock:
             if not self._running or self._plugin.pod_deleted(pod):
                 return
