@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import sys
+import threading
 import traceback
 from collections.abc import Iterator
 from types import FrameType
@@ -84,3 +87,28 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+_EXIT_STATUS = pytest.StashKey[int]()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config.stash[_EXIT_STATUS] = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A test whose teardown was cut short (timeout) can leave non-daemon threads (an HTTP server's
+    request handlers) that the interpreter would wait for at exit, for ever, after the summary. Name
+    them and exit with the run's status instead."""
+    left = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    for thread in left:
+        thread.join(timeout=2.0)
+    left = [t for t in left if t.is_alive()]
+    if not left:
+        return
+    names = ", ".join(sorted(t.name for t in left))
+    sys.stderr.write(f"pytest: {len(left)} non-daemon thread(s) still running after the run ({names}); exiting\n")
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(config.stash.get(_EXIT_STATUS, 1))

@@ -39,6 +39,7 @@ HUNG_TEARDOWN = textwrap.dedent(
     @pytest.fixture
     def stops_what_never_stops() -> Iterator[threading.Event]:
         never = threading.Event()
+        threading.Thread(target=never.wait, name="left-behind").start()  # not a daemon: exit would wait on it
         yield never
         never.wait()  # a teardown waiting on what the hung call was to finish
 
@@ -77,8 +78,9 @@ def test_a_hung_test_fails_with_every_threads_stack_and_the_run_reaches_its_summ
     assert "1 failed, 1 passed" in output, "the run did not go on to its summary"
 
 
-def test_a_teardown_hung_after_the_timeout_fails_too_and_the_run_goes_on(tmp_path: Path) -> None:
+def test_a_teardown_hung_after_the_timeout_fails_too_and_the_run_ends(tmp_path: Path) -> None:
     output = _pytest(tmp_path, HUNG_TEARDOWN)
     assert "Teardown still running after 2 s" in output
     assert "stops_what_never_stops" in output, "the stack of the hung teardown was not printed"
     assert "1 failed, 1 passed, 1 error" in output, "the run did not go on to its summary"
+    assert "non-daemon thread(s) still running after the run (left-behind)" in output, "the process did not exit"
