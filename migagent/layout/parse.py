@@ -83,10 +83,19 @@ def _parse_layout(text: str, *, source: str) -> LayoutFile:
 def load_layout_file(path: str | Path) -> LayoutFile:
     """Read and parse a layout file from disk (the CLI handles `-` for stdin)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        data = Path(path).read_bytes()
+    except OSError as exc:
         raise InvalidLayoutError(f"{path}: cannot read layout file: {exc}") from exc
-    return parse_layout(text, source=str(path))
+    return parse_layout_bytes(data, source=str(path))
+
+
+def parse_layout_bytes(data: bytes, *, source: str) -> LayoutFile:
+    """Parse a layout file's bytes as read from disk (UTF-8); `source` names it in messages."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidLayoutError(f"{source}: cannot read layout file: {exc}") from exc
+    return parse_layout(text, source=source)
 
 
 def select_config(layout: LayoutFile, name: str | None) -> tuple[LayoutEntry, ...]:
