@@ -15,6 +15,9 @@ The label watch hands the agent its wake-up on another thread: one hop more than
 
 from __future__ import annotations
 
+import argparse
+import importlib
+import itertools
 import sys
 import tempfile
 import traceback
@@ -23,10 +26,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-try:
-    from tests.unit.attempt.node import MemoryNode
-except ImportError:  # the tree before the package split, for the "before" figure
-    from tests.unit.runtime.node import MemoryNode  # type: ignore[no-redef]
+HARNESS = "migagent_sim.doubles.memory_node"
+"""Where MemoryNode lives (`--harness tests.unit.runtime.node` in a tree from before the package split)."""
 
 AGENT_SIDE = ("migagent.attempt", "migagent.loops", "migagent.plumbing", "migagent.runtime")
 KUBE_SIDE = ("migagent.node", "migagent.kube")
@@ -42,7 +43,7 @@ def _module(filename: str) -> str | None:
     return None
 
 
-def trace_to_create() -> tuple[list[str], list[str]]:
+def trace_to_create(harness: str = HARNESS) -> tuple[list[str], list[str]]:
     """(the stack at the first GPU-instance create, the walk up to it), as migagent module names."""
     walk: list[str] = []
     stack: list[str] = []
@@ -52,8 +53,9 @@ def trace_to_create() -> tuple[list[str], list[str]]:
         if event == "call" and not done[0] and (module := _module(frame.f_code.co_filename)) is not None:
             walk.append(module)
 
+    memory_node = importlib.import_module(harness).MemoryNode
     with tempfile.TemporaryDirectory() as tmp:
-        node = MemoryNode(Path(tmp))
+        node = memory_node(Path(tmp))
         real = node.fake.nvmlDeviceCreateGpuInstanceWithPlacement
 
         def recording(*args: Any) -> Any:
@@ -62,7 +64,7 @@ def trace_to_create() -> tuple[list[str], list[str]]:
                 stack.extend(m for f in traceback.extract_stack()[:-1] if (m := _module(f.filename)) is not None)
             return real(*args)
 
-        node.fake.nvmlDeviceCreateGpuInstanceWithPlacement = recording  # type: ignore[method-assign]
+        setattr(node.fake, "nvmlDeviceCreateGpuInstanceWithPlacement", recording)  # noqa: B010 - a seam on an instance
         node.set_label("all-balanced")
         agent = node.agent()
         sys.setprofile(profile)
@@ -91,11 +93,13 @@ def _side(module: str) -> str | None:
 def crossings(path: list[str]) -> Counter[str]:
     """Moves between the agent's packages and the Kubernetes side, each way."""
     sides = [s for m in path if (s := _side(m)) is not None]
-    return Counter(f"{a} -> {b}" for a, b in zip(sides, sides[1:], strict=False) if a != b)
+    return Counter(f"{a} -> {b}" for a, b in itertools.pairwise(sides) if a != b)
 
 
 def main() -> None:
-    stack, walk = trace_to_create()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--harness", default=HARNESS, help=f"the module holding MemoryNode (default {HARNESS})")
+    stack, walk = trace_to_create(parser.parse_args().harness)
     for module in stack:
         print(f"  {module}")
     print(f"stack: {len(stack) - 1} module hops from the agent loop to nvmlDeviceCreateGpuInstanceWithPlacement")

@@ -84,7 +84,7 @@ def caught(copy: Path, mutant: Mutant, original: str) -> tuple[bool, str]:
         [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly", *TESTS],
         cwd=copy, capture_output=True, text=True, check=False,
     )
-    failed = [line.split(" ")[1] for line in run.stdout.splitlines() if line.startswith("FAILED ")]
+    failed = [line.split(" ")[1] for line in run.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))]
     return run.returncode != 0, failed[0] if failed else run.stdout.strip().splitlines()[-1]
 
 

@@ -2,12 +2,16 @@
 
     read node -> held by a failed attempt's back-off and nothing it depends on changed? done.
     -> OBSERVE (layout file, NVML) -> PLAN -> nothing to do? report success, done.
+       (the layout bytes, the observation, the pods and the resolved layout are read once, into
+       `AttemptReads`, and shared by the back-off digest, the preflight, the plan and the gate)
     else: PLAN again with the pods per GI (fewest evicted) -> safety gate (attempt.gate): a change
           that needs pods gone that cannot be evicted is refused here, before any write to the Node
           -> pending -> CORDON -> PAUSE (device plugin) -> DRAIN (only pods on disturbed devices)
           -> APPLY (journaled engine) -> RESTART_PLUGIN -> READVERTISE -> success -> UNCORDON
     a label changed at a safe point of DRAIN..READVERTISE: back to OBSERVE, keeping the window open.
 
+The plan travels on in `Target` with its hash; the engine runs it as it is unless the GPUs changed.
+`PhaseOrder` checks each phase's start against `phases.may_follow` as the attempt runs.
 Every disturbance of the node and its undo belongs to the attempt's `ChangeWindow`
 (attempt.change_window); `_fail` is the one place that unwinds it and reports `failed`. The window
 starts with whatever an interrupted attempt left on the Node, so a restarted agent finishes or

@@ -19,8 +19,7 @@ from migagent.nvml.driver import GpuDriver
 from migagent.planning import plan
 from migagent.reconcile.journal import desired_node_hash
 from migagent.reconcile.machine import Planned
-
-from .node import MemoryNode
+from migagent_sim.doubles.memory_node import MemoryNode
 
 
 class CountingObserver:

@@ -15,7 +15,7 @@ from migagent.node.deviceplugin import GpuOperatorPause, PausedComponents
 from migagent.node.names import CORDONED_BY_MIGAGENT_ANNOTATION, HANDED_OVER_ANNOTATION, PAUSED_FOR_MIG_CHANGE
 from migagent.node.status import StatusReporter
 from migagent_sim.cluster import GPU_OPERATOR_LABELS
-from migagent_sim.memory_kube import MemoryKube
+from migagent_sim.doubles.memory_kube import MemoryKube
 
 PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
 
