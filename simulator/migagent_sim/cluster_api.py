@@ -9,8 +9,9 @@ identity that makes it on a cluster. mypy checks both against this Protocol, so 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
+from migagent_sim.apiserver.objects import PodArgs
 from migagent_sim.apiserver.rbac import UserInfo
 
 JsonDict = dict[str, Any]
@@ -48,19 +49,7 @@ class ClusterApi(Protocol):
 
     def pod(self, namespace: str, name: str) -> JsonDict | None: ...
 
-    def create_pod(
-        self,
-        *,
-        node_name: str | None,
-        namespace: str,
-        name: str,
-        labels: Mapping[str, str] | None = None,
-        owner_kind: str | None = None,
-        mirror: bool = False,
-        resources: Mapping[str, str | int] | None = None,
-        phase: str | None = None,
-        owner_name: str | None = None,
-    ) -> JsonDict: ...
+    def create_pod(self, **pod: Unpack[PodArgs]) -> JsonDict: ...
 
     def update_pod(self, namespace: str, name: str, fn: Callable[[JsonDict], None]) -> JsonDict: ...
 

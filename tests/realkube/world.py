@@ -26,12 +26,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from migagent.clock import Clock, SystemClock
 from migagent.kube.adapter import KubeApi
 from migagent_sim.apiserver.errors import ApiError
-from migagent_sim.apiserver.objects import pod_object
+from migagent_sim.apiserver.objects import PodArgs, pod_object
 from migagent_sim.apiserver.rbac import UserInfo
 from migagent_sim.cluster import SimClusterConfig, Simulation
 from tests.realkube.control_plane import IDENTITY_POD_LABEL, ControlPlane, Identity
@@ -155,37 +155,15 @@ class RealKubeApi:
                 return None
             raise
 
-    def create_pod(
-        self,
-        *,
-        node_name: str | None,
-        namespace: str,
-        name: str,
-        labels: Mapping[str, str] | None = None,
-        owner_kind: str | None = None,
-        mirror: bool = False,
-        resources: Mapping[str, str | int] | None = None,
-        phase: str | None = None,
-        owner_name: str | None = None,
-        replicas: int = 1,
-    ) -> JsonDict:
-        """As the fake's: a pod on `node_name`, Running and Ready (its kubelet says so), or unscheduled."""
-        if mirror:
+    def create_pod(self, *, replicas: int = 1, **pod: Unpack[PodArgs]) -> JsonDict:
+        """As the fake's: a pod on `node_name`, Running and Ready (its kubelet says so), or unscheduled;
+        `replicas`: what a ReplicaSet owner says it wants."""
+        if pod.get("mirror"):
             raise NotImplementedError("mirror pods are not simulated on the real control plane")
-        wanted = pod_object(
-            namespace=namespace,
-            name=name,
-            node_name=node_name,
-            labels=labels,
-            owner_kind=owner_kind,
-            owner_name=owner_name,
-            resources=resources,
-            phase=phase,
-            wall_s=time.time(),
-        )
+        wanted = pod_object(wall_s=time.time(), **pod)
         status = wanted.pop("status")
         created = create_pod(self.plane, wanted, replicas=replicas)
-        if node_name is None:
+        if pod["node_name"] is None:
             return created
         created["status"] = {**created.get("status", {}), **status}
         return self._write_pod_status(created)
