@@ -1,7 +1,7 @@
 """Every in-place retry and wait in migagent, on tenacity and the `Clock`: one module to read for how
 anything is tried again before the attempt itself fails.
 
-- `retry_transient`: an operation that failed with a TransientError is tried again after a delay
+- `transient_retrying`: an operation that failed with a TransientError is tried again after a delay
   that is never shorter than the one the error suggests (a Kubernetes call, an NVML step).
 - `poll_until`: a check that has no answer yet is asked again, its pause doubling up to an interval,
   until a deadline or a stop request (the device plugin's new advertisement, the operator's markers,
@@ -33,22 +33,6 @@ T = TypeVar("T")
 
 Delay = Callable[[int, float], float]
 """(attempt number, delay the error suggests) -> seconds to wait before the next try."""
-
-
-def retry_transient(
-    fn: Callable[[], T],
-    *,
-    clock: Clock,
-    what: str,
-    attempts: int,
-    delay: Delay,
-    budget_s: float | None = None,
-    event: str = "retrying",
-) -> T:
-    """Run `fn`, trying again on TransientError (see `transient_retrying`)."""
-    return transient_retrying(
-        clock=clock, what=what, attempts=attempts, delay=delay, budget_s=budget_s, event=event
-    )(fn)
 
 
 def transient_retrying(

@@ -18,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 
 from migagent.clock import Clock
 from migagent.errors import MigAgentError, PermanentError, TransientError
-from migagent.retrying import retry_transient
+from migagent.retrying import transient_retrying
 
 log = structlog.get_logger(__name__)
 
@@ -106,6 +106,7 @@ def call_with_retries(
     def delay(attempt: int, suggested: float) -> float:
         return min(max_delay_s, max(suggested, 0.5 * 2.0 ** max(0, attempt - 1)))
 
-    return retry_transient(
-        fn, clock=clock, what=call, attempts=attempts, delay=delay, budget_s=budget_s, event="kube_call_retrying"
+    retrying = transient_retrying(
+        clock=clock, what=call, attempts=attempts, delay=delay, budget_s=budget_s, event="kube_call_retrying"
     )
+    return retrying(fn)
