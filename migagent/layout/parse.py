@@ -5,7 +5,7 @@ rules, then JSON), so `mig-enabled: y`, `devices: [1.0]` and a config named `1:`
 there. Every problem in a file is collected and reported at once, one per line, each naming the
 file and the path to the field (`layouts.yaml: mig-configs.all-balanced[1].devices: ...`) and saying
 what would be valid. Where mig-parted would silently do something other than what the file seems to
-say we refuse instead; README.md's "Differences from mig-parted" table lists each case and why.
+say we refuse instead; docs/layouts.md's "Differences from mig-parted" table lists each case and why.
 """
 
 from __future__ import annotations
