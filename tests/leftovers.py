@@ -3,7 +3,8 @@
 Threads a test started get a short grace to end (one told to stop may be between two polls); one
 still running after it, or a handler added to a logger and never removed, fails that test by name.
 Threads and handlers of fixtures wider than a test (module, session) start before the test's
-snapshot and are not its to end. pytest's own capture handlers come and go with each phase.
+snapshot and are not its to end. pytest's own capture handlers come and go with each phase, and the
+NullHandler a library puts on its logger when first imported (requests, urllib3, grpc) writes nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def _handlers() -> set[Handler]:
         for logger in loggers
         if isinstance(logger, logging.Logger)
         for handler in logger.handlers
-        if not type(handler).__module__.startswith("_pytest")
+        if not type(handler).__module__.startswith("_pytest") and type(handler) is not logging.NullHandler
     }
 
 
