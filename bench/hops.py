@@ -29,6 +29,17 @@ from typing import Any
 HARNESS = "migagent_sim.doubles.memory_node"
 """Where MemoryNode lives (`--harness tests.unit.runtime.node` in a tree from before the package split)."""
 
+COUNTED = {
+    ("migagent.layout.parse", "parse_layout"): "layout parsed",
+    ("migagent.layout.resolve", "resolve_config"): "layout resolved",
+    ("migagent.nvml.driver", "observe"): "NVML observed (whole node)",
+    ("migagent.planning.planner", "plan"): "plan computed",
+    ("migagent.reconcile.journal", "desired_node_hash"): "layout hash computed",
+    ("memory_kube", "list_pods_on_node"): "pods listed",
+    ("memory_kube", "get_node"): "Node read",
+}
+"""The work counted from the attempt's start to the first GPU-instance create (module, function)."""
+
 AGENT_SIDE = ("migagent.attempt", "migagent.loops", "migagent.plumbing", "migagent.runtime")
 KUBE_SIDE = ("migagent.node", "migagent.kube")
 
@@ -43,15 +54,20 @@ def _module(filename: str) -> str | None:
     return None
 
 
-def trace_to_create(harness: str = HARNESS) -> tuple[list[str], list[str]]:
-    """(the stack at the first GPU-instance create, the walk up to it), as migagent module names."""
+def trace_to_create(harness: str = HARNESS) -> tuple[list[str], list[str], Counter[str]]:
+    """(the stack at the first GPU-instance create, the walk up to it, the COUNTED work done by then)."""
     walk: list[str] = []
     stack: list[str] = []
+    work: Counter[str] = Counter()
     done = [False]
 
     def profile(frame: FrameType, event: str, arg: object) -> None:
         if event == "call" and not done[0] and (module := _module(frame.f_code.co_filename)) is not None:
             walk.append(module)
+            name = frame.f_code.co_name
+            counted = COUNTED.get((module, name)) or COUNTED.get((module.rsplit(".", 1)[-1], name))
+            if counted is not None:
+                work[counted] += 1
 
     memory_node = importlib.import_module(harness).MemoryNode
     with tempfile.TemporaryDirectory() as tmp:
@@ -72,7 +88,7 @@ def trace_to_create(harness: str = HARNESS) -> tuple[list[str], list[str]]:
             agent.reconcile_once()
         finally:
             sys.setprofile(None)
-    return _from_agent(stack), _from_agent(walk)
+    return _from_agent(stack), _from_agent(walk), work
 
 
 def _from_agent(modules: list[str]) -> list[str]:
@@ -99,7 +115,7 @@ def crossings(path: list[str]) -> Counter[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--harness", default=HARNESS, help=f"the module holding MemoryNode (default {HARNESS})")
-    stack, walk = trace_to_create(parser.parse_args().harness)
+    stack, walk, work = trace_to_create(parser.parse_args().harness)
     for module in stack:
         print(f"  {module}")
     print(f"stack: {len(stack) - 1} module hops from the agent loop to nvmlDeviceCreateGpuInstanceWithPlacement")
@@ -109,6 +125,7 @@ def main() -> None:
         f"walk: {len(walk) - 1} module hops through {len(set(walk))} modules, {len(packages) - 1} package hops;"
         f" agent <-> kube side crossed {crossed['agent -> kube']} times one way and {crossed['kube -> agent']} back"
     )
+    print("until then: " + ", ".join(f"{what} x{work[what]}" for what in COUNTED.values()))
 
 
 if __name__ == "__main__":
