@@ -25,6 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -45,6 +46,7 @@ JsonDict = dict[str, Any]
 Listener = Callable[[JsonDict], None]
 _LOG = logging.getLogger(__name__)
 _IDENTITY = "app.kubernetes.io/name"
+WATCH_TIMEOUT_S = 2.0
 
 
 class RealKubeApi:
@@ -346,6 +348,12 @@ class RealSimCluster(Simulation[RealKubeApi]):
     def start(self) -> RealSimCluster:
         super().start()
         return self
+
+    def options(self, **settings: Any) -> AgentOptions:
+        """As the fake's, with a short watch: the real server ends a watch only at its timeout, and a
+        stopped agent's watch thread must end with the test, not 30 s later."""
+        base = super().options(**settings)
+        return replace(base, watch=replace(base.watch, watch_timeout_s=WATCH_TIMEOUT_S))
 
     def agent_api(self, options: AgentOptions | None = None, *, clock: Clock | None = None) -> KubeApi:
         options = options or self.options()
