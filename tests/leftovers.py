@@ -37,7 +37,16 @@ def _still_running(threads: list[threading.Thread]) -> list[str]:
     deadline = time.monotonic() + GRACE_S
     for thread in threads:
         thread.join(timeout=max(0.0, deadline - time.monotonic()))
-    return sorted(thread.name for thread in threads if thread.is_alive())
+    return sorted(_describe(thread) for thread in threads if thread.is_alive())
+
+
+def _describe(thread: threading.Thread) -> str:
+    """The thread's name, and what it runs when the name does not say (a Timer's function, say)."""
+    target = getattr(thread, "_target", None) or getattr(thread, "function", None)
+    where = getattr(target, "__qualname__", None)
+    if where is None or where in thread.name:
+        return thread.name
+    return f"{thread.name} ({type(thread).__name__} running {where})"
 
 
 @pytest.fixture(autouse=True)

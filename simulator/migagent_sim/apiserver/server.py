@@ -107,13 +107,13 @@ class FakeApiServer:
     def stop(self) -> None:
         if self._http is None:
             return
-        self._terminator.stop()
         self._store.drop_subscriptions()
         self._http.shutdown()
         self._http.close_connections()
         self._http.server_close()
         if self._thread is not None:
             self._thread.join()
+        self._terminator.stop()  # last: a request still in flight may have scheduled a pod's removal
         self._http = None
         self._thread = None
 
