@@ -156,7 +156,7 @@ def measure(groups: Sequence[Group], window_s: float, workdir: Path) -> str:
             thread.start()
         for thread in stop:
             thread.join()
-        server.stop(0).wait()
+        server.stop(0)
         plane.stop()
     return _table(groups, counts, window_s, startup)
 

@@ -1,10 +1,10 @@
-"""Regenerate bench/README.md's figures from the benches' own output: `python -m bench.report [--write]`.
+"""Regenerate the docs' figures from the benches' own output: `python -m bench.report [--write]`.
 
-Each figures block of the README sits between `<!-- bench:NAME begin ... -->` and
-`<!-- bench:NAME end -->`; this runs that block's bench as a fresh process and puts its stdout
-there verbatim, under one line saying when, at which commit, on how many cores and at what load it
-ran. Without `--write` the new blocks are printed and the README is left alone. Figures are never
-typed by hand; the prose around them says how to read them.
+Each figures block (bench/README.md's, and the suite's time in docs/testing.md) sits between
+`<!-- bench:NAME begin ... -->` and `<!-- bench:NAME end -->`; this runs that block's bench as a
+fresh process and puts its stdout there verbatim, under one line saying when, at which commit, on
+how many cores and at what load it ran. Without `--write` the new blocks are printed and the files
+are left alone. Figures are never typed by hand; the prose around them says how to read them.
 
     python -m bench.report --write                       # every block (several minutes)
     python -m bench.report --write --only agent,journal  # some blocks
@@ -26,7 +26,7 @@ from pathlib import Path
 
 README = Path(__file__).with_name("README.md")
 REPO = README.parents[1]
-TOP_README = REPO / "README.md"
+TESTING_DOC = REPO / "docs" / "testing.md"
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Block:
     argv: tuple[str, ...]
     """After `python`: the bench command whose stdout fills the block."""
     readme: Path = README
-    """The file that holds the block's markers (bench/README.md, or the repository's README.md)."""
+    """The file that holds the block's markers (bench/README.md, or docs/testing.md)."""
 
 
 BLOCKS = (
@@ -52,7 +52,7 @@ BLOCKS = (
     Block("fakelib", ("-m", "bench.fakelib_bench",)),
     Block("loader", ("-m", "bench.loader_bench", "--quick")),
     Block("eviction", ("-m", "bench.eviction_bench",)),
-    Block("suite", ("-m", "bench.suite_time",), readme=TOP_README),
+    Block("suite", ("-m", "bench.suite_time",), readme=TESTING_DOC),
 )
 
 
@@ -105,7 +105,7 @@ def regenerate(text: str, blocks: Sequence[Block], *, base: str | None) -> tuple
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="write bench/README.md (else print the new blocks)")
+    parser.add_argument("--write", action="store_true", help="write the blocks into their files (else print them)")
     parser.add_argument("--only", help=f"comma-separated blocks (default all: {', '.join(b.name for b in BLOCKS)})")
     parser.add_argument("--compare-with", help="the commit the `compare` block measures against (needed for it)")
     args = parser.parse_args(argv)

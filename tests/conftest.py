@@ -6,14 +6,21 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 import threading
 import traceback
 from collections.abc import Iterator
+from pathlib import Path
 from types import FrameType
 
 import pytest
 import structlog
 from pytest_timeout import dump_stacks
+
+from migagent.plumbing.logging import reset_logging
+from tests.leftovers import no_leftovers
+
+__all__ = ["no_leftovers"]
 
 
 def _log_through_pytest() -> None:
@@ -40,16 +47,18 @@ _log_through_pytest()
 
 
 @pytest.fixture(autouse=True)
-def _fresh_structlog() -> Iterator[None]:
-    """`migagent.cli.main` configures structlog globally (level, renderer) and adds its stderr handler
-    to the root logger; undo both after each test, so a CLI test can neither hide the info events
-    another test reads with `structlog.testing.capture_logs` nor leave a handler printing to the
-    terminal."""
-    yield
-    _log_through_pytest()
+def _fresh_logging(no_leftovers: None) -> Iterator[None]:
+    """`migagent.cli.main` configures logging for the process (structlog, and a stderr handler on the
+    root logger with its level); undo it after each test, so a CLI test can neither hide the info
+    events another test reads with `structlog.testing.capture_logs` nor leave a handler printing to
+    the terminal, and route structlog through `logging` again. It depends on `no_leftovers` so that
+    it undoes this before the leftovers are counted: any other handler a test leaves still fails it."""
     root = logging.getLogger()
-    for handler in [h for h in root.handlers if type(h).__module__.startswith("migagent")]:
-        root.removeHandler(handler)
+    level = root.level
+    yield
+    reset_logging()
+    _log_through_pytest()
+    root.setLevel(level)
 
 
 TEARDOWN_LIMIT_S = 120
@@ -63,7 +72,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(
         "teardown_timeout", "seconds a teardown may run once pytest-timeout has fired", default=str(TEARDOWN_LIMIT_S)
     )
-
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -112,3 +120,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     sys.stderr.flush()
     sys.stdout.flush()
     os._exit(config.stash.get(_EXIT_STATUS, 1))
+
+
+@pytest.fixture
+def socket_path(tmp_path: Path) -> Iterator[str]:
+    """A unix socket path in tmp_path, or in a short temporary folder when tmp_path is too deep for
+    AF_UNIX (about 107 bytes)."""
+    path = tmp_path / "kubelet.sock"
+    if len(str(path)) <= 100:
+        yield str(path)
+        return
+    with tempfile.TemporaryDirectory(prefix="sock-") as short:
+        yield str(Path(short) / "kubelet.sock")

@@ -20,7 +20,8 @@ from migagent.node.names import (
     MIG_RESOURCE_PREFIX,
     PAUSED_FOR_MIG_CHANGE,
 )
-from migagent_sim.cluster import PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig
+from migagent_sim.cluster import PDB_BLOCKING_FOR_NOW, AnySimulation, SimCluster, SimClusterConfig
+from migagent_sim.doubles.intercept import SimulatedCrash
 
 BLOCKING_FOR_NOW = PDB_BLOCKING_FOR_NOW
 T = TypeVar("T")
@@ -38,10 +39,6 @@ class ImpatientClock(SystemClock):
 
     def sleep(self, seconds: float) -> None:
         super().sleep(seconds / 10)
-
-
-class SimulatedCrash(BaseException):
-    """Stands for the agent process dying: a BaseException, so no `except Exception` undoes anything."""
 
 
 def crash_at(phase: AgentPhase) -> PhaseHook:
@@ -65,7 +62,7 @@ def eventually(check: Callable[[], T | None], *, what: str, timeout_s: float = 3
 
 
 def node_when(
-    cluster: SimCluster, judge: Callable[[JsonDict], object], *, what: str, timeout_s: float = 30.0
+    cluster: AnySimulation, judge: Callable[[JsonDict], object], *, what: str, timeout_s: float = 30.0
 ) -> JsonDict:
     """Poll the Node until one read of it satisfies `judge`, and return that read.
 
@@ -105,35 +102,35 @@ def applied(node: JsonDict, layout: str) -> bool:
     return state_of(node) == "success" and layout in annotations_of(node).get(DESIRED_ANNOTATION, "")
 
 
-def state(cluster: SimCluster) -> str | None:
+def state(cluster: AnySimulation) -> str | None:
     return state_of(cluster.node())
 
 
-def condition(cluster: SimCluster) -> JsonDict:
+def condition(cluster: AnySimulation) -> JsonDict:
     found = condition_of(cluster.node())
     assert found is not None, f"node has no {CONDITION_TYPE} condition"
     return found
 
 
-def condition_reason(cluster: SimCluster) -> str | None:
+def condition_reason(cluster: AnySimulation) -> str | None:
     found = condition_of(cluster.node())
     return str(found["reason"]) if found is not None else None
 
 
-def advertised(cluster: SimCluster) -> dict[str, int]:
+def advertised(cluster: AnySimulation) -> dict[str, int]:
     return advertised_of(cluster.node())
 
 
-def node_annotations(cluster: SimCluster) -> dict[str, str]:
+def node_annotations(cluster: AnySimulation) -> dict[str, str]:
     return annotations_of(cluster.node())
 
 
-def paused_labels(cluster: SimCluster) -> list[str]:
+def paused_labels(cluster: AnySimulation) -> list[str]:
     labels: dict[str, str] = cluster.node()["metadata"].get("labels", {})
     return sorted(k for k, v in labels.items() if k.startswith(DEPLOY_LABEL_PREFIX) and v == PAUSED_FOR_MIG_CHANGE)
 
 
-def assert_released(cluster: SimCluster) -> None:
+def assert_released(cluster: AnySimulation) -> None:
     """Nothing an attempt does to the node outside the GPUs is left behind."""
     node = cluster.node()
     assert not node["spec"].get("unschedulable"), "node left cordoned"
@@ -148,11 +145,11 @@ def request_counts(cluster: SimCluster, since: int = 0) -> Counter[str]:
     )
 
 
-def workload_names(cluster: SimCluster) -> set[str]:
+def workload_names(cluster: AnySimulation) -> set[str]:
     return {w.name for w in cluster.kubelet.workloads()}
 
 
-def attached_pids(cluster: SimCluster) -> set[int]:
+def attached_pids(cluster: AnySimulation) -> set[int]:
     return {
         process.pid
         for gpu in cluster.fake.state.gpus

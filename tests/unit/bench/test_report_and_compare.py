@@ -4,7 +4,7 @@ bench.compare's table shows both trees' medians; structure only, no timing is as
 from __future__ import annotations
 
 from bench.compare import _table
-from bench.report import Block, regenerate
+from bench.report import BLOCKS, Block, _begin, regenerate
 
 README = """# Some bench
 
@@ -32,6 +32,12 @@ def test_a_block_is_replaced_by_the_bench_output_and_the_prose_around_it_is_kept
 def test_a_block_without_markers_is_reported_missing_and_nothing_changes() -> None:
     text, missing = regenerate(README, [Block("other", ("-c", "print(1)"))], base=None)
     assert (text, missing) == (README, ["other"])
+
+
+def test_every_block_has_its_markers_in_the_file_it_names() -> None:
+    """`bench.report --write` finds every block where it looks (docs moved: the markers moved with them)."""
+    missing = [f"{b.readme.name}: {b.name}" for b in BLOCKS if not _begin(b.name).search(b.readme.read_text("utf-8"))]
+    assert missing == []
 
 
 def test_the_compare_table_has_a_row_per_tree_with_its_median() -> None:
