@@ -416,12 +416,16 @@ class SimCluster:
         raise KeyError(f"GPU {gpu} has no GPU instance with compute instances starting at slot {slot}")
 
     def _apply_directly(self, layout_name: str) -> None:
-        """Put the GPUs in a layout before the cluster exists (no agent, no journal kept)."""
-        with GpuDriver(nvml_for(self.fake), reset_runner=SimResetRunner(self.fake)) as driver:
-            observation = driver.observe()
-            layout = load_layout_file(self.layout_file)
-            desired = resolve_config(layout, layout_name, [identity_of(gpu) for gpu in observation.gpus])
-            engine = ApplyEngine(driver, MemoryJournal(), clock=FakeClock())
-            result = engine.apply(desired, layout_hash=desired_node_hash(desired), config_name=layout_name)
-            if not result.converged:
-                raise RuntimeError(f"could not apply the start layout {layout_name}: {result.error}")
+        apply_directly(self.fake, self.layout_file, layout_name)
+
+
+def apply_directly(fake: FakeNvml, layout_file: Path, layout_name: str) -> None:
+    """Put the GPUs in a layout before anything runs (no agent, no journal kept)."""
+    with GpuDriver(nvml_for(fake), reset_runner=SimResetRunner(fake)) as driver:
+        observation = driver.observe()
+        layout = load_layout_file(layout_file)
+        desired = resolve_config(layout, layout_name, [identity_of(gpu) for gpu in observation.gpus])
+        engine = ApplyEngine(driver, MemoryJournal(), clock=FakeClock())
+        result = engine.apply(desired, layout_hash=desired_node_hash(desired), config_name=layout_name)
+        if not result.converged:
+            raise RuntimeError(f"could not apply the start layout {layout_name}: {result.error}")

@@ -1,0 +1,129 @@
+"""One run's simulated GPU node on the real control plane, the same for either manager.
+
+- The GPUs: a FakeNvml node in a state file (MIGAGENT_FAKE_NVML_STATE), set to the start layout
+  before anything runs. The manager under test reaches it through the fake libnvidia-ml.so.1 from its
+  own process (mig-parted in Go, migagent in Python); the simulated kubelet through SharedFakeNvml.
+- The kubelet (`FakeKubelet` over `RealKubeApi`: the kubelet's own identity for node and pod
+  status), with the PodResources socket, workload pods holding MIG devices (an NVML process each),
+  and the device plugin as the GPU Operator's DaemonSet runs it: its pod exists while
+  `nvidia.com/gpu.deploy.device-plugin` is "true", and it advertises `nvidia.com/mig-*` in Node
+  allocatable `plugin_lag_s` after it starts.
+- The GPU Operator's other operands (`OperandPods`): GFD, DCGM, the DCGM exporter and the operator
+  validator follow their deploy labels; the CUDA and plugin validators have run to completion.
+- The Node carries what the GPU Operator puts there: every operand's deploy label "true",
+  `nvidia.com/gpu.deploy.mig-manager=true`, `nvidia.com/mig.capable=true`, and the start layout in
+  `nvidia.com/mig.config`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.head_to_head.gpus import GpuSnapshot, snapshot
+from bench.head_to_head.recorder import Recorder
+from migagent.kube.names import MIG_CONFIG_LABEL
+from migagent.layout.strategy import MigStrategy
+from migagent.sim.fake_nvml import FakeNvml
+from migagent_sim.cluster import DEMO_LAYOUTS, apply_directly
+from migagent_sim.kubelet import FakeKubelet
+from migagent_sim.kubelet_devices import read_inventory
+from migagent_sim.operands import OPERANDS, OperandPods
+from migagent_sim.shared_nvml import SharedFakeNvml, write_node
+from tests.realkube.control_plane import ControlPlane
+from tests.realkube.world import RealKubeApi
+
+OPERATOR_NAMESPACE = "gpu-operator"
+MIGAGENT_ACCOUNT = ("migagent", "migagent")
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    spec: str = "8xH100-80GB-SXM"
+    node_name: str = "gpu-node-1"
+    start_layout: str = "all-1g.10gb"
+    layouts_yaml: str = DEMO_LAYOUTS
+    plugin_lag_s: float = 1.0
+    """From the device plugin pod's start to its resources in Node allocatable."""
+
+
+def operator_labels(start_layout: str) -> dict[str, str]:
+    deploy = ("device-plugin", *(o.component for o in OPERANDS), "mig-manager")
+    return {
+        **{f"nvidia.com/gpu.deploy.{component}": "true" for component in deploy},
+        "nvidia.com/mig.capable": "true",
+        MIG_CONFIG_LABEL: start_layout,
+    }
+
+
+def expected_advertisement(settings: NodeSettings, layout: str, layout_file: Path) -> dict[str, int]:
+    """What the device plugin advertises (mixed strategy) once `layout` is applied to a fresh node."""
+    fake = FakeNvml.from_spec(settings.spec)
+    apply_directly(fake, layout_file, layout)
+    return {name: n for name, n in read_inventory(fake, MigStrategy.MIXED).counts().items() if n}
+
+
+class SimulatedNode:
+    def __init__(self, plane: ControlPlane, workdir: Path, settings: NodeSettings) -> None:
+        self.plane = plane
+        self.settings = settings
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.layout_file = workdir / "mig-layouts.yaml"
+        self.layout_file.write_text(settings.layouts_yaml, encoding="utf-8")
+        self.state_path = workdir / "gpus" / "node.json"
+        start = FakeNvml.from_spec(settings.spec)
+        apply_directly(start, self.layout_file, settings.start_layout)
+        write_node(start, self.state_path)
+        self.nvml = SharedFakeNvml(self.state_path)
+        # A unix socket path must stay under ~107 bytes; run directories can be longer.
+        self._socket_dir = Path(tempfile.mkdtemp(prefix="h2h-"))
+        self.socket_path = str(self._socket_dir / "kubelet.sock")
+        self.api = RealKubeApi(plane, settings.node_name, agent_account=MIGAGENT_ACCOUNT)
+        self.kubelet = FakeKubelet(
+            self.api,  # type: ignore[arg-type]  # RealKubeApi has the FakeApiServer surface the kubelet uses
+            self.nvml,
+            node_name=settings.node_name,
+            socket_path=self.socket_path,
+            plugin_lag_s=settings.plugin_lag_s,
+            plugin_mode="gpu-operator",
+            plugin_namespace=OPERATOR_NAMESPACE,
+        )
+        self.operands = OperandPods(self.api, node_name=settings.node_name, namespace=OPERATOR_NAMESPACE)  # type: ignore[arg-type]
+        self.recorder = Recorder(settings.node_name)
+
+    @property
+    def name(self) -> str:
+        return self.settings.node_name
+
+    def start(self) -> SimulatedNode:
+        self.api.start()
+        self.api.on_node_changed(self.recorder.node_changed)
+        self.api.on_pod_deleted(self.recorder.pod_gone)
+        self.api.add_node(self.name, labels=operator_labels(self.settings.start_layout))
+        self.kubelet.start()
+        self.operands.start()
+        return self
+
+    def stop(self) -> None:
+        self.operands.stop()
+        self.kubelet.stop()
+        self.api.stop()
+        shutil.rmtree(self._socket_dir, ignore_errors=True)
+
+    def gpus(self) -> GpuSnapshot:
+        return snapshot(self.nvml)
+
+    def label(self, layout: str) -> None:
+        def edit(node: dict[str, object]) -> None:
+            node["metadata"]["labels"][MIG_CONFIG_LABEL] = layout  # type: ignore[index]
+
+        self.api.update_node(self.name, edit)
+
+    def mig_uuid(self, gpu: int, slot: int) -> str:
+        for gi in self.nvml.state.gpus[gpu].gpu_instances:
+            if gi.placement.start == slot and gi.compute_instances:
+                return str(gi.compute_instances[0].uuid)
+        raise KeyError(f"GPU {gpu} has no GPU instance at slot {slot}")
