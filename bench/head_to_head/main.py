@@ -11,6 +11,7 @@ goes through every scenario for every manager) so machine load falls on both ali
 from __future__ import annotations
 
 import argparse
+import logging
 import shutil
 import sys
 import tempfile
@@ -24,6 +25,7 @@ from bench.head_to_head.node import NodeSettings
 from bench.head_to_head.publish import publish, render
 from bench.head_to_head.run import RunContext, RunRecord
 from bench.head_to_head.scenarios import SCENARIOS, Settings
+from migagent.runtime.logging import configure_logging
 from tests.realkube.control_plane import ControlPlane, binaries_dir, new_workdir
 from tests.realkube.deployment import Deployer
 
@@ -120,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"head_to_head: {absent}", file=sys.stderr)
         return 1
     repeats = 1 if args.quick else args.repeats
+    configure_logging(json_logs=False, level=logging.WARNING)  # the managers' logs go to their own files
     scratch = Path(tempfile.mkdtemp(prefix="migagent-h2h-"))
     plane = ControlPlane(binaries_dir(), new_workdir()).start()
     started = time.monotonic()

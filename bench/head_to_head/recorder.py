@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -71,15 +72,15 @@ class Recorder:
         with self._lock:
             return self._samples[-1] if self._samples else None
 
-    def wait_quiet(self, quiet_s: float, *, timeout_s: float, done: Any) -> bool:
-        """Until `done(latest sample)` holds and nothing changed for `quiet_s`; False on `timeout_s`."""
+    def wait_quiet(self, quiet_s: float, *, timeout_s: float, done: Callable[[Sequence[NodeSample]], bool]) -> bool:
+        """Until `done(every sample so far)` holds (times are time.monotonic() values) and nothing changed for
+        `quiet_s`; False on `timeout_s`. `done` must not call back into the recorder (its lock is held)."""
         deadline = time.monotonic() + timeout_s
         with self._lock:
             while True:
                 now = time.monotonic()
-                last = self._samples[-1] if self._samples else None
-                quiet_since = max([last.t if last else 0.0, *(g.t for g in self._gone[-1:])])
-                if last is not None and done(last) and now - quiet_since >= quiet_s:
+                quiet_since = max([*(s.t for s in self._samples[-1:]), *(g.t for g in self._gone[-1:]), 0.0])
+                if self._samples and done(list(self._samples)) and now - quiet_since >= quiet_s:
                     return True
                 if now > deadline:
                     return False

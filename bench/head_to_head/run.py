@@ -101,11 +101,11 @@ class RunContext:
         """The manager reports the start layout and the plugin advertises it: the scenario's baseline."""
         start = self.settings.start_layout
         expected = self.expected(start)
-        if not self.node.recorder.wait_quiet(
-            1.0,
-            timeout_s=timeout_s,
-            done=lambda s: s.state == "success" and s.layout == start and dict(s.advertised) == expected,
-        ):
+        def done(samples: Sequence[NodeSample]) -> bool:
+            last = samples[-1]
+            return last.state == "success" and last.layout == start and dict(last.advertised) == expected
+
+        if not self.node.recorder.wait_quiet(1.0, timeout_s=timeout_s, done=done):
             raise RuntimeError(f"{self.manager.name} never reported {start}: {self.node.recorder.latest()}")
         self.baseline()
 
@@ -138,13 +138,14 @@ class RunContext:
         QUIET_S: on `failed`, or on `success` with `target` in the layout label and its resources advertised
         (a name the layout file lacks can only fail). False when `timeout_s` passed first."""
         expected = self.expected(target) if target in self.layouts else None
-        before = [s for s in self.node.recorder.samples(self.origin) if s.t < since]
-        at_write = before[-1].state if before else None
+        written = self.origin + since
 
-        def done(latest: NodeSample) -> bool:
-            moved = any(s.state != at_write for s in self.node.recorder.samples(self.origin) if s.t >= since)
-            if not moved:
-                return False
+        def done(samples: Sequence[NodeSample]) -> bool:
+            before = [s for s in samples if s.t < written]
+            at_write = before[-1].state if before else None
+            if all(s.state == at_write for s in samples if s.t >= written):
+                return False  # the manager has not answered this write yet
+            latest = samples[-1]
             if latest.state == "failed":
                 return True
             return (

@@ -97,11 +97,16 @@ def pause_episodes(samples: Sequence[NodeSample]) -> int:
     return episodes
 
 
-def _deploy_text(deploy: tuple[tuple[str, str], ...]) -> str:
-    values = {v for _, v in deploy}
-    if len(values) == 1:
-        return f"operands {values.pop()}"
-    return "operands " + ", ".join(f"{k}={v}" for k, v in deploy)
+def _deploy_text(before: tuple[tuple[str, str], ...], after: tuple[tuple[str, str], ...]) -> str:
+    """`operands paused-for-mig-change: dcgm, device-plugin`: the deploy labels that changed, by new value."""
+    old = dict(before)
+    by_value: dict[str, list[str]] = {}
+    for component, value in after:
+        if old.get(component) != value:
+            by_value.setdefault(value, []).append(component)
+    for component in old.keys() - dict(after).keys():
+        by_value.setdefault("removed", []).append(component)
+    return "; ".join(f"operands {value}: {', '.join(sorted(names))}" for value, names in by_value.items())
 
 
 def events(samples: Sequence[NodeSample]) -> list[str]:
@@ -117,7 +122,7 @@ def events(samples: Sequence[NodeSample]) -> list[str]:
         if previous is None or s.cordoned != previous.cordoned:
             changes.append("cordoned" if s.cordoned else "uncordoned")
         if previous is None or s.deploy != previous.deploy:
-            changes.append(_deploy_text(s.deploy))
+            changes.append(_deploy_text(() if previous is None else previous.deploy, s.deploy))
         if previous is None or dict(s.advertised) != dict(previous.advertised):
             changes.append(f"advertised {sum(s.advertised.values())} MIG devices")
         if changes:

@@ -86,8 +86,8 @@ def test_cordons_and_pauses_are_counted_as_episodes_and_the_events_name_each_cha
     assert cordon_episodes(samples) == 2
     assert pause_episodes(samples) == 2
     lines = events(samples)
-    assert lines[1] == "  +1.00s state=pending, cordoned, operands paused-for-mig-change"
-    assert lines[-1] == "  +4.00s state=success, uncordoned, operands true, advertised 2 MIG devices"
+    assert lines[1] == "  +1.00s state=pending, cordoned, operands paused-for-mig-change: dcgm, device-plugin"
+    assert lines[-1] == "  +4.00s state=success, uncordoned, operands true: dcgm, device-plugin, advertised 2 MIG devices"
 
 
 def _device(gpu: int, start: int, uuid: str, profile: str = "1g.10gb") -> MigDevice:
