@@ -20,8 +20,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench.head_to_head.binaries import gpu_host, missing
-from bench.head_to_head.managers import GpuHost, Manager, Migagent, NvidiaMigManager
-from bench.head_to_head.node import NodeSettings
+from bench.head_to_head.managers import (
+    DrainedMigManager,
+    GpuHost,
+    Manager,
+    Migagent,
+    NvidiaMigManager,
+    nvml_client_start_s,
+)
+from bench.head_to_head.node import NodeSettings, write_start_node
 from bench.head_to_head.publish import publish, render
 from bench.head_to_head.run import RunContext, RunRecord
 from bench.head_to_head.scenarios import SCENARIOS, Settings
@@ -29,6 +36,7 @@ from migagent.runtime.logging import configure_logging
 from tests.realkube.control_plane import ControlPlane, binaries_dir, new_workdir
 from tests.realkube.deployment import Deployer
 
+MANAGERS = ("migagent", "mig-manager", "mig-manager+drain")
 DRAIN_TIMEOUT_S = 30.0
 """migagent's --drain-timeout here (its default is 300 s): how long `pdb-for-ever` waits before failing."""
 
@@ -38,6 +46,7 @@ def make_managers(host: GpuHost, names: Sequence[str], *, deployer: Deployer | N
     known: dict[str, Manager] = {
         "migagent": Migagent(host, drain_timeout_s=DRAIN_TIMEOUT_S, deployer=deployer),
         "mig-manager": NvidiaMigManager(host),
+        "mig-manager+drain": DrainedMigManager(host, drain_timeout_s=DRAIN_TIMEOUT_S),
     }
     return [known[name] for name in names]
 
@@ -58,6 +67,7 @@ def run_one(
         ctx.start_manager()
         ctx.ready()
         outcome = SCENARIOS[scenario](ctx, settings)
+        ctx.finish()
         record = ctx.record(scenario, outcome)
         if inspect is not None:
             inspect(ctx, record)
@@ -98,12 +108,21 @@ def run_all(
     return records
 
 
+def simulator_start_cost(host: GpuHost, workdir: Path) -> float:
+    """What one nvidia-mig-parted run costs here for starting the simulator (see nvml_client_start_s)."""
+    settings = NodeSettings()
+    workdir.mkdir(parents=True, exist_ok=True)
+    layouts = workdir / "mig-layouts.yaml"
+    layouts.write_text(settings.layouts_yaml, encoding="utf-8")
+    return nvml_client_start_s(host, write_start_node(settings, layouts, workdir / "node.json"))
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.head_to_head", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one run per scenario and manager")
     parser.add_argument("--repeats", type=int, default=3, help="runs per scenario and manager (default 3)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated (default: all)")
-    parser.add_argument("--managers", default="migagent,mig-manager", help="comma-separated (default: both)")
+    parser.add_argument("--managers", default=",".join(MANAGERS), help="comma-separated (default: all)")
     parser.add_argument("--write", action="store_true", help="write bench/README.md's block and README's summary")
     parser.add_argument("--keep", action="store_true", help="keep the run directories (manager logs) and say where")
     return parser
@@ -113,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     scenarios = args.scenarios.split(",")
     names = args.managers.split(",")
-    unknown = sorted(set(scenarios) - set(SCENARIOS)) + sorted(set(names) - {"migagent", "mig-manager"})
+    unknown = sorted(set(scenarios) - set(SCENARIOS)) + sorted(set(names) - set(MANAGERS))
     if unknown:
         print(f"unknown scenario or manager: {', '.join(unknown)}", file=sys.stderr)
         return 2
@@ -127,8 +146,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     plane = ControlPlane(binaries_dir(), new_workdir()).start()
     started = time.monotonic()
     try:
-        managers = make_managers(gpu_host(scratch), names)
+        host = gpu_host(scratch)
+        managers = make_managers(host, names)
         records = run_all(plane, managers, scenarios, repeats=repeats, workdir=scratch / "runs")
+        start_cost_s = simulator_start_cost(host, scratch / "start-cost")
     finally:
         plane.stop()
         shutil.rmtree(plane.workdir, ignore_errors=True)
@@ -138,8 +159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             shutil.rmtree(scratch, ignore_errors=True)
     command = "python -m bench.head_to_head" + (" --quick" if args.quick else f" --repeats {repeats}")
     text = render(
-        records, names, command=command, elapsed_s=time.monotonic() - started, drain_timeout_s=DRAIN_TIMEOUT_S
-    )
+        records, names, command=command, elapsed_s=time.monotonic() - started, drain_timeout_s=DRAIN_TIMEOUT_S,
+        start_cost_s=start_cost_s,
+    )  # fmt: skip
     print(text)
     if args.write:
         publish(records, names, text)

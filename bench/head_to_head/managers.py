@@ -19,7 +19,7 @@ migagent runs `python -m migagent agent` with the gpu-operator overlay's flags t
 policies; everything else at its defaults but `--drain-timeout` (the bench's, given in the table).
 
 Both reach the GPUs only through the fake libnvidia-ml.so.1 (and the fake nvidia-smi) on the node
-in MIGAGENT_FAKE_NVML_STATE, launched by the same `GpuHost`.
+in MIGAGENT_FAKE_NVML_STATE, each started by the same `GpuHost` launcher.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from bench.head_to_head.node import OPERATOR_NAMESPACE, SimulatedNode
-from tests.realkube.control_plane import ControlPlane, Identity
+from tests.realkube.control_plane import IDENTITY_POD_LABEL, ControlPlane, Identity
 from tests.realkube.deployment import GPU_OPERATOR, Deployer
 
 JsonDict = dict[str, Any]
@@ -48,21 +48,24 @@ GPU_CLIENTS = (
 
 @dataclass(frozen=True)
 class GpuHost:
-    """How a manager's processes reach the simulated GPUs."""
+    """How a manager's processes reach the simulated GPUs: `python -m migagent_sim.gpu_node run`, which
+    puts the fake libnvidia-ml.so.1 and nvidia-smi first on LD_LIBRARY_PATH and PATH, names the node's
+    state file, and mounts the driver's files NVIDIA's tools read (/proc/modules, the PCI tree, the
+    MIG capability files) in a private mount namespace."""
 
     fake_nvml_dir: Path
     """libnvidia-ml.so.1 and nvidia-smi, as scripts/build_fake_nvml.sh builds them."""
     nvidia_tools_dir: Path
     """nvidia-mig-manager, nvidia-mig-parted and reconfigure-mig.sh (scripts/nvidia_tools.sh)."""
-    launcher: tuple[str, ...] = ()
-    """A command prefix that runs its argument on the simulated node (its /proc and /sys files)."""
 
-    def env(self, node: SimulatedNode, *, path_first: tuple[Path, ...] = ()) -> dict[str, str]:
-        dirs = [*path_first, self.fake_nvml_dir]
+    def command(self, state: Path, argv: list[str]) -> list[str]:
+        """`argv` on the simulated node whose state file is `state`."""
+        run = [sys.executable, "-m", "migagent_sim.gpu_node", "run", f"--state={state}"]
+        return [*run, f"--lib={self.fake_nvml_dir}", "--", *argv]
+
+    def env(self, *, path_first: tuple[Path, ...] = ()) -> dict[str, str]:
         return {
-            "PATH": os.pathsep.join([*(str(d) for d in dirs), os.environ.get("PATH", "/usr/bin:/bin")]),
-            "LD_LIBRARY_PATH": str(self.fake_nvml_dir),
-            "MIGAGENT_FAKE_NVML_STATE": str(node.state_path),
+            "PATH": os.pathsep.join([*(str(d) for d in path_first), os.environ.get("PATH", "/usr/bin:/bin")]),
             "HOME": os.environ.get("HOME", "/root"),
         }
 
@@ -113,6 +116,24 @@ class Manager(Protocol):
         """A new process on `node` (as a restarted container: `workdir` keeps what its host paths keep)."""
         ...
 
+    def before_change(self, node: SimulatedNode) -> str | None:
+        """What the admin does before writing the first label; why the change is given up, or None."""
+        ...
+
+    def after_change(self, node: SimulatedNode) -> None:
+        """What the admin does once the node has settled."""
+        ...
+
+
+class LabelOnly:
+    """The admin only writes the label: what both managers are made for."""
+
+    def before_change(self, node: SimulatedNode) -> str | None:
+        return None
+
+    def after_change(self, node: SimulatedNode) -> None:
+        return None
+
 
 def mig_manager_rbac() -> list[JsonDict]:
     """The GPU Operator's grants to mig-manager (assets/state-mig-manager 0100-0310)."""
@@ -151,7 +172,7 @@ def _kubeconfig(plane: ControlPlane, path: Path, *, namespace: str, account: str
     return plane.write_kubeconfig(path, Identity(f"system:serviceaccount:{namespace}:{account}", token=token))
 
 
-class NvidiaMigManager:
+class NvidiaMigManager(LabelOnly):
     name = "mig-manager"
 
     def __init__(self, host: GpuHost) -> None:
@@ -177,7 +198,7 @@ class NvidiaMigManager:
             node=node.name,
         )
         env = {
-            **self.host.env(node, path_first=(self.host.nvidia_tools_dir,)),
+            **self.host.env(path_first=(self.host.nvidia_tools_dir,)),
             "KUBECONFIG": str(kubeconfig),
             "NODE_NAME": node.name,
             "CONFIG_FILE": str(node.layout_file),
@@ -188,11 +209,37 @@ class NvidiaMigManager:
             "WITH_REBOOT": "false",
             "WITH_SHUTDOWN_HOST_GPU_CLIENTS": "false",
         }
-        argv = [*self.host.launcher, str(self.host.nvidia_tools_dir / "nvidia-mig-manager")]
+        argv = self.host.command(node.state_path, [str(self.host.nvidia_tools_dir / "nvidia-mig-manager")])
         return ManagerProcess(argv, env, workdir / "mig-manager.log")
 
 
-class Migagent:
+class DrainedMigManager(NvidiaMigManager):
+    """mig-manager with the procedure NVIDIA gives admins (gpu-operator#262): cordon and drain the node,
+    write the label, wait for `success`, uncordon. The drain is `kubectl drain --ignore-daemonsets`
+    (evictions, so budgets hold) with the same timeout as migagent's drain; when it times out the admin
+    uncordons and does not write the label."""
+
+    name = "mig-manager+drain"
+
+    def __init__(self, host: GpuHost, *, drain_timeout_s: float) -> None:
+        super().__init__(host)
+        self.drain_timeout_s = drain_timeout_s
+
+    def before_change(self, node: SimulatedNode) -> str | None:
+        done = node.plane.kubectl(
+            "drain", node.name, "--ignore-daemonsets", "--delete-emptydir-data", f"--timeout={self.drain_timeout_s:g}s",
+            f"--pod-selector=app.kubernetes.io/name!={IDENTITY_POD_LABEL}", check=False,
+        )  # fmt: skip
+        if done.returncode == 0:
+            return None
+        node.plane.kubectl("uncordon", node.name)
+        return (done.stderr.strip().splitlines() or ["kubectl drain failed"])[-1]
+
+    def after_change(self, node: SimulatedNode) -> None:
+        node.plane.kubectl("uncordon", node.name)
+
+
+class Migagent(LabelOnly):
     name = "migagent"
 
     def __init__(self, host: GpuHost, *, drain_timeout_s: float, deployer: Deployer | None = None) -> None:
@@ -214,7 +261,7 @@ class Migagent:
             node.plane, workdir / "kubeconfig", namespace=namespace, account=account, node=node.name
         )
         env = {
-            **self.host.env(node),
+            **self.host.env(),
             "KUBECONFIG": str(kubeconfig),
             "NODE_NAME": node.name,
             "CONFIG_FILE": str(node.layout_file),
@@ -224,7 +271,7 @@ class Migagent:
             "POD_NAMESPACE": namespace,
         }
         argv = [
-            *self.host.launcher, sys.executable, "-m", "migagent", "agent",
+            sys.executable, "-m", "migagent", "agent",
             f"--journal-dir={workdir / 'journal'}",
             f"--podresources-socket={node.socket_path}",
             "--device-plugin-restart=gpu-operator",
@@ -232,4 +279,19 @@ class Migagent:
             "--restart-operator-validator",
             f"--drain-timeout={self.drain_timeout_s:g}",
         ]  # fmt: skip
-        return ManagerProcess(argv, env, workdir / "migagent.log")
+        return ManagerProcess(self.host.command(node.state_path, argv), env, workdir / "migagent.log")
+
+
+def nvml_client_start_s(host: GpuHost, state: Path, *, runs: int = 3) -> float:
+    """Median seconds of one `nvidia-mig-parted export` on the node in `state`: mostly what starting the simulator in a
+    Go process costs here (the fake library starts a Python interpreter and imports the simulator), where
+    a real driver's NVML starts in milliseconds. mig-manager pays it for each of its mig-parted runs."""
+    mig_parted = host.nvidia_tools_dir / "nvidia-mig-parted"
+    loop = f"TIMEFORMAT=%R; for i in $(seq {runs}); do time {mig_parted} export >/dev/null; done"
+    done = subprocess.run(
+        host.command(state, ["bash", "-c", loop]), env=host.env(), capture_output=True, text=True, check=True
+    )
+    times = sorted(float(line) for line in done.stderr.split() if line.replace(".", "", 1).isdigit())
+    if len(times) != runs:
+        raise RuntimeError(f"timing nvidia-mig-parted export failed: {done.stderr.strip()[-500:]}")
+    return times[len(times) // 2]

@@ -65,6 +65,14 @@ def expected_advertisement(settings: NodeSettings, layout: str, layout_file: Pat
     return {name: n for name, n in read_inventory(fake, MigStrategy.MIXED).counts().items() if n}
 
 
+def write_start_node(settings: NodeSettings, layout_file: Path, path: Path) -> Path:
+    """A fresh node of `settings.spec` in its start layout, in the state file at `path`."""
+    start = FakeNvml.from_spec(settings.spec)
+    apply_directly(start, layout_file, settings.start_layout)
+    write_node(start, path)
+    return path
+
+
 class SimulatedNode:
     def __init__(self, plane: ControlPlane, workdir: Path, settings: NodeSettings) -> None:
         self.plane = plane
@@ -73,10 +81,7 @@ class SimulatedNode:
         workdir.mkdir(parents=True, exist_ok=True)
         self.layout_file = workdir / "mig-layouts.yaml"
         self.layout_file.write_text(settings.layouts_yaml, encoding="utf-8")
-        self.state_path = workdir / "gpus" / "node.json"
-        start = FakeNvml.from_spec(settings.spec)
-        apply_directly(start, self.layout_file, settings.start_layout)
-        write_node(start, self.state_path)
+        self.state_path = write_start_node(settings, self.layout_file, workdir / "gpus" / "node.json")
         self.nvml = SharedFakeNvml(self.state_path)
         # A unix socket path must stay under ~107 bytes; run directories can be longer.
         self._socket_dir = Path(tempfile.mkdtemp(prefix="h2h-"))

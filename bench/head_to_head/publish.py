@@ -28,11 +28,23 @@ def _markers(name: str) -> tuple[str, str]:
 
 
 def render(
-    records: Sequence[RunRecord], managers: Sequence[str], *, command: str, elapsed_s: float, drain_timeout_s: float
+    records: Sequence[RunRecord],
+    managers: Sequence[str],
+    *,
+    command: str,
+    elapsed_s: float,
+    drain_timeout_s: float,
+    start_cost_s: float,
 ) -> str:
     """bench/README.md's block: where it ran, the side-by-side table, the figures, the details."""
     when = datetime.datetime.now(datetime.UTC)
     notes = [f"- {manager}: {DESIGN_NOTES[manager]}" for manager in managers if manager in DESIGN_NOTES]
+    notes.append(
+        f"- The simulator's share: each `nvidia-mig-parted` run costs {start_cost_s:.2f} s here to start the"
+        " simulated driver (an embedded Python interpreter), which a real driver does not; mig-manager's script"
+        f" runs it 6 times per change (about {6 * start_cost_s:.0f} s of its times) and 2 times when the GPUs"
+        " already match. Every NVML call of either manager goes through the same simulator."
+    )
     return "\n".join(
         [
             f"`{command}`, {when:%Y-%m-%d %H:%M} UTC, {elapsed_s / 60:.0f} min; Python {platform.python_version()},"

@@ -38,6 +38,7 @@ class Recorder:
         self._lock = threading.Lock()
         self._samples: list[NodeSample] = []
         self._gone: list[PodGone] = []
+        self._marks: list[tuple[float, str]] = []
         self._changed = threading.Condition(self._lock)
 
     # -- listeners (called on the kubelet's watch threads) ---------------------------------------
@@ -57,7 +58,16 @@ class Recorder:
             self._gone.append(PodGone(metadata.get("namespace", ""), metadata["name"], time.monotonic(), _evicted(pod)))
             self._changed.notify_all()
 
+    def mark(self, text: str) -> None:
+        """Something the harness did (killed the manager, started it), for the timeline."""
+        with self._lock:
+            self._marks.append((time.monotonic(), text))
+
     # -- reading -------------------------------------------------------------------------------
+
+    def marks(self, origin: float) -> list[tuple[float, str]]:
+        with self._lock:
+            return [(t - origin, text) for t, text in self._marks]
 
     def samples(self, origin: float) -> list[NodeSample]:
         """Every sample so far, timed from `origin` (a time.monotonic() value)."""

@@ -12,9 +12,16 @@ from bench.tables import percentile
 
 DESIGN_NOTES = {
     "mig-manager": (
-        "mig-manager never evicts or cordons: it pauses the GPU Operator's operands and expects the GPUs"
-        " to be idle (NVIDIA asks admins to drain first). A pod on a GPU it must rebuild makes NVML refuse"
-        " (IN_USE) and the change fail; that is its design, so its pod columns are not a score."
+        "mig-manager never evicts or cordons, by design: it pauses the GPU Operator's operands and expects the"
+        " GPUs to be idle (NVIDIA asks admins to drain first, the next column). A pod on a GPU it must rebuild"
+        " makes NVML refuse (IN_USE) and the change fail, after whatever it destroyed before reaching that"
+        " instance; its pod columns are what its design does, not a score."
+    ),
+    "mig-manager+drain": (
+        "mig-manager with NVIDIA's documented procedure around it (gpu-operator#262): the admin runs `kubectl"
+        " drain --ignore-daemonsets` (evictions, budgets respected, the same timeout as migagent's drain), writes"
+        " the label, waits for `success` and uncordons; timed from the start of the drain. When the drain times"
+        " out the admin uncordons and writes no label."
     ),
 }
 
@@ -95,7 +102,9 @@ def _seconds(value: float | None) -> str:
 
 def cell(summary: Summary, record: RunRecord) -> str:
     """The short text of one manager on one scenario, for the side-by-side table."""
-    if summary.successes:
+    if "admin" in record.notes:
+        outcome = f"**no change**: {record.notes['admin']}"
+    elif summary.successes:
         outcome = f"**success** in {_seconds(summary.p50_s)} s (p95 {_seconds(summary.p95_s)})"
         if summary.successes < summary.runs:
             outcome += f", {summary.successes}/{summary.runs} runs"
@@ -103,6 +112,8 @@ def cell(summary: Summary, record: RunRecord) -> str:
         outcome = f"**{record.final_state}**" + (
             f" after {_seconds(summary.failed_p50_s)} s" if summary.failed_p50_s is not None else ""
         )
+    if record.success_entries > 1:
+        outcome += f", `success` reported {record.success_entries} times (first for an earlier layout)"
     moved = [f"evicted {', '.join(record.evicted)}"] if record.evicted else []
     moved += [f"deleted {', '.join(record.deleted)}"] if record.deleted else []
     pods = "; ".join(moved) if moved else "no pod moved"

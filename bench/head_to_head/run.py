@@ -15,8 +15,8 @@ from bench.head_to_head.timeline import (
     NodeSample,
     advertised_entries,
     cordon_episodes,
+    entries,
     events,
-    first_state,
     pause_episodes,
     success_entries,
 )
@@ -58,6 +58,8 @@ class RunRecord:
     destroyed: int
     created: int
     success_entries: int
+    """How often the state label went to `success` for the target after the measured write (more than once:
+    a success was reported under the target's label before the GPUs held it)."""
     cordon_episodes: int
     pause_episodes: int
     left_cordoned: bool
@@ -83,6 +85,7 @@ class RunContext:
         self.origin = time.monotonic()
         self._expected: dict[str, dict[str, int]] = {}
         self._labelled = False
+        self.given_up: str | None = None
         self.layouts = frozenset(load_layout_file(self.node.layout_file).names)
         self.workloads_before: dict[str, str] = {}
         self.gpus_before: GpuSnapshot | None = None
@@ -91,16 +94,19 @@ class RunContext:
 
     def start_manager(self) -> None:
         self.process = self.manager.start(self.node, self.workdir / "manager")
+        self.node.recorder.mark(f"{self.manager.name} started")
 
     def kill_manager(self) -> None:
         assert self.process is not None
         self.process.kill()
         self.process = None
+        self.node.recorder.mark(f"{self.manager.name} killed (SIGKILL)")
 
     def ready(self, timeout_s: float = 180.0) -> None:
         """The manager reports the start layout and the plugin advertises it: the scenario's baseline."""
         start = self.settings.start_layout
         expected = self.expected(start)
+
         def done(samples: Sequence[NodeSample]) -> bool:
             last = samples[-1]
             return last.state == "success" and last.layout == start and dict(last.advertised) == expected
@@ -125,18 +131,35 @@ class RunContext:
         return time.monotonic() - self.origin
 
     def label(self, layout: str) -> float:
-        """Write `nvidia.com/mig.config` as an admin; the time of the write (the first one starts the clock)."""
-        if not self._labelled:
+        """Write `nvidia.com/mig.config` as an admin; the time of the write. The first write starts the clock,
+        after what the admin does before a change (the manager's `before_change`, timed with it)."""
+        if self._labelled:
+            written = self.now()
+        else:
             self.origin = time.monotonic()
             self._labelled = True
-        written = self.now()
-        self.node.label(layout)
+            written = self.now()
+            refused = self.manager.before_change(self.node)
+            if refused is not None:
+                self.given_up = f"the admin gave up before writing a label: {refused}"
+                self.node.recorder.mark(self.given_up)
+                return written
+        if self.given_up is None:
+            self.node.label(layout)
         return written
+
+    def finish(self) -> None:
+        """What the admin does once the scenario has settled (uncordon, for a drained node)."""
+        if self._labelled and self.given_up is None:
+            self.manager.after_change(self.node)
+            self.node.recorder.wait_quiet(0.5, timeout_s=10.0, done=lambda samples: True)
 
     def settle(self, since: float, target: str, *, timeout_s: float) -> bool:
         """Until the state label moved after the write at `since` and came to rest, nothing changing for
         QUIET_S: on `failed`, or on `success` with `target` in the layout label and its resources advertised
         (a name the layout file lacks can only fail). False when `timeout_s` passed first."""
+        if self.given_up is not None:
+            return False
         expected = self.expected(target) if target in self.layouts else None
         written = self.origin + since
 
@@ -175,6 +198,7 @@ class RunContext:
     def record(self, scenario: str, outcome: Outcome) -> RunRecord:
         samples = self.node.recorder.samples(self.origin)
         gone = self.node.recorder.gone(self.origin)
+        marks = self.node.recorder.marks(self.origin)
         after = self.node.gpus()
         assert self.gpus_before is not None, "ready() or baseline() before the scenario"
         change = compare(self.gpus_before, after)
@@ -188,7 +212,7 @@ class RunContext:
             manager=self.manager.name,
             success_s=successes[-1] - since if successes and latest.state == "success" else None,
             advertised_s=advertised[-1] - since if advertised else None,
-            failed_s=_minus(first_state(samples, "failed", after=since), since),
+            failed_s=_minus(next(iter(entries(samples, _failed, after=since)), None), since),
             final_state=latest.state,
             evicted=_names(gone, evicted=True),
             deleted=_names(gone, evicted=False),
@@ -198,15 +222,19 @@ class RunContext:
             kept=change.kept,
             destroyed=len(change.destroyed),
             created=len(change.created),
-            success_entries=len(success_entries(samples, outcome.target, after=0.0)),
+            success_entries=len(successes),
             cordon_episodes=cordon_episodes([s for s in samples if s.t >= 0]),
             pause_episodes=pause_episodes([s for s in samples if s.t >= 0]),
             left_cordoned=latest.cordoned,
             left_paused=tuple(c for c, v in latest.deploy if v == "paused-for-mig-change"),
             gpus_after=describe_node(after, only=change.touched) if change.touched else "unchanged",
-            events=tuple(events([s for s in samples if s.t >= -0.001])),
-            notes=dict(outcome.notes),
+            events=tuple(events([s for s in samples if s.t >= -0.001], [m for m in marks if m[0] >= 0])),
+            notes={**outcome.notes, **({"admin": self.given_up} if self.given_up else {})},
         )
+
+
+def _failed(sample: NodeSample) -> bool:
+    return sample.state == "failed"
 
 
 def _minus(t: float | None, since: float) -> float | None:

@@ -109,23 +109,29 @@ def _deploy_text(before: tuple[tuple[str, str], ...], after: tuple[tuple[str, st
     return "; ".join(f"operands {value}: {', '.join(sorted(names))}" for value, names in by_value.items())
 
 
-def events(samples: Sequence[NodeSample]) -> list[str]:
-    """`+1.23s state=pending` lines: each change of the layout, state, cordon, operands or advertisement."""
-    lines: list[str] = []
+def _changes(previous: NodeSample | None, s: NodeSample) -> list[str]:
+    changes: list[str] = []
+    if previous is None or s.layout != previous.layout:
+        changes.append(f"layout={s.layout}")
+    if previous is None or s.state != previous.state:
+        changes.append(f"state={s.state}")
+    if previous is None or s.cordoned != previous.cordoned:
+        changes.append("cordoned" if s.cordoned else "uncordoned")
+    if previous is None or s.deploy != previous.deploy:
+        changes.append(_deploy_text(() if previous is None else previous.deploy, s.deploy))
+    if previous is None or dict(s.advertised) != dict(previous.advertised):
+        changes.append(f"advertised {sum(s.advertised.values())} MIG devices")
+    return changes
+
+
+def events(samples: Sequence[NodeSample], marks: Sequence[tuple[float, str]] = ()) -> list[str]:
+    """`+1.23s state=pending` lines: each change of the layout, state, cordon, operands or advertisement,
+    and the harness's own `marks` (time, what it did: `[manager killed]`), in time order."""
+    timed: list[tuple[float, str]] = [(t, f"[{text}]") for t, text in marks]
     previous: NodeSample | None = None
     for s in samples:
-        changes: list[str] = []
-        if previous is None or s.layout != previous.layout:
-            changes.append(f"layout={s.layout}")
-        if previous is None or s.state != previous.state:
-            changes.append(f"state={s.state}")
-        if previous is None or s.cordoned != previous.cordoned:
-            changes.append("cordoned" if s.cordoned else "uncordoned")
-        if previous is None or s.deploy != previous.deploy:
-            changes.append(_deploy_text(() if previous is None else previous.deploy, s.deploy))
-        if previous is None or dict(s.advertised) != dict(previous.advertised):
-            changes.append(f"advertised {sum(s.advertised.values())} MIG devices")
+        changes = _changes(previous, s)
         if changes:
-            lines.append(f"{s.t:+7.2f}s " + ", ".join(changes))
+            timed.append((s.t, ", ".join(changes)))
         previous = s
-    return lines
+    return [f"{t:+7.2f}s {text}" for t, text in sorted(timed, key=lambda item: item[0])]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from migagent.sim import FakeNvml
-from migagent.sim.fakelib_node import StateFileNode
+from migagent_sim.fakelib.node import StateFileNode
 from migagent.sim.state import SimNodeState
 from migagent_sim.apiserver import FakeApiServer
 from migagent_sim.cluster import DEMO_LAYOUTS, apply_directly
