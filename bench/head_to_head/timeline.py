@@ -64,8 +64,15 @@ def entries(samples: Sequence[NodeSample], holds: Callable[[NodeSample], bool], 
 
 
 def success_entries(samples: Sequence[NodeSample], layout: str, *, after: float) -> list[float]:
-    """Each time the state label went to `success` with `layout` in the layout label, after `after`."""
-    return entries(samples, lambda s: s.state == "success" and s.layout == layout, after=after)
+    """Each time from `after` on that the state label went to `success` from another value while the layout
+    label named `layout` (a `success` left over from the previous layout is not one)."""
+    times: list[float] = []
+    previous: str | None = "success"
+    for s in (s for s in samples if s.t >= after):
+        if s.state == "success" and previous != "success" and s.layout == layout:
+            times.append(s.t)
+        previous = s.state
+    return times
 
 
 def advertised_entries(samples: Sequence[NodeSample], expected: Mapping[str, int], *, after: float) -> list[float]:

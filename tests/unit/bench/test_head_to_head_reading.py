@@ -57,6 +57,13 @@ def test_the_success_left_from_the_previous_layout_is_not_the_new_layouts_succes
     assert success_entries(samples[:2], "new", after=0.0) == []
 
 
+def test_a_layout_label_written_over_a_success_is_no_entry_until_the_state_label_moves() -> None:
+    """The admin drained first (the clock started) and then wrote the label over the old `success`."""
+    samples = [_s(0.0, "success", "old"), _s(1.0, "success", "new"), _s(2.0, "pending", "new"),
+               _s(3.0, "success", "new")]  # fmt: skip
+    assert success_entries(samples, "new", after=0.0) == [3.0]
+
+
 def test_a_success_reported_before_the_last_label_was_applied_counts_as_a_separate_entry() -> None:
     """mig-manager finishing an older label while the newest already names another layout."""
     samples = [_s(0.0, "success", "c"), _s(1.0, "pending", "c"), _s(5.0, "success", "c"), _s(6.0, "pending", "c"),
