@@ -151,8 +151,10 @@ class RunContext:
     def finish(self) -> None:
         """What the admin does once the scenario has settled (uncordon, for a drained node)."""
         if self._labelled and self.given_up is None:
+            latest = self.node.recorder.latest()
             self.manager.after_change(self.node)
-            self.node.recorder.wait_quiet(0.5, timeout_s=10.0, done=lambda samples: True)
+            if latest is not None and latest.cordoned:  # until the harness has seen the uncordon, so the record ends with it
+                self.node.recorder.wait_quiet(0.0, timeout_s=10.0, done=lambda samples: not samples[-1].cordoned)
 
     def settle(self, since: float, target: str, *, timeout_s: float) -> bool:
         """Until the state label moved after the write at `since` and came to rest, nothing changing for

@@ -9,6 +9,7 @@ slot 6 must go whatever a manager plans, while the one on slot 0 can stay.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,7 +61,7 @@ def _guarded_pod(ctx: RunContext, *, replicas: int) -> None:
 
 def pdb_for_a_while(ctx: RunContext, settings: Settings) -> Outcome:
     """A budget (maxUnavailable 1) whose other replica is still starting: no disruption allowed until it
-    is Ready elsewhere, `pdb_release_s` after the label."""
+    is Ready elsewhere, `pdb_release_s` after the change began (a timer: the admin's drain may be running)."""
     api = ctx.node.api
     _guarded_pod(ctx, replicas=2)
     peer = {"namespace": "ml", "labels": APP, "owner_kind": "ReplicaSet", "owner_name": "inference-0-owner"}
@@ -68,10 +69,19 @@ def pdb_for_a_while(ctx: RunContext, settings: Settings) -> Outcome:
     api.add_pdb("ml", "inference-pdb", match_labels=APP, max_unavailable=1)
     api.pdb_status("ml", "inference-pdb", allowed=0)
     ctx.baseline()
-    written = ctx.label(TARGET)
-    time.sleep(max(0.0, written + settings.pdb_release_s - ctx.now()))
-    api.create_pod(node_name="elsewhere", name="inference-2", replicas=2, **peer)  # type: ignore[arg-type]
-    ctx.settle(written, TARGET, timeout_s=settings.settle_timeout_s)
+
+    def peer_ready() -> None:
+        api.create_pod(node_name="elsewhere", name="inference-2", replicas=2, **peer)  # type: ignore[arg-type]
+        ctx.node.recorder.mark("the budget's other replica is Ready elsewhere")
+
+    release = threading.Timer(settings.pdb_release_s, peer_ready)
+    release.start()
+    try:
+        written = ctx.label(TARGET)
+        ctx.settle(written, TARGET, timeout_s=settings.settle_timeout_s)
+    finally:
+        release.cancel()
+        release.join()
     return Outcome(TARGET, written, {"budget": f"allows one eviction from +{settings.pdb_release_s:g}s"})
 
 

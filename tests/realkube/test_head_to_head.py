@@ -30,7 +30,8 @@ if _ABSENT and os.environ.get("MIGAGENT_REQUIRE_HEAD_TO_HEAD") == "1":
     raise RuntimeError(f"MIGAGENT_REQUIRE_HEAD_TO_HEAD=1 and the head-to-head is {_ABSENT}")
 pytestmark = pytest.mark.skipif(_ABSENT is not None, reason=f"head-to-head {_ABSENT}")
 
-MANAGERS = ("migagent", "mig-manager")
+MANAGERS = ("migagent", "mig-manager", "mig-manager+drain")
+BOTH = ("migagent", "mig-manager")
 SETTINGS = Settings(settle_timeout_s=180.0)
 
 
@@ -90,11 +91,14 @@ def _both(
     managers: dict[str, Manager],
     scenario: str,
     tmp_path: Path,
+    *,
     also: Callable[[RunContext, RunRecord], None] | None = None,
+    names: tuple[str, ...] = BOTH,
 ) -> dict[str, tuple[RunRecord, str]]:
-    """The scenario for each manager, checked by `_observed` (and `also`); each record with its manager's log."""
+    """The scenario for each of `names`, checked by `_observed` (and `also`); each record with its manager's log."""
     results = {}
-    for name, manager in managers.items():
+    for name in names:
+        manager = managers[name]
         logs: list[str] = []
 
         def inspect(ctx: RunContext, record: RunRecord, logs: list[str] = logs, name: str = name) -> None:
@@ -127,7 +131,7 @@ def test_no_pods_both_reach_the_layout_on_gpus_0_to_3_and_migagent_keeps_the_ins
 def test_pods_migagent_evicts_only_the_pod_on_a_destroyed_instance_and_mig_manager_fails_in_use(
     control_plane: ControlPlane, managers: dict[str, Manager], tmp_path: Path
 ) -> None:
-    results = _both(control_plane, managers, "pods", tmp_path)
+    results = _both(control_plane, managers, "pods", tmp_path, names=MANAGERS)
     ours, _ = results["migagent"]
     assert ours.succeeded
     assert ours.evicted == ("infer-gpu0-changed",)
@@ -137,6 +141,10 @@ def test_pods_migagent_evicts_only_the_pod_on_a_destroyed_instance_and_mig_manag
     assert (theirs.evicted, theirs.deleted) == ((), ())
     assert len(theirs.kept_running) == 3
     assert "IN_USE" in log
+    drained, _ = results["mig-manager+drain"]
+    assert drained.succeeded
+    assert drained.evicted == ("infer-gpu0-changed", "infer-gpu5-untouched", "train-gpu0-kept")
+    assert (drained.cordon_episodes, drained.left_cordoned) == (1, False)
 
 
 def test_pdb_for_a_while_migagent_evicts_only_once_the_budget_allows(
@@ -157,12 +165,16 @@ def test_pdb_for_a_while_migagent_evicts_only_once_the_budget_allows(
 def test_pdb_for_ever_both_fail_and_migagent_leaves_the_node_as_it_found_it(
     control_plane: ControlPlane, managers: dict[str, Manager], tmp_path: Path
 ) -> None:
-    results = _both(control_plane, managers, "pdb-for-ever", tmp_path)
-    for name, (record, _) in results.items():
+    results = _both(control_plane, managers, "pdb-for-ever", tmp_path, names=MANAGERS)
+    for name in BOTH:
+        record, _ = results[name]
         assert record.final_state == "failed", name
         assert record.kept_running == ("inference-0",), name
     ours, _ = results["migagent"]
     assert (ours.left_cordoned, ours.left_paused, ours.gpus_touched) == (False, (), ())
+    drained, _ = results["mig-manager+drain"]
+    assert drained.notes["admin"].startswith("the admin gave up"), "the drain cannot pass a budget that never allows"
+    assert (drained.final_state, drained.gpus_touched, drained.left_cordoned) == ("success", (), False)
 
 
 def test_typo_then_fix_both_fail_the_typo_without_touching_a_gpu_and_apply_the_fix(
