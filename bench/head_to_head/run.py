@@ -153,7 +153,8 @@ class RunContext:
         if self._labelled and self.given_up is None:
             latest = self.node.recorder.latest()
             self.manager.after_change(self.node)
-            if latest is not None and latest.cordoned:  # until the harness has seen the uncordon, so the record ends with it
+            # Until the harness has seen the uncordon, so the record ends with it.
+            if latest is not None and latest.cordoned:
                 self.node.recorder.wait_quiet(0.0, timeout_s=10.0, done=lambda samples: not samples[-1].cordoned)
 
     def settle(self, since: float, target: str, *, timeout_s: float) -> bool:
