@@ -210,7 +210,7 @@ class NvidiaMigManager(LabelOnly):
             "WITH_SHUTDOWN_HOST_GPU_CLIENTS": "false",
         }
         argv = self.host.command(node.state_path, [str(self.host.nvidia_tools_dir / "nvidia-mig-manager")])
-        return ManagerProcess(argv, env, workdir / "mig-manager.log")
+        return ManagerProcess(argv, env, workdir / f"{self.name}.log")
 
 
 class DrainedMigManager(NvidiaMigManager):
@@ -279,7 +279,7 @@ class Migagent(LabelOnly):
             "--restart-operator-validator",
             f"--drain-timeout={self.drain_timeout_s:g}",
         ]  # fmt: skip
-        return ManagerProcess(self.host.command(node.state_path, argv), env, workdir / "migagent.log")
+        return ManagerProcess(self.host.command(node.state_path, argv), env, workdir / f"{self.name}.log")
 
 
 def nvml_client_start_s(host: GpuHost, state: Path, *, runs: int = 3) -> float:

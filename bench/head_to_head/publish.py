@@ -62,25 +62,38 @@ def render(
     )
 
 
+def _headline(record: RunRecord, p50_s: float | None) -> str:
+    """One manager on one scenario in a few words: the outcome and what it did to pods and GPUs."""
+    if "admin" in record.notes:
+        return "no change (the drain timed out)"
+    moved = len(record.evicted) + len(record.deleted)
+    kept = f"{len(record.kept)}/{len(record.kept) + record.destroyed} GPU instances kept"
+    if record.succeeded:
+        when = f" in {p50_s:.0f} s" if p50_s is not None else ""
+        return f"`success`{when}, {moved} pod(s) moved, {kept}"
+    left = f"left {record.gpus_after}" if record.gpus_touched else "GPUs untouched"
+    return f"`{record.final_state}`, {moved} pod(s) moved, {left}"
+
+
+SUMMARY_ROWS = (
+    ("no-pods", "idle node, GPUs 0-3 change (label to `success`, p50)"),
+    ("pods", "3 GPU pods on the node (on a kept instance, a changed one, an untouched GPU)"),
+    ("pdb-for-ever", "a pod on a changed instance under a PDB that never allows"),
+    ("killed-mid-change", "the manager killed mid-change and restarted"),
+)
+
+
 def summary(records: Sequence[RunRecord], managers: Sequence[str]) -> str:
-    """README's lines: the plain change's time for each manager, and what each did with pods in the way."""
-    by_key = {(s.scenario, s.manager): s for s in summarise(records)}
+    """README's table: a few scenarios, each manager in a few words."""
+    p50 = {(s.scenario, s.manager): s.p50_s for s in summarise(records)}
     last = {(r.scenario, r.manager): r for r in records}
-    lines = []
-    for manager in managers:
-        parts = []
-        plain = by_key.get(("no-pods", manager))
-        if plain is not None and plain.p50_s is not None:
-            parts.append(f"changes half the GPUs of an idle node in {plain.p50_s:.1f} s (label to `success`, p50)")
-        with_pods = last.get(("pods", manager))
-        if with_pods is not None:
-            moved = len(with_pods.evicted) + len(with_pods.deleted)
-            parts.append(
-                f"with 3 GPU pods on the node it ends `{with_pods.final_state}`, moving {moved} pod(s) and keeping"
-                f" {len(with_pods.kept_running)} running"
-            )
-        if parts:
-            lines.append(f"- {manager}: " + "; ".join(parts) + ".")
+    lines = ["| | " + " | ".join(managers) + " |", "|---|" + "---|" * len(managers)]
+    for scenario, title in SUMMARY_ROWS:
+        cells = [
+            _headline(last[(scenario, m)], p50.get((scenario, m))) if (scenario, m) in last else "not run"
+            for m in managers
+        ]
+        lines.append(f"| {title} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

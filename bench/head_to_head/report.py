@@ -126,7 +126,7 @@ def cell(summary: Summary, record: RunRecord) -> str:
             + ", ".join((["cordoned"] if record.left_cordoned else []) + [f"{c} paused" for c in record.left_paused])
         )
     if record.final_state == "failed" and record.gpus_touched:
-        parts.append(f"GPUs left: {record.gpus_after}")
+        parts.append(f"GPUs left: {record.gpus_after}, {record.advertised_after} MIG devices advertised")
     return "; ".join(parts)
 
 

@@ -65,6 +65,8 @@ class RunRecord:
     left_cordoned: bool
     left_paused: tuple[str, ...]
     gpus_after: str
+    advertised_after: int
+    """MIG devices in Node allocatable at the end."""
     events: tuple[str, ...]
     notes: Mapping[str, str] = field(default_factory=dict)
 
@@ -231,6 +233,7 @@ class RunContext:
             left_cordoned=latest.cordoned,
             left_paused=tuple(c for c, v in latest.deploy if v == "paused-for-mig-change"),
             gpus_after=describe_node(after, only=change.touched) if change.touched else "unchanged",
+            advertised_after=sum(latest.advertised.values()),
             events=tuple(events([s for s in samples if s.t >= -0.001], [m for m in marks if m[0] >= 0])),
             notes={**outcome.notes, **({"admin": self.given_up} if self.given_up else {})},
         )

@@ -94,7 +94,9 @@ def test_cordons_and_pauses_are_counted_as_episodes_and_the_events_name_each_cha
     assert pause_episodes(samples) == 2
     lines = events(samples)
     assert lines[1] == "  +1.00s state=pending, cordoned, operands paused-for-mig-change: dcgm, device-plugin"
-    assert lines[-1] == "  +4.00s state=success, uncordoned, operands true: dcgm, device-plugin, advertised 2 MIG devices"
+    assert (
+        lines[-1] == "  +4.00s state=success, uncordoned, operands true: dcgm, device-plugin, advertised 2 MIG devices"
+    )
 
 
 def _device(gpu: int, start: int, uuid: str, profile: str = "1g.10gb") -> MigDevice:
@@ -118,7 +120,8 @@ def _record(**changes: object) -> RunRecord:
         scenario="pods", manager="m", success_s=3.0, advertised_s=3.5, failed_s=None, final_state="success",
         evicted=("infer",), deleted=(), kept_running=("train",), operand_restarts=4, gpus_touched=(0, 1),
         kept=(_device(0, 0, "a"),), destroyed=6, created=3, success_entries=1, cordon_episodes=1,
-        pause_episodes=1, left_cordoned=False, left_paused=(), gpus_after="GPUs 0-1: ...", events=(),
+        pause_episodes=1, left_cordoned=False, left_paused=(), gpus_after="GPUs 0-1: ...", advertised_after=9,
+        events=(),
     )  # fmt: skip
     return replace(base, **changes)  # type: ignore[arg-type]
 
@@ -143,4 +146,4 @@ def test_a_failed_run_says_what_it_left_on_the_node() -> None:
     text = cell(summary, failed)
     assert text.startswith("**failed** after 1.5 s; no pod moved; GPUs 0-1 touched, 1/7 GIs kept")
     assert "left nvsm paused" in text
-    assert "GPUs left: GPUs 0-1: ..." in text
+    assert "GPUs left: GPUs 0-1: ..., 9 MIG devices advertised" in text
