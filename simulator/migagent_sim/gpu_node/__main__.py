@@ -49,6 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.what == "lib":
             print(library_dir())
             return 0
+        if not args.state.exists() and args.spec is None:
+            parser.error(
+                f"{args.what}: --state {args.state} does not exist; add --spec (e.g. 8xH100-80GB-SXM) to create it"
+            )
         library = library_dir(args.lib)
         if args.what == "files":
             node = StateFileNode(args.state.resolve(), spec=args.spec).current_state()
