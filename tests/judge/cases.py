@@ -70,11 +70,16 @@ def pairs(config_file: Path, model: GpuModel) -> list[Pair]:
     return found
 
 
-def judge_config(batch: Iterable[Pair]) -> str:
-    """The generated config file: `judge` (GPU i gets pair i's entry) and `gpu-i` (that entry alone)."""
-    entries = [{**pair.entry, "devices": [index]} for index, pair in enumerate(batch)]
-    configs: dict[str, Any] = {JUDGE_CONFIG: entries}
-    configs |= {f"gpu-{index}": [entry] for index, entry in enumerate(entries)}
+def judge_config(batch: Iterable[Pair], *, skip: set[int] | None = None) -> str:
+    """The generated config file: `judge` (GPU i gets pair i's entry) and `gpu-i` (that entry alone).
+    A pair in `skip` is not judged: its GPU keeps MIG disabled, as it starts (mig-parted's assert
+    fails unless every GPU of the node is selected)."""
+    judged = {
+        index: {**pair.entry, "devices": [index]} for index, pair in enumerate(batch) if index not in (skip or set())
+    }
+    resting = [{"devices": [index], "mig-enabled": False} for index in sorted(skip or set())]
+    configs: dict[str, Any] = {JUDGE_CONFIG: [*judged.values(), *resting]}
+    configs |= {f"gpu-{index}": [entry] for index, entry in judged.items()}
     return yaml.safe_dump({"version": "v1", "mig-configs": configs}, sort_keys=False)
 
 

@@ -11,7 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from migagent_sim.gpu_node.library import library_dir
-from migagent_sim.gpu_node.nvidia_tools import missing_tools, tools_dir
+from migagent_sim.gpu_node.nvidia_tools import missing_tools, tools_dir, versions
 from tests.judge.batch import CHECKS, SOURCES, judge_model
 from tests.judge.cases import judged_models
 
@@ -24,15 +24,22 @@ def main() -> int:
     started = time.monotonic()
     keys = [(source, model) for source in SOURCES for model in judged_models()]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda key: judge_model(key[0], key[1], tools_dir(), library_dir()), keys))
-    print(f"{'source':15} {'model':20} {'pairs':>5}  " + "  ".join(f"{c:>34}" for c in CHECKS))
-    totals = [0, 0, 0, 0]
+        release = versions()[0]
+        results = list(pool.map(lambda key: judge_model(key[0], key[1], tools_dir(), library_dir(), release), keys))
+    heads = ("pairs", "beyond mig-parted", *CHECKS)
+    print(f"{'source':15} {'model':18} " + " ".join(f"{h:>{max(6, len(h))}}" for h in heads))
+    totals = [0] * len(heads)
     for (source, model), verdicts in zip(keys, results, strict=True):
-        counts = [len(verdicts.pairs), *(verdicts.passed(check) for check in CHECKS)]
+        counts = [len(verdicts.pairs), len(verdicts.beyond), *(verdicts.passed(check) for check in CHECKS)]
         totals = [a + b for a, b in zip(totals, counts, strict=True)]
-        print(f"{source:15} {model.key:20} {counts[0]:5}  " + "  ".join(f"{n:34}" for n in counts[1:]))
-    print(f"{'all':36} {totals[0]:5}  " + "  ".join(f"{n:34}" for n in totals[1:]))
+        print(
+            f"{source:15} {model.key:18} "
+            + " ".join(f"{n:>{max(6, len(h))}}" for n, h in zip(counts, heads, strict=True))
+        )
+    print(f"{'all':34} " + " ".join(f"{n:>{max(6, len(h))}}" for n, h in zip(totals, heads, strict=True)))
     for verdicts in results:
+        for index in sorted(verdicts.beyond):
+            print(f"beyond mig-parted {release}: {verdicts.pairs[index].label}")
         for line in verdicts.lines():
             print(f"disagreement: {line}")
     print(f"judged in {time.monotonic() - started:.0f}s")
