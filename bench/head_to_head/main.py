@@ -32,7 +32,7 @@ from bench.head_to_head.node import NodeSettings, write_start_node
 from bench.head_to_head.publish import publish, render
 from bench.head_to_head.run import RunContext, RunRecord
 from bench.head_to_head.scenarios import SCENARIOS, Settings
-from migagent.runtime.logging import configure_logging
+from migagent.plumbing.logging import configure_logging
 from tests.realkube.control_plane import ControlPlane, binaries_dir, new_workdir
 from tests.realkube.deployment import Deployer
 
@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     plane = ControlPlane(binaries_dir(), new_workdir()).start()
     started = time.monotonic()
     try:
-        host = gpu_host(scratch)
+        host = gpu_host()
         managers = make_managers(host, names)
         records = run_all(plane, managers, scenarios, repeats=repeats, workdir=scratch / "runs")
         start_cost_s = simulator_start_cost(host, scratch / "start-cost")
@@ -157,7 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"run directories kept in {scratch}", file=sys.stderr)
         else:
             shutil.rmtree(scratch, ignore_errors=True)
-    command = "python -m bench.head_to_head" + (" --quick" if args.quick else f" --repeats {repeats}")
+    given = list(sys.argv[1:] if argv is None else argv)
+    command = " ".join(["python -m bench.head_to_head", *given]) + ("" if args.quick else f" (repeats {repeats})")
     text = render(
         records, names, command=command, elapsed_s=time.monotonic() - started, drain_timeout_s=DRAIN_TIMEOUT_S,
         start_cost_s=start_cost_s,

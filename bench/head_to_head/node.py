@@ -24,8 +24,8 @@ from pathlib import Path
 
 from bench.head_to_head.gpus import GpuSnapshot, snapshot
 from bench.head_to_head.recorder import Recorder
-from migagent.kube.names import MIG_CONFIG_LABEL
 from migagent.layout.strategy import MigStrategy
+from migagent.node.names import MIG_CONFIG_LABEL
 from migagent.sim.fake_nvml import FakeNvml
 from migagent_sim.cluster import DEMO_LAYOUTS, apply_directly
 from migagent_sim.kubelet import FakeKubelet

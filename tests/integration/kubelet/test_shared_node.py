@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from migagent.sim import FakeNvml
-from migagent_sim.fakelib.node import StateFileNode
 from migagent.sim.state import SimNodeState
 from migagent_sim.apiserver import FakeApiServer
 from migagent_sim.cluster import DEMO_LAYOUTS, apply_directly
+from migagent_sim.fakelib.node import StateFileNode
 from migagent_sim.kubelet import FakeKubelet
 from migagent_sim.shared_nvml import SharedFakeNvml, write_node
 from tests.integration.agent.support import eventually

@@ -1,21 +1,17 @@
 """The head-to-head harness (bench/head_to_head) observes what it reports: one test per scenario runs
-it for both managers on the real control plane and checks each record against what the harness can
+it for the managers on the real control plane and checks each record against what the harness can
 read independently afterwards: the pods the API server still has, the GPUs in the state file, the
-Node's labels and cordon, and the managers' own logs.
-
-Needs scripts/control_plane.sh and scripts/nvidia_tools.sh (skipped with one line naming them
-otherwise; MIGAGENT_REQUIRE_HEAD_TO_HEAD=1 makes that an error).
+Node's labels and cordon, and the managers' own logs. (Gated by this directory's conftest.py.)
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from bench.head_to_head.binaries import gpu_host, missing
+from bench.head_to_head.binaries import gpu_host
 from bench.head_to_head.main import make_managers, run_one
 from bench.head_to_head.managers import Manager
 from bench.head_to_head.node import NodeSettings
@@ -25,22 +21,14 @@ from migagent.sim.state import SimNodeState
 from tests.realkube.control_plane import ControlPlane
 from tests.realkube.deployment import Deployer
 
-_ABSENT = missing()
-if _ABSENT and os.environ.get("MIGAGENT_REQUIRE_HEAD_TO_HEAD") == "1":
-    raise RuntimeError(f"MIGAGENT_REQUIRE_HEAD_TO_HEAD=1 and the head-to-head is {_ABSENT}")
-pytestmark = pytest.mark.skipif(_ABSENT is not None, reason=f"head-to-head {_ABSENT}")
-
 MANAGERS = ("migagent", "mig-manager", "mig-manager+drain")
 BOTH = ("migagent", "mig-manager")
 SETTINGS = Settings(settle_timeout_s=180.0)
 
 
 @pytest.fixture(scope="module")
-def managers(
-    control_plane: ControlPlane, deployer: Deployer, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, Manager]:
-    host = gpu_host(tmp_path_factory.mktemp("h2h"))
-    made = {m.name: m for m in make_managers(host, MANAGERS, deployer=deployer)}
+def managers(control_plane: ControlPlane, deployer: Deployer) -> dict[str, Manager]:
+    made = {m.name: m for m in make_managers(gpu_host(), MANAGERS, deployer=deployer)}
     for manager in made.values():
         manager.install(control_plane)
     return made
