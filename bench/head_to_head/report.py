@@ -13,9 +13,9 @@ from bench.tables import percentile
 DESIGN_NOTES = {
     "mig-manager": (
         "mig-manager never evicts or cordons, by design: it pauses the GPU Operator's operands and expects the"
-        " GPUs to be idle (NVIDIA asks admins to drain first: the `mig-manager+drain` column). A pod on a GPU it must rebuild"
-        " makes NVML refuse (IN_USE) and the change fail, after whatever it destroyed before reaching that"
-        " instance; its pod columns are what its design does, not a score."
+        " GPUs to be idle (NVIDIA asks admins to drain first: the `mig-manager+drain` column). A pod on a GPU"
+        " it must rebuild makes NVML refuse (IN_USE) and the change fail, after whatever it destroyed before"
+        " reaching that instance; its pod columns are what its design does, not a score."
     ),
     "mig-manager+drain": (
         "mig-manager with NVIDIA's documented procedure around it (gpu-operator#262): the admin runs `kubectl"
