@@ -97,7 +97,7 @@ def summary(records: Sequence[RunRecord], managers: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def _replace(text: str, name: str, body: str) -> str:
+def replace_block(text: str, name: str, body: str) -> str:
     begin, end = _markers(name)
     pattern = re.compile(rf"<!-- bench:{re.escape(name)} begin[^>]*-->\n.*?<!-- bench:{re.escape(name)} end -->", re.S)
     if not pattern.search(text):
@@ -106,7 +106,8 @@ def _replace(text: str, name: str, body: str) -> str:
 
 
 def publish(records: Sequence[RunRecord], managers: Sequence[str], block: str) -> None:
-    BENCH_README.write_text(_replace(BENCH_README.read_text(encoding="utf-8"), BLOCK, block), encoding="utf-8")
+    BENCH_README.write_text(replace_block(BENCH_README.read_text(encoding="utf-8"), BLOCK, block), encoding="utf-8")
     README.write_text(
-        _replace(README.read_text(encoding="utf-8"), f"{BLOCK}-summary", summary(records, managers)), encoding="utf-8"
+        replace_block(README.read_text(encoding="utf-8"), f"{BLOCK}-summary", summary(records, managers)),
+        encoding="utf-8",
     )

@@ -133,8 +133,8 @@ class RunContext:
         return time.monotonic() - self.origin
 
     def label(self, layout: str) -> float:
-        """Write `nvidia.com/mig.config` as an admin; the time of the write. The first write starts the clock,
-        after what the admin does before a change (the manager's `before_change`, timed with it)."""
+        """Write `nvidia.com/mig.config` as an admin; the time of the write. The first write starts the clock
+        and is preceded by what the admin does before a change (the manager's `before_change`), timed with it."""
         if self._labelled:
             written = self.now()
         else:

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from bench.head_to_head.gpus import GpuSnapshot, MigDevice, compare, describe_node, gpu_ranges
+from bench.head_to_head.publish import replace_block, summary
 from bench.head_to_head.report import cell, facts, summarise
 from bench.head_to_head.run import RunRecord
 from bench.head_to_head.timeline import (
@@ -147,3 +150,18 @@ def test_a_failed_run_says_what_it_left_on_the_node() -> None:
     assert text.startswith("**failed** after 1.5 s; no pod moved; GPUs 0-1 touched, 1/7 GIs kept")
     assert "left nvsm paused" in text
     assert "GPUs left: GPUs 0-1: ..., 9 MIG devices advertised" in text
+
+
+def test_the_readme_summary_puts_each_manager_in_a_few_words_and_is_written_between_its_markers() -> None:
+    ours = _record(manager="migagent")
+    theirs = _record(manager="mig-manager", success_s=None, final_state="failed", evicted=(), gpus_touched=(0,),
+                     gpus_after="GPU 0: 1g.10gb")  # fmt: skip
+    table = summary([ours, theirs], ["migagent", "mig-manager"])
+    row = next(line for line in table.splitlines() if line.startswith("| 3 GPU pods"))
+    assert "`success` in 3 s, 1 pod(s) moved, 1/7 GPU instances kept" in row
+    assert "`failed`, 0 pod(s) moved, left GPU 0: 1g.10gb" in row
+
+    text = "before\n<!-- bench:x begin: old -->\nold table\n<!-- bench:x end -->\nafter\n"
+    assert replace_block(text, "x", "new table").splitlines()[2] == "new table"
+    with pytest.raises(RuntimeError, match="no <!-- bench:y begin"):
+        replace_block(text, "y", "new table")
