@@ -28,11 +28,12 @@ from bench.head_to_head.managers import (
     NvidiaMigManager,
     nvml_client_start_s,
 )
-from bench.head_to_head.node import NodeSettings, write_start_node
+from bench.head_to_head.node import NODE, write_start_node
 from bench.head_to_head.publish import publish, render
 from bench.head_to_head.run import RunContext, RunRecord
 from bench.head_to_head.scenarios import SCENARIOS, Settings
 from migagent.plumbing.logging import configure_logging
+from migagent_sim.cluster_config import SimClusterConfig
 from tests.realkube.control_plane import ControlPlane, binaries_dir, new_workdir
 from tests.realkube.deployment import Deployer
 
@@ -57,7 +58,7 @@ def run_one(
     scenario: str,
     *,
     workdir: Path,
-    node: NodeSettings,
+    node: SimClusterConfig,
     settings: Settings,
     inspect: Callable[[RunContext, RunRecord], None] | None = None,
 ) -> RunRecord:
@@ -83,7 +84,7 @@ def run_all(
     *,
     repeats: int,
     workdir: Path,
-    node: NodeSettings | None = None,
+    node: SimClusterConfig | None = None,
     settings: Settings | None = None,
     progress: bool = True,
 ) -> list[RunRecord]:
@@ -96,7 +97,7 @@ def run_all(
                 started = time.monotonic()
                 record = run_one(
                     plane, manager, scenario, workdir=workdir / f"{repeat}-{scenario}-{manager.name}",
-                    node=node or NodeSettings(), settings=settings or Settings(),
+                    node=node or NODE, settings=settings or Settings(),
                 )  # fmt: skip
                 records.append(record)
                 if progress:
@@ -110,7 +111,7 @@ def run_all(
 
 def simulator_start_cost(host: GpuHost, workdir: Path) -> float:
     """What one nvidia-mig-parted run costs here for starting the simulator (see nvml_client_start_s)."""
-    settings = NodeSettings()
+    settings = NODE
     workdir.mkdir(parents=True, exist_ok=True)
     layouts = workdir / "mig-layouts.yaml"
     layouts.write_text(settings.layouts_yaml, encoding="utf-8")

@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.head_to_head.gpus import GpuSnapshot, snapshot
 from bench.head_to_head.recorder import Recorder
 from migagent.layout.strategy import MigStrategy
 from migagent.node.names import MIG_CONFIG_LABEL
 from migagent.sim.fake_nvml import FakeNvml
-from migagent_sim.cluster import DEMO_LAYOUTS, apply_directly
-from migagent_sim.kubelet import FakeKubelet
+from migagent_sim.cluster import apply_directly
+from migagent_sim.cluster_config import SimClusterConfig, make_kubelet
 from migagent_sim.kubelet_devices import read_inventory
 from migagent_sim.operands import OPERANDS, OperandPods
 from migagent_sim.shared_nvml import SharedFakeNvml, write_node
@@ -39,42 +39,39 @@ OPERATOR_NAMESPACE = "gpu-operator"
 MIGAGENT_ACCOUNT = ("migagent", "migagent")
 
 
-@dataclass(frozen=True)
-class NodeSettings:
-    spec: str = "8xH100-80GB-SXM"
-    node_name: str = "gpu-node-1"
-    start_layout: str = "all-1g.10gb"
-    layouts_yaml: str = DEMO_LAYOUTS
-    plugin_lag_s: float = 1.0
-    """From the device plugin pod's start to its resources in Node allocatable."""
-
-
-def operator_labels(start_layout: str) -> dict[str, str]:
+def operator_labels() -> dict[str, str]:
+    """What the GPU Operator and GFD put on a MIG-capable node they run on (the layout label aside)."""
     deploy = ("device-plugin", *(o.component for o in OPERANDS), "mig-manager")
-    return {
-        **{f"nvidia.com/gpu.deploy.{component}": "true" for component in deploy},
-        "nvidia.com/mig.capable": "true",
-        MIG_CONFIG_LABEL: start_layout,
-    }
+    return {**{f"nvidia.com/gpu.deploy.{component}": "true" for component in deploy}, "nvidia.com/mig.capable": "true"}
 
 
-def expected_advertisement(settings: NodeSettings, layout: str, layout_file: Path) -> dict[str, int]:
+NODE = SimClusterConfig(labels=operator_labels(), plugin_lag_s=1.0)
+"""8x H100 80GB SXM in all-1g.10gb; the device plugin advertises 1 s after its pod starts (mixed strategy)."""
+
+
+def start_layout(settings: SimClusterConfig) -> str:
+    if settings.start_layout is None:
+        raise ValueError("the head-to-head starts from a layout: set SimClusterConfig.start_layout")
+    return settings.start_layout
+
+
+def expected_advertisement(settings: SimClusterConfig, layout: str, layout_file: Path) -> dict[str, int]:
     """What the device plugin advertises (mixed strategy) once `layout` is applied to a fresh node."""
     fake = FakeNvml.from_spec(settings.spec)
     apply_directly(fake, layout_file, layout)
     return {name: n for name, n in read_inventory(fake, MigStrategy.MIXED).counts().items() if n}
 
 
-def write_start_node(settings: NodeSettings, layout_file: Path, path: Path) -> Path:
+def write_start_node(settings: SimClusterConfig, layout_file: Path, path: Path) -> Path:
     """A fresh node of `settings.spec` in its start layout, in the state file at `path`."""
     start = FakeNvml.from_spec(settings.spec)
-    apply_directly(start, layout_file, settings.start_layout)
+    apply_directly(start, layout_file, start_layout(settings))
     write_node(start, path)
     return path
 
 
 class SimulatedNode:
-    def __init__(self, plane: ControlPlane, workdir: Path, settings: NodeSettings) -> None:
+    def __init__(self, plane: ControlPlane, workdir: Path, settings: SimClusterConfig) -> None:
         self.plane = plane
         self.settings = settings
         self.workdir = workdir
@@ -87,16 +84,8 @@ class SimulatedNode:
         self._socket_dir = Path(tempfile.mkdtemp(prefix="h2h-"))
         self.socket_path = str(self._socket_dir / "kubelet.sock")
         self.api = RealKubeApi(plane, settings.node_name, agent_account=MIGAGENT_ACCOUNT)
-        self.kubelet = FakeKubelet(
-            self.api,  # type: ignore[arg-type]  # RealKubeApi has the FakeApiServer surface the kubelet uses
-            self.nvml,
-            node_name=settings.node_name,
-            socket_path=self.socket_path,
-            plugin_lag_s=settings.plugin_lag_s,
-            plugin_mode="gpu-operator",
-            plugin_namespace=OPERATOR_NAMESPACE,
-        )
-        self.operands = OperandPods(self.api, node_name=settings.node_name, namespace=OPERATOR_NAMESPACE)  # type: ignore[arg-type]
+        self.kubelet = make_kubelet(settings, self.api, self.nvml, socket_path=self.socket_path)
+        self.operands = OperandPods(self.api, node_name=settings.node_name, namespace=settings.plugin_namespace)
         self.recorder = Recorder(settings.node_name)
 
     @property
@@ -107,7 +96,7 @@ class SimulatedNode:
         self.api.start()
         self.api.on_node_changed(self.recorder.node_changed)
         self.api.on_pod_deleted(self.recorder.pod_gone)
-        self.api.add_node(self.name, labels=operator_labels(self.settings.start_layout))
+        self.api.add_node(self.name, labels={**self.settings.labels, MIG_CONFIG_LABEL: start_layout(self.settings)})
         self.kubelet.start()
         self.operands.start()
         return self
@@ -122,8 +111,8 @@ class SimulatedNode:
         return snapshot(self.nvml)
 
     def label(self, layout: str) -> None:
-        def edit(node: dict[str, object]) -> None:
-            node["metadata"]["labels"][MIG_CONFIG_LABEL] = layout  # type: ignore[index]
+        def edit(node: dict[str, Any]) -> None:
+            node["metadata"]["labels"][MIG_CONFIG_LABEL] = layout
 
         self.api.update_node(self.name, edit)
 

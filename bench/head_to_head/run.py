@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bench.head_to_head.gpus import GpuSnapshot, MigDevice, compare, describe_node
 from bench.head_to_head.managers import Manager, ManagerProcess
-from bench.head_to_head.node import NodeSettings, SimulatedNode, expected_advertisement
+from bench.head_to_head.node import SimulatedNode, expected_advertisement, start_layout
 from bench.head_to_head.recorder import PodGone
 from bench.head_to_head.timeline import (
     NodeSample,
@@ -21,6 +21,7 @@ from bench.head_to_head.timeline import (
     success_entries,
 )
 from migagent.layout.parse import load_layout_file
+from migagent_sim.cluster_config import SimClusterConfig
 from tests.realkube.control_plane import ControlPlane
 
 QUIET_S = 2.0
@@ -78,7 +79,7 @@ class RunRecord:
 class RunContext:
     """A fresh node with one manager on it; the operations scenarios are written in."""
 
-    def __init__(self, plane: ControlPlane, manager: Manager, settings: NodeSettings, workdir: Path) -> None:
+    def __init__(self, plane: ControlPlane, manager: Manager, settings: SimClusterConfig, workdir: Path) -> None:
         self.manager = manager
         self.settings = settings
         self.workdir = workdir
@@ -106,7 +107,7 @@ class RunContext:
 
     def ready(self, timeout_s: float = 180.0) -> None:
         """The manager reports the start layout and the plugin advertises it: the scenario's baseline."""
-        start = self.settings.start_layout
+        start = start_layout(self.settings)
         expected = self.expected(start)
 
         def done(samples: Sequence[NodeSample]) -> bool:

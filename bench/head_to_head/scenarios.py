@@ -64,14 +64,21 @@ def pdb_for_a_while(ctx: RunContext, settings: Settings) -> Outcome:
     is Ready elsewhere, `pdb_release_s` after the change began (a timer: the admin's drain may be running)."""
     api = ctx.node.api
     _guarded_pod(ctx, replicas=2)
-    peer = {"namespace": "ml", "labels": APP, "owner_kind": "ReplicaSet", "owner_name": "inference-0-owner"}
-    api.create_pod(node_name=None, name="inference-1", replicas=2, **peer)  # type: ignore[arg-type]
+
+    def peer(name: str, node_name: str | None) -> None:
+        """Another replica of inference-0's ReplicaSet: unscheduled, or Running and Ready on `node_name`."""
+        api.create_pod(
+            node_name=node_name, namespace="ml", name=name, labels=APP, owner_kind="ReplicaSet",
+            owner_name="inference-0-owner", replicas=2,
+        )  # fmt: skip
+
+    peer("inference-1", None)
     api.add_pdb("ml", "inference-pdb", match_labels=APP, max_unavailable=1)
     api.pdb_status("ml", "inference-pdb", allowed=0)
     ctx.baseline()
 
     def peer_ready() -> None:
-        api.create_pod(node_name="elsewhere", name="inference-2", replicas=2, **peer)  # type: ignore[arg-type]
+        peer("inference-2", "elsewhere")
         ctx.node.recorder.mark("the budget's other replica is Ready elsewhere")
 
     release = threading.Timer(settings.pdb_release_s, peer_ready)

@@ -19,8 +19,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from migagent_sim.apiserver import FakeApiServer
 from migagent_sim.apiserver.errors import ApiError
+from migagent_sim.cluster_api import ClusterApi
 from migagent_sim.kubelet_plugin import random_suffix
 
 JsonDict = dict[str, Any]
@@ -50,7 +50,7 @@ class OperandPods:
 
     def __init__(
         self,
-        api: FakeApiServer,
+        api: ClusterApi,
         *,
         node_name: str,
         namespace: str = "gpu-operator",

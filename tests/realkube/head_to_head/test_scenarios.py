@@ -14,7 +14,7 @@ import pytest
 from bench.head_to_head.binaries import gpu_host
 from bench.head_to_head.main import make_managers, run_one
 from bench.head_to_head.managers import Manager
-from bench.head_to_head.node import NodeSettings
+from bench.head_to_head.node import NODE
 from bench.head_to_head.run import RunContext, RunRecord
 from bench.head_to_head.scenarios import TARGET, Settings
 from migagent.sim.state import SimNodeState
@@ -35,7 +35,7 @@ def managers(control_plane: ControlPlane, deployer: Deployer) -> dict[str, Manag
 
 
 def _run(plane: ControlPlane, manager: Manager, scenario: str, workdir: Path) -> RunRecord:
-    return run_one(plane, manager, scenario, workdir=workdir, node=NodeSettings(), settings=SETTINGS)
+    return run_one(plane, manager, scenario, workdir=workdir, node=NODE, settings=SETTINGS)
 
 
 def _observed(ctx: RunContext, record: RunRecord) -> None:
@@ -96,7 +96,7 @@ def _both(
             logs.append((ctx.workdir / "manager" / f"{name}.log").read_text(encoding="utf-8", errors="replace"))
 
         record = run_one(
-            control_plane, manager, scenario, workdir=tmp_path / name, node=NodeSettings(), settings=SETTINGS,
+            control_plane, manager, scenario, workdir=tmp_path / name, node=NODE, settings=SETTINGS,
             inspect=inspect,
         )  # fmt: skip
         results[name] = (record, logs[0])
