@@ -25,26 +25,21 @@ class MigDevice:
 class GpuSnapshot:
     devices: tuple[MigDevice, ...]
     mig_enabled: tuple[bool, ...]
-    processes: tuple[int, ...]
-    """How many processes run on each GPU's MIG devices."""
 
     def on(self, gpu: int) -> tuple[MigDevice, ...]:
         return tuple(d for d in self.devices if d.gpu == gpu)
 
 
 def snapshot(fake: FakeNvml) -> GpuSnapshot:
+    state = fake.state  # one read of the node: another process may change it meanwhile
     devices: list[MigDevice] = []
-    processes: list[int] = []
-    for index, gpu in enumerate(fake.state.gpus):
+    for index, gpu in enumerate(state.gpus):
         table = fake.model(index).profiles
-        running = 0
         for gi in gpu.gpu_instances:
             uuid = gi.compute_instances[0].uuid if gi.compute_instances else "-"
             devices.append(MigDevice(index, gi.placement.start, gi_name(table, gi.profile_id), uuid))
-            running += sum(len(ci.processes) for ci in gi.compute_instances)
-        processes.append(running)
-    enabled = tuple(gpu.mig_current == MIG_ENABLE for gpu in fake.state.gpus)
-    return GpuSnapshot(tuple(sorted(devices)), enabled, tuple(processes))
+    enabled = tuple(gpu.mig_current == MIG_ENABLE for gpu in state.gpus)
+    return GpuSnapshot(tuple(sorted(devices)), enabled)
 
 
 @dataclass(frozen=True)

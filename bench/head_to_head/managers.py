@@ -80,10 +80,6 @@ class ManagerProcess:
             argv, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
         )
 
-    @property
-    def alive(self) -> bool:
-        return self._process.poll() is None
-
     def kill(self) -> None:
         """SIGKILL, as a container runtime kills a container whose pod is deleted with grace 0."""
         self._signal(signal.SIGKILL)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bench.head_to_head.gpus import GpuSnapshot, MigDevice, compare, describe_node
 from bench.head_to_head.managers import Manager, ManagerProcess
-from bench.head_to_head.node import SimulatedNode, expected_advertisement, start_layout
+from bench.head_to_head.node import OPERATOR_NAMESPACE, SimulatedNode, expected_advertisement, start_layout
 from bench.head_to_head.recorder import PodGone
 from bench.head_to_head.timeline import (
     NodeSample,
@@ -26,7 +26,6 @@ from tests.realkube.control_plane import ControlPlane
 
 QUIET_S = 2.0
 """A run has settled when its end state has held this long with nothing changing on the Node."""
-OPERATOR_NAMESPACE = "gpu-operator"
 
 
 @dataclass(frozen=True)

@@ -107,9 +107,8 @@ def _device(gpu: int, start: int, uuid: str, profile: str = "1g.10gb") -> MigDev
 
 
 def test_a_gpu_is_touched_when_a_mig_device_uuid_on_it_went_or_came() -> None:
-    before = GpuSnapshot((_device(0, 0, "a"), _device(0, 1, "b"), _device(1, 0, "c")), (True, True, False), (0, 0, 0))
-    after = GpuSnapshot((_device(0, 0, "a"), _device(0, 2, "d", "2g.20gb"), _device(1, 0, "c")), (True, True, True),
-                        (0, 0, 0))  # fmt: skip
+    before = GpuSnapshot((_device(0, 0, "a"), _device(0, 1, "b"), _device(1, 0, "c")), (True, True, False))
+    after = GpuSnapshot((_device(0, 0, "a"), _device(0, 2, "d", "2g.20gb"), _device(1, 0, "c")), (True, True, True))
     change = compare(before, after)
     assert change.touched == (0, 2)
     assert [d.uuid for d in change.kept] == ["a", "c"]
