@@ -26,11 +26,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from migagent.cli.advise import add_strategy_flag, advised_state
 from migagent.cli.commands import summary
 from migagent.cli.rollout_view import JsonEvents, LiveTable, evictions_report, headline, node_rows, table
 from migagent.cli.signals import signals_handled
 from migagent.cli.status import _default_kubeconfig
 from migagent.clock import Clock, SystemClock
+from migagent.demand.advice import ADVICE_LAYOUT
 from migagent.errors import TransientError, UsageError
 from migagent.kube.client import make_api_client
 from migagent.kube.rollout_api import RolloutApi
@@ -190,11 +192,15 @@ def _run_start(args: argparse.Namespace) -> int:
     api = _api(args, clock)
     _budget(args.max_unavailable)  # a bad value is refused before anything is read or written
     spec = RolloutSpec(
-        selector=args.selector, layout=args.layout, max_unavailable=args.max_unavailable.strip(),
+        selector=args.selector, layout=ADVICE_LAYOUT if args.from_advice else args.layout,
+        max_unavailable=args.max_unavailable.strip(),
         canary=args.canary, soak_s=args.soak, failure_budget=args.failure_budget, lease_s=args.lease,
     )
     stored = api.read_state(args.name)
-    if stored is None:
+    if stored is None and args.from_advice:
+        state = advised_state(args, spec, clock)
+        api.create_state(args.name, encode(state))
+    elif stored is None:
         state = initial_state(args.name, spec, _layouts(args, api), api.list_nodes(args.selector))
         api.create_state(args.name, encode(state))
     else:
@@ -408,7 +414,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     start = verbs.add_parser("start", help="create the rollout and drive it (resumes an existing one)")
     start.add_argument("name", metavar="NAME")
     start.add_argument("-l", "--selector", required=True, help="the nodes, as kubectl -l (e.g. pool=a100)")
-    start.add_argument("-c", "--layout", required=True, help="the layout name (a key of the layout file)")
+    target = start.add_mutually_exclusive_group(required=True)
+    target.add_argument("-c", "--layout", help="the layout name (a key of the layout file)")
+    target.add_argument("--from-advice", action="store_true",
+                        help="each node to the layout `migagent advise -l SELECTOR` proposes for it")
+    add_strategy_flag(start)
     start.add_argument("-f", "--layout-file", help="layout file (default: the cluster's migagent-layouts ConfigMap)")
     _budgets(start)
     start.add_argument("--soak", type=float, default=0.0, metavar="SECONDS", help="wait after the canary succeeds")
