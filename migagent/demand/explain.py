@@ -68,9 +68,17 @@ def explain(search: SearchView[S], pod: DemandPod) -> str:
     if not open_nodes:
         held = (f"{s.name}: {s.not_changed or 'changed for other pods'}" for s in nodes)
         return f"{asks} is not free on the nodes it may run on, and none can be changed now ({_listed(held)})"
+    closed = [f"{s.name}: {s.not_changed}" for s in nodes if s.not_changed]
+    suffix = f"; cannot change now: {_listed(closed)}" if closed else ""
+    return _why_not_open(search, pod, open_nodes) + suffix
+
+
+def _why_not_open(search: SearchView[S], pod: DemandPod, open_nodes: Sequence[S]) -> str:
+    """Why the nodes that may change do not serve the pod."""
+    asks = describe_requests(pod.requests)
     offering = [c for s in open_nodes for c in search.candidates_of(s) if c.capacity and _offers(c, pod)]
+    hint = "" if search.generating else " (--generate builds layouts per node around the busy GPU instances)"
     if not offering:
-        hint = "" if search.generating else " (--generate builds layouts per node)"
         names = ", ".join(s.name for s in open_nodes)
         return f"no layout in the file offers {asks} on the nodes it may run on ({names}){hint}"
     higher = [f"{c.node} -> {c.layout}" for c in offering if not c.problem and c.floor >= pod.priority]
@@ -78,7 +86,7 @@ def explain(search: SearchView[S], pod: DemandPod) -> str:
     if len(higher) + len(other) == len(offering):
         ruled = ([f"they evict pods of priority >= {pod.priority}, and pods are never evicted for pods of equal or"
                   f" lower priority ({_listed(higher)})"] if higher else []) + sorted(set(other))
-        return f"every layout offering {asks} is ruled out: {_listed(ruled)}"
+        return f"every layout offering {asks} is ruled out: {_listed(ruled)}{hint}"
     return f"the {asks} a change could offer went to pods of higher priority or that waited longer"
 
 
