@@ -41,7 +41,7 @@ def test_a_node_selector_must_match_every_label_it_names() -> None:
         (Requirement("gpus", "Lt", ("4",)), False),
         (Requirement("zone", "Gt", ("4",)), False),
     ],
-    ids=lambda v: str(v),
+    ids=str,
 )
 def test_required_node_affinity_operators(requirement: Requirement, allowed: bool) -> None:
     term = NodeSelectorTerm(expressions=(requirement,))
@@ -52,7 +52,8 @@ def test_affinity_terms_are_ored_and_match_fields_name_the_node() -> None:
     wrong_zone = NodeSelectorTerm(expressions=(Requirement("zone", "In", ("b",)),))
     by_name = NodeSelectorTerm(fields=(Requirement("metadata.name", "In", ("gpu-1",)),))
     assert pod(affinity=(wrong_zone, by_name)).may_run_on("gpu-1", LABELS, ()) is None
-    assert pod(affinity=(wrong_zone, by_name)).may_run_on("gpu-2", LABELS, ()) == "required node affinity does not match"
+    refused = pod(affinity=(wrong_zone, by_name)).may_run_on("gpu-2", LABELS, ())
+    assert refused == "required node affinity does not match"
     assert pod(affinity=(NodeSelectorTerm(),)).may_run_on("gpu-1", LABELS, ()) is not None
 
 
