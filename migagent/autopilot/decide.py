@@ -22,8 +22,8 @@ from typing import Any
 from migagent.autopilot.state import AutopilotState, Change, Decision, Verdict
 from migagent.demand.advice import Advice
 from migagent.demand.advise import AdviseOptions, CandidateCache, DemandView, advise
-from migagent.kube.scheduling import DemandNode, DemandPod, is_mig_demand
 from migagent.layout.spec import LayoutFile
+from migagent.node.scheduling import DemandNode, DemandPod, is_mig_demand
 from migagent.rollout.budget import DisruptionBudget
 
 HOUR_S = 3600.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from migagent.kube.scheduling import DemandNode, DemandPod
+from migagent.node.scheduling import DemandNode, DemandPod
 from migagent.rollout.driver import RolloutPort, StoredObject
 
 STATE_KEY = "state"

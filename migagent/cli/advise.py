@@ -25,9 +25,9 @@ from migagent.demand.advise import AdviseOptions, DemandView, advise
 from migagent.errors import UsageError
 from migagent.kube.client import make_api_client
 from migagent.kube.demand_api import DemandApi
-from migagent.kube.scheduling import DemandNode
 from migagent.layout.parse import parse_layout
 from migagent.layout.strategy import MigStrategy
+from migagent.node.scheduling import DemandNode
 from migagent.rollout.driver import RolloutError, initial_state
 from migagent.rollout.state import RolloutSpec, RolloutState
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import yaml
 
 from migagent.demand.advice import Advice, NodeAdvice
-from migagent.kube.scheduling import describe_requests
+from migagent.node.scheduling import describe_requests
 
 NODE_COLUMNS = ("NODE", "LAYOUT", "CHANGE TO", "GPUS CHANGED", "GIS KEPT", "DESTROYED", "CREATED", "RESETS",
                 "EVICTS", "SERVES")

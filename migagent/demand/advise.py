@@ -27,11 +27,11 @@ from migagent.demand.candidates import Candidate, evaluate, fill, offered
 from migagent.demand.explain import explain
 from migagent.demand.generate import config_name, generate_node, layout_document
 from migagent.demand.nodes import free, infer_strategy, read_reported
-from migagent.kube.names import OBSERVED_ANNOTATION, is_gpu_resource
-from migagent.kube.scheduling import DemandNode, DemandPod, is_mig_demand
 from migagent.layout.parse import parse_layout
 from migagent.layout.spec import LayoutFile
 from migagent.layout.strategy import MigStrategy
+from migagent.node.names import OBSERVED_ANNOTATION, is_gpu_resource
+from migagent.node.scheduling import DemandNode, DemandPod, is_mig_demand
 from migagent.rollout.budget import DisruptionBudget, pdb_overdraws
 from migagent.rollout.reported import ReportedNode
 

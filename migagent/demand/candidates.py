@@ -13,12 +13,12 @@ from dataclasses import dataclass, field, replace
 
 from migagent.demand.nodes import free, under_strategy
 from migagent.errors import MigAgentError
-from migagent.kube.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX
-from migagent.kube.scheduling import DemandNode, DemandPod
 from migagent.layout.profile import ci_profile_name
 from migagent.layout.resolve import identity_of, resolve_config
 from migagent.layout.spec import LayoutFile
 from migagent.layout.strategy import MigStrategy, mig_resource_name
+from migagent.node.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX
+from migagent.node.scheduling import DemandNode, DemandPod
 from migagent.rollout.impact import NodeImpact, predict, with_pods_now
 from migagent.rollout.reported import ReportedNode
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
 from migagent.demand.candidates import Candidate
-from migagent.kube.scheduling import DemandPod, describe_requests
+from migagent.node.scheduling import DemandPod, describe_requests
 
 _SHOWN = 3
 

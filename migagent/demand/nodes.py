@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from migagent.kube.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX, OBSERVED_ANNOTATION
-from migagent.kube.port import NodeView
-from migagent.kube.scheduling import DemandNode, DemandPod
 from migagent.layout.strategy import MigStrategy
+from migagent.node.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX, OBSERVED_ANNOTATION
+from migagent.node.port import NodeView
+from migagent.node.scheduling import DemandNode, DemandPod
 from migagent.rollout.reported import ReportedNode, UnreadableReportError, read_report
 from migagent.rollout.reports import AgentAnswer, answer
 

@@ -28,10 +28,10 @@ from kubernetes.client.exceptions import ApiException
 
 from migagent.kube.classify import call_with_retries, classified
 from migagent.kube.convert import node_view, whole_quantities
-from migagent.kube.names import EVENT_COMPONENT, EVENT_NAMESPACE, MIRROR_POD_ANNOTATION
-from migagent.kube.port import PodRef
 from migagent.kube.rollout_api import RolloutApi, StoredState
-from migagent.kube.scheduling import (
+from migagent.node.names import EVENT_COMPONENT, EVENT_NAMESPACE, MIRROR_POD_ANNOTATION
+from migagent.node.port import PodRef
+from migagent.node.scheduling import (
     DemandNode,
     DemandPod,
     NodeSelectorTerm,

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from migagent.clock import SystemClock
 from migagent.kube.demand_api import DemandApi
-from migagent.kube.scheduling import DemandPod
+from migagent.node.scheduling import DemandPod
 from migagent_sim.apiserver.rbac import UserInfo
 from migagent_sim.pool import SimPool
 from migagent_sim.scheduler import SchedulerStandIn

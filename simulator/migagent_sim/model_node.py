@@ -17,7 +17,12 @@ from dataclasses import dataclass, field
 from migagent.catalog import GpuModel, model_by_key
 from migagent.catalog.model import Placement
 from migagent.errors import MigAgentError
-from migagent.kube.names import (
+from migagent.layout.observed import Observation, ObservedCi, ObservedGi, ObservedGpu
+from migagent.layout.profile import gi_profile_name
+from migagent.layout.resolve import identity_of, resolve_config
+from migagent.layout.spec import LayoutFile
+from migagent.layout.strategy import mig_resource_name
+from migagent.node.names import (
     CONDITION_TYPE,
     DESIRED_ANNOTATION,
     MIG_CONFIG_LABEL,
@@ -25,13 +30,8 @@ from migagent.kube.names import (
     OBSERVED_ANNOTATION,
     ConditionReason,
 )
-from migagent.kube.port import NodeCondition, NodeView
-from migagent.kube.status import desired_annotation, observed_annotation
-from migagent.layout.observed import Observation, ObservedCi, ObservedGi, ObservedGpu
-from migagent.layout.profile import gi_profile_name
-from migagent.layout.resolve import identity_of, resolve_config
-from migagent.layout.spec import LayoutFile
-from migagent.layout.strategy import mig_resource_name
+from migagent.node.port import NodeCondition, NodeView
+from migagent.node.status import desired_annotation, observed_annotation
 from migagent.planning import plan
 from migagent.rollout.impact import capacity
 

@@ -18,12 +18,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from migagent.clock import FakeClock
-from migagent.kube.pdbs import PdbView
-from migagent.kube.port import NodeView, PodRef, PodView
 from migagent.kube.rollout_api import StateConflictError, StoredState
-from migagent.kube.scheduling import DemandNode, DemandPod
-from migagent.kube.selectors import parse_equality
 from migagent.layout.parse import parse_layout
+from migagent.node.budgets import PdbView
+from migagent.node.port import NodeView, PodRef, PodView
+from migagent.node.scheduling import DemandNode, DemandPod
+from migagent.node.selectors import parse_equality
 from migagent_sim.model_node import ModelGi, ModelNode
 
 

@@ -19,8 +19,8 @@ from types import TracebackType
 from migagent.clock import Clock, SystemClock
 from migagent.demand.advise import pending_order
 from migagent.kube.demand_api import DemandApi
-from migagent.kube.names import GPU_RESOURCE, is_gpu_resource
-from migagent.kube.scheduling import DemandNode, DemandPod
+from migagent.node.names import GPU_RESOURCE, is_gpu_resource
+from migagent.node.scheduling import DemandNode, DemandPod
 from migagent_sim.kubelet import FakeKubelet
 
 _LOG = logging.getLogger(__name__)

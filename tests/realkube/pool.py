@@ -21,7 +21,7 @@ from typing import Any, cast
 from migagent.clock import SystemClock
 from migagent.kube.adapter import KubeApi
 from migagent.kube.demand_api import DemandApi
-from migagent.kube.names import GPU_RESOURCE, LAYOUTS_CONFIGMAP_KEY, MIG_CONFIG_LABEL, ROLLOUT_LABEL
+from migagent.node.names import GPU_RESOURCE, LAYOUTS_CONFIGMAP_KEY, MIG_CONFIG_LABEL, ROLLOUT_LABEL
 from migagent.reconcile.journal import FileJournal
 from migagent.sources.node_label import WatchSettings
 from migagent.wiring import build_agent

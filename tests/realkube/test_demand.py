@@ -20,7 +20,7 @@ from migagent.autopilot.controller import Autopilot, load, save
 from migagent.autopilot.decide import Guardrails
 from migagent.autopilot.state import Verdict
 from migagent.clock import SystemClock
-from migagent.kube.names import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
+from migagent.node.names import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
 from tests.integration.rollout.support import Recorder
 from tests.realkube.control_plane import ControlPlane
 from tests.realkube.deployment import Deployer

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from migagent.clock import SystemClock
-from migagent.kube.names import MIG_CONFIG_LABEL
+from migagent.node.names import MIG_CONFIG_LABEL
 from migagent_sim.pool import SimPool
 from tests.integration.rollout.support import wait_reported
 

@@ -16,7 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from migagent.autopilot.controller import Autopilot, load
 from migagent.autopilot.decide import OPT_IN_LABEL, Guardrails
 from migagent.autopilot.state import Verdict
-from migagent.kube.names import MIG_CONFIG_LABEL
+from migagent.node.names import MIG_CONFIG_LABEL
 from migagent_sim.apiserver.access import AccessControl
 from migagent_sim.cluster import GPU_OPERATOR_LABELS
 from migagent_sim.demand_pool import AUTOPILOT, demand_api, scheduler, submit

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 
 from migagent.clock import FakeClock
 from migagent.demand.advise import DemandView
-from migagent.kube.pdbs import PdbView
-from migagent.kube.scheduling import DemandNode, Taint
+from migagent.node.budgets import PdbView
+from migagent.node.scheduling import DemandNode, Taint
 from migagent_sim.model_node import ModelNode
 from migagent_sim.model_pool import Job, ModelPool
 

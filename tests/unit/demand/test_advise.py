@@ -7,11 +7,11 @@ from dataclasses import replace
 import yaml
 
 from migagent.demand.advise import AdviseOptions, advise
-from migagent.kube.names import GPU_RESOURCE, OBSERVED_ANNOTATION
-from migagent.kube.pdbs import PdbView
-from migagent.kube.scheduling import DemandNode, Taint
 from migagent.layout.parse import parse_layout
 from migagent.layout.strategy import MigStrategy
+from migagent.node.budgets import PdbView
+from migagent.node.names import GPU_RESOURCE, OBSERVED_ANNOTATION
+from migagent.node.scheduling import DemandNode, Taint
 from migagent.rollout.driver import gpu_pods, impact_of
 from migagent.rollout.impact import predict, with_pods_now
 from migagent.rollout.reported import read_report

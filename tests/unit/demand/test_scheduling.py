@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from migagent.kube.port import PodRef
-from migagent.kube.scheduling import (
+from migagent.node.port import PodRef
+from migagent.node.scheduling import (
     DemandPod,
     NodeSelectorTerm,
     Requirement,
