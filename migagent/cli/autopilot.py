@@ -74,10 +74,11 @@ def describe(decision: Decision) -> list[str]:
         head += f"  ({decision.waiting} pod(s) waited long enough)"
     lines = [head]
     for node, detail in sorted(decision.nodes.items()):
-        serves, evicts = detail.get("serves") or [], detail.get("evicts") or []
+        evicts = detail.get("evicts") or []
         status = f" [{detail['status']}]" if detail.get("status") else ""
-        lines.append(f"  {node}: {detail.get('from')} -> {detail.get('to')}{status}; serves {len(serves)} pod(s),"
-                     f" evicts {len(evicts)}{': ' + ', '.join(evicts) if evicts else ''}")
+        serves = f"serves {len(detail['serves'])} pod(s), " if "serves" in detail else ""
+        lines.append(f"  {node}: {detail.get('from')} -> {detail.get('to')}{status}; {serves}"
+                     f"evicts {len(evicts)}{': ' + ', '.join(evicts) if evicts else ''}")
     lines += [f"  reason: {reason}" for reason in decision.reasons]
     return lines
 
