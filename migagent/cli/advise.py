@@ -13,17 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-from pathlib import Path
 
 from migagent.cli.advise_view import render
 from migagent.cli.commands import summary
-from migagent.cli.status import _default_kubeconfig
+from migagent.cli.pool_args import layouts_text, pool_api
 from migagent.clock import Clock, SystemClock
 from migagent.demand.advice import Advice
 from migagent.demand.advise import AdviseOptions, DemandView, advise
 from migagent.errors import UsageError
-from migagent.kube.client import make_api_client
 from migagent.kube.demand_api import DemandApi
 from migagent.layout.parse import parse_layout
 from migagent.layout.strategy import MigStrategy
@@ -34,27 +31,11 @@ from migagent.rollout.state import RolloutSpec, RolloutState
 STRATEGIES = ("auto", MigStrategy.MIXED.value, MigStrategy.SINGLE.value)
 
 
-def demand_api(args: argparse.Namespace, clock: Clock) -> DemandApi:
-    if not args.debug:
-        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
-    client = make_api_client(kubeconfig=_default_kubeconfig(args.kubeconfig), api_server=args.api_server)
-    return DemandApi(client, clock=clock, namespace=args.namespace)
-
-
-def read_layouts(args: argparse.Namespace, api: DemandApi) -> str:
-    if args.layout_file:
-        try:
-            return Path(args.layout_file).read_text(encoding="utf-8")
-        except OSError as error:
-            raise UsageError(f"-f {args.layout_file}: cannot read it: {error.strerror}") from error
-    return api.read_layouts()
-
-
 def advice_for(
     args: argparse.Namespace, api: DemandApi, clock: Clock, *, generate: bool = False
 ) -> tuple[Advice, str, list[DemandNode]]:
     """The advice for the nodes -l selects, with the layouts it was computed from and those nodes."""
-    layouts = read_layouts(args, api)
+    layouts = layouts_text(args, api)
     layout = parse_layout(layouts, source=args.layout_file or "the migagent-layouts ConfigMap")
     nodes = api.list_demand_nodes(args.selector or "")
     if not nodes:
@@ -66,7 +47,7 @@ def advice_for(
 
 def advised_state(args: argparse.Namespace, spec: RolloutSpec, clock: Clock) -> RolloutState:
     """`rollout start NAME --from-advice`: a rollout of each node the advice changes, to its target."""
-    advice, layouts, nodes = advice_for(args, demand_api(args, clock), clock)
+    advice, layouts, nodes = advice_for(args, pool_api(args, clock), clock)
     if not advice.changes:
         unserved = sum(1 for pod in advice.pods if pod.node is None)
         raise RolloutError(f"the advice changes no node ({len(advice.pods)} pending pod(s), {unserved} unserved):"
@@ -76,7 +57,7 @@ def advised_state(args: argparse.Namespace, spec: RolloutSpec, clock: Clock) -> 
 
 def _run_advise(args: argparse.Namespace) -> int:
     clock = SystemClock()
-    advice, _, _ = advice_for(args, demand_api(args, clock), clock, generate=args.generate)
+    advice, _, _ = advice_for(args, pool_api(args, clock), clock, generate=args.generate)
     if args.output == "json":
         print(json.dumps(advice.to_json(), indent=2, sort_keys=True))
     else:

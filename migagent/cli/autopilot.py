@@ -23,8 +23,8 @@ from dataclasses import replace
 from migagent.autopilot.controller import Autopilot, RolloutBudgets, load, save
 from migagent.autopilot.decide import OPT_IN_SELECTOR, Guardrails
 from migagent.autopilot.state import AutopilotState, Decision
-from migagent.cli.advise import demand_api
 from migagent.cli.commands import summary
+from migagent.cli.pool_args import pool_api
 from migagent.cli.rollout_view import JsonEvents
 from migagent.cli.signals import signals_handled
 from migagent.clock import SystemClock
@@ -48,7 +48,7 @@ def _run(args: argparse.Namespace) -> int:
     listener = JsonEvents(clock)
     budgets = RolloutBudgets(max_unavailable=args.max_unavailable.strip(), canary=args.canary, soak_s=args.soak,
                              failure_budget=args.failure_budget)
-    autopilot = Autopilot(demand_api(args, clock), _guardrails(args), clock=clock, listener=listener, budgets=budgets)
+    autopilot = Autopilot(pool_api(args, clock), _guardrails(args), clock=clock, listener=listener, budgets=budgets)
     stop = threading.Event()
     if args.run_for is not None:
         threading.Timer(args.run_for, stop.set).start()
@@ -84,7 +84,7 @@ def describe(decision: Decision) -> list[str]:
 
 
 def _history(args: argparse.Namespace) -> int:
-    state = load(demand_api(args, SystemClock()))
+    state = load(pool_api(args, SystemClock()))
     shown = state.history[-args.limit:] if args.limit else state.history
     if args.output == "json":
         print(json.dumps({"paused": state.paused, "rollout": state.rollout,
@@ -111,13 +111,13 @@ def _update(api: DemandApi, change: Callable[[AutopilotState], AutopilotState]) 
 
 
 def _pause(args: argparse.Namespace) -> int:
-    _update(demand_api(args, SystemClock()), lambda state: replace(state, paused=True))
+    _update(pool_api(args, SystemClock()), lambda state: replace(state, paused=True))
     print("autopilot paused: no new change starts (a rollout already started runs on: `migagent rollout pause`)")
     return 0
 
 
 def _resume(args: argparse.Namespace) -> int:
-    _update(demand_api(args, SystemClock()), lambda state: replace(state, paused=False))
+    _update(pool_api(args, SystemClock()), lambda state: replace(state, paused=False))
     print("autopilot resumed")
     return 0
 

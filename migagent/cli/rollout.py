@@ -24,17 +24,15 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 
 from migagent.cli.advise import add_strategy_flag, advised_state
 from migagent.cli.commands import summary
+from migagent.cli.pool_args import layouts_text, pool_api
 from migagent.cli.rollout_view import JsonEvents, LiveTable, evictions_report, headline, node_rows, table
 from migagent.cli.signals import signals_handled
-from migagent.cli.status import _default_kubeconfig
 from migagent.clock import Clock, SystemClock
 from migagent.demand.advice import ADVICE_LAYOUT
 from migagent.errors import TransientError, UsageError
-from migagent.kube.client import make_api_client
 from migagent.kube.rollout_api import RolloutApi
 from migagent.layout.parse import parse_layout
 from migagent.rollout.budget import MaxUnavailable
@@ -60,19 +58,11 @@ _CONFLICT_TRIES = 10
 
 
 def _api(args: argparse.Namespace, clock: Clock) -> RolloutApi:
-    if not args.debug:
-        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
-    client = make_api_client(kubeconfig=_default_kubeconfig(args.kubeconfig), api_server=args.api_server)
-    return RolloutApi(client, clock=clock, namespace=args.namespace)
+    return pool_api(args, clock)
 
 
 def _layouts(args: argparse.Namespace, api: RolloutApi) -> str:
-    if args.layout_file:
-        try:
-            return Path(args.layout_file).read_text(encoding="utf-8")
-        except OSError as error:
-            raise UsageError(f"-f {args.layout_file}: cannot read it: {error.strerror}") from error
-    return api.read_layouts()
+    return layouts_text(args, api)
 
 
 def _budget(text: str) -> MaxUnavailable:

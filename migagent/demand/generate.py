@@ -1,11 +1,12 @@
 """`advise --generate`: a layout built for one node from the demand, rather than picked from the file.
 
-Per GPU with MIG on, the GPU instances pods hold stay where they are; the free memory slices are
-packed anew, over every legal placement of the GPU's profile table (plain profiles, and any profile
-a pending pod asks for), choosing the packing that serves the most waiting pods (highest priority
-first), then destroys the fewest idle GPU instances, then creates the fewest. GPUs whose packing
-is what they hold already are left out of the layout, so the change leaves them untouched. Nothing
-a pod holds is ever given up here: a generated layout evicts no pod.
+Per GPU with MIG on, the GPU instances pods hold stay where they are; the rest of the GPU is packed
+anew from its idle GPU instances (kept where they are) and new instances of the profiles pending pods
+ask for, at every legal placement, choosing the packing that serves the most waiting pods (highest
+priority first), then destroys the fewest idle GPU instances, then creates the fewest: nothing is
+created that no pod asks for, so memory slices no demand needs stay as they were or empty. GPUs whose
+packing is what they hold already are left out of the layout, so the change leaves them untouched.
+Nothing a pod holds is ever given up here: a generated layout evicts no pod.
 
 The layout is written in mig-parted's v1 format and read back by the same parser and planner as any
 other (`parse_layout`, then `predict` plans it), so it is valid for the GPU model and its placements
@@ -22,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from migagent.catalog.model import GiProfile, MediaAttribute, Placement, ProfileTable
+from migagent.catalog.model import GiProfile, Placement, ProfileTable
 from migagent.layout.observed import ObservedGi, ObservedGpu
 from migagent.layout.profile import ci_profile_name, gi_profile_name
 from migagent.layout.strategy import mig_resource_name
@@ -70,11 +71,10 @@ def pack_gpu(gpu: ObservedGpu, busy: set[Placement], demand: Demand) -> tuple[tu
     kept = tuple(_Item(_gi(table, gi), gi.placement, gi) for gi in gpu.gpu_instances if gi.placement in busy)
     idle = {(gi.profile_id, gi.placement): gi for gi in gpu.gpu_instances if gi.placement not in busy}
     wanted = {resource for resource, _ in demand}
-    profiles = [gi for gi in table.gi_profiles if gi.media is MediaAttribute.NONE or _resource(gi, table) in wanted]
-    options = sorted(
-        (_Item(gi, placement, idle.get((gi.id, placement))) for gi in profiles for placement in gi.placements),
-        key=lambda item: (item.placement.start, -item.placement.size, item.gi.id),
-    )
+    created = [_Item(gi, placement) for gi in table.gi_profiles if _resource(gi, table) in wanted
+               for placement in gi.placements if (gi.id, placement) not in idle]
+    kept_idle = [_Item(_gi(table, gi), gi.placement, gi) for gi in idle.values()]
+    options = sorted([*created, *kept_idle], key=lambda item: (item.placement.start, -item.placement.size, item.gi.id))
     taken = 0
     for item in kept:
         taken |= _mask(item.placement)

@@ -3,7 +3,7 @@ clients `migagent advise` and the autopilot use, for `migagent demo autopilot` a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from migagent.clock import SystemClock
 from migagent.kube.demand_api import DemandApi
@@ -36,6 +36,17 @@ def submit(
 
     pool.api.update_pod(namespace, name, schedule_fields)
     return f"{namespace}/{name}"
+
+
+def running_on(pool: SimPool, pods: Iterable[str]) -> dict[str, str]:
+    """`namespace/name` -> the node it runs on, for those of `pods` that are Running."""
+    found: dict[str, str] = {}
+    for pod in pods:
+        namespace, name = pod.split("/")
+        stored = pool.api.pod(namespace, name)
+        if stored is not None and stored.get("status", {}).get("phase") == "Running":
+            found[pod] = stored["spec"].get("nodeName", "")
+    return found
 
 
 def scheduler(pool: SimPool, *, poll_s: float = 0.1) -> SchedulerStandIn:

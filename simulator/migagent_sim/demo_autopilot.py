@@ -27,7 +27,7 @@ from migagent.clock import SystemClock
 from migagent.node.names import MIG_CONFIG_LABEL
 from migagent.plumbing.logging import configure_logging
 from migagent_sim.cluster import GPU_OPERATOR_LABELS
-from migagent_sim.demand_pool import demand_api, scheduler, submit
+from migagent_sim.demand_pool import demand_api, running_on, scheduler, submit
 from migagent_sim.demo_rollout import migagent_main
 from migagent_sim.pool import PoolMonitor, SimPool, SimPoolConfig
 
@@ -56,16 +56,6 @@ def _wait(check: Callable[[], bool], timeout_s: float) -> bool:
             return True
         _CLOCK.sleep(0.1)
     return False
-
-
-def _running(pool: SimPool, pods: list[str]) -> dict[str, str]:
-    placed = {}
-    for pod in pods:
-        namespace, name = pod.split("/")
-        stored = pool.api.pod(namespace, name)
-        if stored is not None and stored.get("status", {}).get("phase") == "Running":
-            placed[pod] = stored["spec"].get("nodeName", "")
-    return placed
 
 
 class _Pilot:
@@ -103,7 +93,7 @@ def _story(pool: SimPool, timeout_s: float) -> bool:
     server = ["--api-server", pool.api.url]
     _say("inference: 21 pods of nvidia.com/mig-1g.10gb (priority 0) arrive; the scheduler places them")
     inference = [submit(pool, f"infer-{i}", "nvidia.com/mig-1g.10gb") for i in range(21)]
-    if not _wait(lambda: len(_running(pool, inference)) == len(inference), timeout_s):
+    if not _wait(lambda: len(running_on(pool, inference)) == len(inference), timeout_s):
         return False
     training = [submit(pool, f"train-{i}", "nvidia.com/mig-3g.40gb", priority=100) for i in range(4)]
     _say("training: 4 pods of nvidia.com/mig-3g.40gb (priority 100) wait: no node offers one")
@@ -113,14 +103,14 @@ def _story(pool: SimPool, timeout_s: float) -> bool:
     _say(f"the autopilot (--persist {GUARDRAILS.persist_s:g} --cooldown {GUARDRAILS.cooldown_s:g}"
          f" --max-changes-per-hour {GUARDRAILS.max_changes_per_hour}) on the nodes labelled {OPT_IN_LABEL}=enabled")
     with _Pilot(pool):
-        if not _wait(lambda: len(_running(pool, training)) == len(training), timeout_s):
+        if not _wait(lambda: len(running_on(pool, training)) == len(training), timeout_s):
             return False
-        print(f"  the training pods run on {sorted(set(_running(pool, training).values()))}", flush=True)
+        print(f"  the training pods run on {sorted(set(running_on(pool, training).values()))}", flush=True)
         big = [submit(pool, f"big-{i}", "nvidia.com/mig-7g.80gb", priority=1000) for i in range(2)]
         _say("2 pods of nvidia.com/mig-7g.80gb (priority 1000) wait: a whole GPU each")
-        if not _wait(lambda: len(_running(pool, big)) == len(big), timeout_s):
+        if not _wait(lambda: len(running_on(pool, big)) == len(big), timeout_s):
             return False
-        print(f"  they run on {sorted(set(_running(pool, big).values()))}", flush=True)
+        print(f"  they run on {sorted(set(running_on(pool, big).values()))}", flush=True)
         _wait(lambda: load(demand_api(pool)).rollout is None, timeout_s)
     _say("migagent autopilot history")
     migagent_main(["autopilot", "history", *server])

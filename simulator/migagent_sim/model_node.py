@@ -125,11 +125,19 @@ class ModelNode:
         assert profile is not None
         return mig_resource_name(gi_profile_name(profile, table))
 
-    def free_devices(self) -> list[tuple[str, ModelGi]]:
-        """(resource, GI) of every device no pod holds, while the node is schedulable."""
+    def free_by_resource(self) -> dict[str, list[ModelGi]]:
+        """Resource -> the GIs no pod holds (last in the list first to go), while the node is schedulable."""
+        free: dict[str, list[ModelGi]] = {}
         if self.changing:
-            return []
-        return [(self.resource_of(gi), gi) for gpu in self.gpus if gpu.mig for gi in gpu.gis if gi.pod is None]
+            return free
+        names: dict[int, str] = {}
+        for gpu in reversed(self.gpus):
+            for gi in sorted(gpu.gis, key=lambda g: g.placement, reverse=True) if gpu.mig else ():
+                if gi.pod is None:
+                    if gi.profile_id not in names:
+                        names[gi.profile_id] = self.resource_of(gi)
+                    free.setdefault(names[gi.profile_id], []).append(gi)
+        return free
 
     # --- the agent ------------------------------------------------------------------------------------
 

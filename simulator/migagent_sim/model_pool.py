@@ -37,6 +37,8 @@ class Job:
     priority: int = 0
     labels: Mapping[str, str] = field(default_factory=dict)
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    patience_s: float | None = None
+    """How long its owner lets a pod of it wait before withdrawing it (None: for ever)."""
     remaining_s: float = 0.0
     waits: list[float] = field(default_factory=list)
     """Seconds each of its pods waited before it ran."""
@@ -102,12 +104,13 @@ class ModelPool:
 
     def schedule(self) -> list[str]:
         """Bind what fits; returns the pods bound."""
+        free = {node.name: node.free_by_resource() for node in self.nodes.values()}
         bound: list[str] = []
         for name, (pod, job) in sorted(self.pending.items(), key=lambda i: (-i[1][0].priority, i[1][0].created, i[0])):
-            devices = self._fit(pod)
-            if devices is None:
+            node = self._fit(pod, free)
+            if node is None:
                 continue
-            node, gis = devices
+            gis = [free[node.name][resource].pop() for resource, count in pod.requests.items() for _ in range(count)]
             for gi in gis:
                 gi.pod = pod.name
             node.version += 1
@@ -118,19 +121,13 @@ class ModelPool:
             bound.append(name)
         return bound
 
-    def _fit(self, pod: DemandPod) -> tuple[ModelNode, list[ModelGi]] | None:
+    def _fit(self, pod: DemandPod, free: Mapping[str, Mapping[str, list[ModelGi]]]) -> ModelNode | None:
         for node in self.nodes.values():
-            if pod.may_run_on(node.name, node.view().labels, ()) is not None:
-                continue
-            free = node.free_devices()
-            chosen: list[ModelGi] = []
-            for resource, count in pod.requests.items():
-                matching = [gi for name, gi in free if name == resource and gi not in chosen]
-                if len(matching) < count:
-                    break
-                chosen += matching[:count]
-            else:
-                return node, chosen
+            devices = free[node.name]
+            if all(len(devices.get(r, ())) >= n for r, n in pod.requests.items()) and (
+                pod.may_run_on(node.name, node.labels, ()) is None
+            ):
+                return node
         return None
 
     def advance(self, seconds: float) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from migagent.clock import SystemClock
 from migagent.node.names import MIG_CONFIG_LABEL
@@ -31,17 +31,6 @@ def eventually(check: Callable[[], bool], what: str, timeout_s: float = 60.0) ->
             return
         CLOCK.sleep(0.05)
     raise AssertionError(f"not within {timeout_s:g}s: {what}")
-
-
-def running_on(pool: SimPool, pods: Iterable[str]) -> dict[str, str]:
-    """`ml/<name>` -> the node it runs on, for those Running."""
-    found: dict[str, str] = {}
-    for pod in pods:
-        namespace, name = pod.split("/")
-        stored = pool.api.pod(namespace, name)
-        if stored is not None and stored.get("status", {}).get("phase") == "Running":
-            found[pod] = stored["spec"].get("nodeName", "")
-    return found
 
 
 def layouts(pool: SimPool) -> dict[str, str | None]:

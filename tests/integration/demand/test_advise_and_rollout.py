@@ -11,9 +11,9 @@ import pytest
 
 from migagent.cli import main
 from migagent.plumbing.logging import configure_logging
-from migagent_sim.demand_pool import scheduler, submit
+from migagent_sim.demand_pool import running_on, scheduler, submit
 from migagent_sim.pool import SimPool, SimPoolConfig
-from tests.integration.demand.support import FULL_NODE, THREE_G, eventually, fill, layouts, running_on
+from tests.integration.demand.support import FULL_NODE, THREE_G, eventually, fill, layouts
 
 
 @pytest.fixture

@@ -19,9 +19,9 @@ from migagent.autopilot.state import Verdict
 from migagent.node.names import MIG_CONFIG_LABEL
 from migagent_sim.apiserver.access import AccessControl
 from migagent_sim.cluster import GPU_OPERATOR_LABELS
-from migagent_sim.demand_pool import AUTOPILOT, demand_api, scheduler, submit
+from migagent_sim.demand_pool import AUTOPILOT, demand_api, running_on, scheduler, submit
 from migagent_sim.pool import PoolMonitor, SimPool, SimPoolConfig
-from tests.integration.demand.support import CLOCK, FULL_NODE, THREE_G, eventually, fill, running_on
+from tests.integration.demand.support import CLOCK, FULL_NODE, THREE_G, eventually, fill
 from tests.integration.deploy.manifests import Obj, of_kind, render_with_components
 from tests.integration.deploy.rbac import permissions_of
 from tests.integration.deploy.test_manifests import validate
