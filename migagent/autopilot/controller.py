@@ -27,6 +27,7 @@ from migagent.demand.advice import ADVICE_LAYOUT
 from migagent.demand.advise import CandidateCache
 from migagent.errors import MigAgentError
 from migagent.layout.parse import parse_layout
+from migagent.layout.spec import LayoutFile
 from migagent.rollout.driver import (
     HeldElsewhereError,
     RolloutDriver,
@@ -104,6 +105,7 @@ class Autopilot:
         self._budgets = budgets or RolloutBudgets()
         self.holder = holder or new_holder()
         self._cache: CandidateCache = {}
+        self._layouts: tuple[str, LayoutFile] | None = None
 
     def step(self) -> AutopilotState:
         state = load(self._port)
@@ -115,7 +117,7 @@ class Autopilot:
             self._cache.clear()
         outcome = decide(
             self._clock.wall(), self.guardrails, state, nodes=nodes, pods=self._port.list_gpu_pods(),
-            layout=parse_layout(layouts, source="the autopilot's layouts"), budgets=self._port.list_pdbs(),
+            layout=self._parsed(layouts), budgets=self._port.list_pdbs(),
             cache=self._cache,
         )
         if outcome.decision is None:
@@ -138,6 +140,12 @@ class Autopilot:
         state = self._record(state, decision, dirty=True)
         self._port.create_state(name, encode(rollout))
         return state
+
+    def _parsed(self, layouts: str) -> LayoutFile:
+        """The layout file, parsed again only when its text changed."""
+        if self._layouts is None or self._layouts[0] != layouts:
+            self._layouts = (layouts, parse_layout(layouts, source="the autopilot's layouts"))
+        return self._layouts[1]
 
     def _record(self, state: AutopilotState, decision: Decision, *, dirty: bool = False) -> AutopilotState:
         """Write `decision` (unless it repeats the last one) and whatever else changed (`dirty`), then its Events."""

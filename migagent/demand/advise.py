@@ -136,13 +136,15 @@ class _Search:
         return tuple(sum(1 for p in pods if p.priority == level) for level in self.levels)
 
     def layout_names(self, slot: Slot) -> list[str]:
-        """The layouts the node may change to (the file's, and with --generate its own), not its current one."""
+        """The layouts the node may change to (the file's that resolve on its GPUs, and with --generate its
+        own), not its current one."""
         if slot.reported is None:
             return []
         if slot.names is None:
             if self.options.generate and slot.strategy is MigStrategy.MIXED:
                 slot.layout = self._with_generated(slot)
-            slot.names = [n for n in slot.layout.names if n != slot.node.layout]
+            slot.names = [n for n in slot.layout.names if n != slot.node.layout
+                          and offered(slot.reported, slot.layout, n, slot.strategy) is not None]
         return slot.names
 
     def candidate(self, slot: Slot, name: str) -> Candidate:

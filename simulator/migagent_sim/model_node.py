@@ -65,6 +65,7 @@ class ModelNode:
     done_at: float | None = None
     version: int = 1
     failed: str = ""
+    _view: NodeView | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def empty(cls, name: str, model_key: str, gpus: int, labels: Mapping[str, str] | None = None) -> ModelNode:
@@ -99,6 +100,14 @@ class ModelNode:
         return self.done_at is not None
 
     def view(self) -> NodeView:
+        """The Node as its agent and kubelet last wrote it (built again only when the node changed)."""
+        cached = self._view
+        if cached is not None and cached.resource_version == str(self.version):
+            return cached
+        self._view = self._build_view()
+        return self._view
+
+    def _build_view(self) -> NodeView:
         settled = not self.changing and not self.failed
         labels = dict(self.labels)
         label = self.target if self.changing else self.layout

@@ -146,8 +146,8 @@ class ModelPool:
         for gi in running.devices:
             if gi.pod == name:
                 gi.pod = None
-        for node in self.nodes.values():
-            node.version += 1
+        if running.pod.node_name in self.nodes:
+            self.nodes[running.pod.node_name].version += 1
         return running
 
     # --- the rollout's port ---------------------------------------------------------------------------
