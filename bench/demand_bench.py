@@ -40,15 +40,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
-import yaml
 
 from bench.demand_traces import BUILT_IN, Trace, load
 from bench.tables import percent, percentile, render_table
 from migagent.autopilot.controller import Autopilot, RolloutBudgets
 from migagent.autopilot.decide import Guardrails
 from migagent.clock import FakeClock
-from migagent.demand.generate import config_name, generate_node, layout_document
-from migagent.layout.parse import parse_layout
+from migagent.demand.generate import config_name, generate_node, generated_layout
 from migagent.rollout.reported import ReportedNode
 from migagent_sim.model_node import ModelNode
 from migagent_sim.model_pool import Job, ModelPool
@@ -115,8 +113,7 @@ class _Oracle:
             if not changes:
                 continue
             name = config_name(changes)
-            layout = parse_layout(yaml.safe_dump(layout_document({name: changes})), source="oracle")
-            node.start_change(layout, name, done_at=self.pool.clock.wall())
+            node.start_change(generated_layout(name, changes), name, done_at=self.pool.clock.wall())
             node.finish_change(self.pool.clock.wall())
             self.changes += 1
             self.gpus += len(changes)

@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 from migagent.demand.advice import Advice, NodeAdvice, PodAdvice
 from migagent.demand.candidates import Candidate, evaluate, fill, offered
 from migagent.demand.explain import explain
-from migagent.demand.generate import config_name, generate_node, layout_document
+from migagent.demand.generate import config_name, generate_node, generated_layout, layout_document
 from migagent.demand.nodes import free, infer_strategy, read_reported
-from migagent.layout.parse import parse_layout
 from migagent.layout.spec import LayoutFile
 from migagent.layout.strategy import MigStrategy
 from migagent.node.names import OBSERVED_ANNOTATION, is_gpu_resource
@@ -175,10 +174,7 @@ class _Search:
             return slot.layout
         name = config_name(changes)
         self.generated[name] = changes
-        import yaml  # noqa: PLC0415 - only --generate writes YAML
-
-        generated = parse_layout(yaml.safe_dump(layout_document({name: changes})), source=f"generated for {slot.name}")
-        return LayoutFile(slot.layout.path, {**slot.layout.configs, **generated.configs})
+        return LayoutFile(slot.layout.path, {**slot.layout.configs, **generated_layout(name, changes).configs})
 
     def change(self, *, allow_evictions: bool) -> None:
         while True:
@@ -194,8 +190,7 @@ class _Search:
                 wanted = {r for p in pool if p.name not in self.assigned for r in p.requests}
                 for name in self.layout_names(slot):
                     assert slot.reported is not None
-                    offers = offered(slot.reported, slot.layout, name, slot.strategy)
-                    if offers is not None and not offers & wanted:
+                    if not (offered(slot.reported, slot.layout, name, slot.strategy) or set()) & wanted:
                         continue  # it creates nothing a waiting pod asks for
                     candidate = self.candidate(slot, name)
                     key = self._value(slot, candidate, pool, before, allow_evictions=allow_evictions)

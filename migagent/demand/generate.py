@@ -25,7 +25,9 @@ import yaml
 
 from migagent.catalog.model import GiProfile, Placement, ProfileTable
 from migagent.layout.observed import ObservedGi, ObservedGpu
+from migagent.layout.parse import parse_layout
 from migagent.layout.profile import ci_profile_name, gi_profile_name
+from migagent.layout.spec import LayoutFile
 from migagent.layout.strategy import mig_resource_name
 from migagent.planning.rules import rules_allow
 from migagent.rollout.reported import ReportedNode
@@ -179,3 +181,8 @@ def layout_document(configs: dict[str, dict[int, dict[str, int]]]) -> dict[str, 
             for name, changes in sorted(configs.items())
         },
     }
+
+
+def generated_layout(name: str, changes: dict[int, dict[str, int]]) -> LayoutFile:
+    """The layout as an admin would add it to the file: written as mig-parted v1 and read back by its parser."""
+    return parse_layout(yaml.safe_dump(layout_document({name: changes})), source=f"generated layout {name}")

@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 
 from migagent.catalog import model_by_key
 from migagent.clock import FakeClock
-from migagent.demand.generate import config_name, generate_node, layout_document
-from migagent.layout.parse import parse_layout
+from migagent.demand.generate import config_name, generate_node, generated_layout
 from migagent.layout.profile import gi_profile_name
 from migagent.layout.strategy import mig_resource_name
 from migagent.rollout.impact import predict
@@ -65,8 +64,7 @@ def test_a_generated_layout_is_valid_evicts_nothing_and_touches_only_the_gpus_it
     if not changes:
         return
     name = config_name(changes)
-    layout = parse_layout(yaml.safe_dump(layout_document({name: changes})), source="generated")
-    impact = predict("n", reported, layout, name)
+    impact = predict("n", reported, generated_layout(name, changes), name)
     assert impact.plannable, impact.problem
     assert impact.evicts == ()
     assert set(impact.gpus_changed) <= set(changes)
