@@ -210,3 +210,32 @@ def test_the_guardrails_hold_a_fast_alternating_demand_and_the_pause_change_noth
     assert (held.verdict, held.reasons) == (Verdict.HELD, ("paused (migagent autopilot resume)",))
     assert layouts(pool) == dict.fromkeys(pool.names, "all-1g.10gb")
     assert pool.running([waiting]) == {}
+
+
+@pytest.fixture
+def open_pool(scheduler: ControlPlane, deployer: Deployer, tmp_path: Path) -> Iterator[RealPool]:
+    """The pool with every node opted in."""
+    started = RealPool(scheduler, deployer, tmp_path / "pool", opted_in=(0, 1, 2)).start()
+    try:
+        eventually(lambda: all(started.labels(n).get(MIG_CONFIG_STATE_LABEL) == "success" for n in started.names),
+                   "every agent reports success")
+        yield started
+    finally:
+        started.stop()
+
+
+def test_at_most_the_hourly_number_of_changes_and_the_rest_is_held_with_its_reason(open_pool: RealPool) -> None:
+    pool = open_pool
+    full, *idle = pool.names
+    fill(pool, full, "small")
+    waiting = [pool.submit(f"train-{i}", THREE_G) for i in range(6)]  # one idle node serves four at most
+    with Running(pool, Guardrails(persist_s=1.0, max_changes_per_hour=1)) as running:
+        eventually(lambda: any(d.verdict is Verdict.HELD for d in load(pool.demand_api()).history),
+                   "the next change is held", pool=pool)
+        eventually(lambda: bool(pool.running(waiting)), "the pods the one change serves run", pool=pool)
+    assert running.errors == []
+    after = layouts(pool)
+    assert sorted(name for name in idle if after[name] != "all-1g.10gb") == sorted(set(pool.running(waiting).values()))
+    assert sum(1 for name in idle if after[name] != "all-1g.10gb") == 1
+    held = next(d for d in load(pool.demand_api()).history if d.verdict is Verdict.HELD)
+    assert any("made 1 change(s) in the last hour (--max-changes-per-hour 1)" in r for r in held.reasons), held
