@@ -16,6 +16,7 @@ import json
 
 from migagent.cli.advise_view import render
 from migagent.cli.commands import summary
+from migagent.cli.flags import HelpFormatter
 from migagent.cli.pool_args import layouts_text, pool_api
 from migagent.clock import Clock, SystemClock
 from migagent.demand.advice import Advice
@@ -29,6 +30,10 @@ from migagent.rollout.driver import RolloutError, initial_state
 from migagent.rollout.state import RolloutSpec, RolloutState
 
 STRATEGIES = ("auto", MigStrategy.MIXED.value, MigStrategy.SINGLE.value)
+
+
+class DescribedHelp(argparse.RawDescriptionHelpFormatter, HelpFormatter):
+    """The description as written (it lists verbs and rules), and every default shown (HelpFormatter)."""
 
 
 def advice_for(
@@ -73,8 +78,7 @@ def add_strategy_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("advise", help=summary("advise"), description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser("advise", help=summary("advise"), description=__doc__, formatter_class=DescribedHelp)
     parser.add_argument("-l", "--selector", help="the nodes that may change, as kubectl -l (default: every node)")
     parser.add_argument("-f", "--layout-file", help="layout file (default: the cluster's migagent-layouts ConfigMap)")
     add_strategy_flag(parser)

@@ -23,6 +23,7 @@ from dataclasses import replace
 from migagent.autopilot.controller import Autopilot, RolloutBudgets, load, save
 from migagent.autopilot.decide import OPT_IN_SELECTOR, Guardrails
 from migagent.autopilot.state import AutopilotState, Decision
+from migagent.cli.advise import DescribedHelp
 from migagent.cli.commands import summary
 from migagent.cli.pool_args import pool_api
 from migagent.cli.rollout_view import JsonEvents
@@ -131,29 +132,43 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="where its object (ConfigMap migagent-autopilot), the layouts and rollouts live")
 
 
+def _seconds(text: str) -> float:
+    value = float(text)
+    if value < 0 or value != value:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be zero or a positive number of seconds, got {text}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-l", "--selector", default=OPT_IN_SELECTOR, help="the opted-in nodes")
     parser.add_argument("--pool-label", metavar="KEY",
                         help="nodes sharing this label's value form a pool (default: all opted-in nodes are one)")
-    parser.add_argument("--persist", type=float, default=300.0, metavar="SECONDS",
+    parser.add_argument("--persist", type=_seconds, default=300.0, metavar="SECONDS",
                         help="a pending pod counts as demand once it has waited this long")
-    parser.add_argument("--max-changes-per-hour", type=int, default=2, metavar="N",
+    parser.add_argument("--max-changes-per-hour", type=_positive, default=2, metavar="N",
                         help="node changes per pool in any trailing hour")
-    parser.add_argument("--cooldown", type=float, default=3600.0, metavar="SECONDS",
+    parser.add_argument("--cooldown", type=_seconds, default=3600.0, metavar="SECONDS",
                         help="after a node changes, it may not change again for this long")
     parser.add_argument("--dry-run", action="store_true", help="record and announce decisions; change nothing")
-    parser.add_argument("--poll", type=float, default=15.0, metavar="SECONDS", help="how often to look")
+    parser.add_argument("--poll", type=_seconds, default=15.0, metavar="SECONDS", help="how often to look")
     parser.add_argument("--max-unavailable", default="8", metavar="N|Nnodes|N%",
                         help="each rollout's budget of GPUs out of service at once (as `rollout start`)")
-    parser.add_argument("--canary", type=int, default=1, metavar="N", help="nodes in each rollout's first wave")
-    parser.add_argument("--soak", type=float, default=0.0, metavar="SECONDS", help="wait after the canary succeeds")
-    parser.add_argument("--failure-budget", type=int, default=1, metavar="N", help="halt after N failed nodes")
+    parser.add_argument("--canary", type=_positive, default=1, metavar="N", help="nodes in each rollout's first wave")
+    parser.add_argument("--soak", type=_seconds, default=0.0, metavar="SECONDS", help="wait after the canary succeeds")
+    parser.add_argument("--failure-budget", type=_positive, default=1, metavar="N", help="halt after N failed nodes")
     parser.add_argument("--run-for", type=float, default=None, metavar="SECONDS", help=argparse.SUPPRESS)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("autopilot", help=summary("autopilot"), description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+                                   formatter_class=DescribedHelp)
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     run = verbs.add_parser("run", help="the controller: follow demand within the guardrails")
     _run_flags(run)
