@@ -15,6 +15,7 @@ import argparse
 import datetime
 import json
 import logging
+import math
 import signal
 import threading
 from collections.abc import Callable
@@ -134,7 +135,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def _seconds(text: str) -> float:
     value = float(text)
-    if value < 0 or value != value:  # NaN too
+    if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"must be zero or a positive number of seconds, got {text}")
     return value
 
