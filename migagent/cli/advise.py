@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from contextlib import closing
 
 from migagent.cli.advise_view import render
 from migagent.cli.commands import summary
@@ -52,7 +53,8 @@ def advice_for(
 
 def advised_state(args: argparse.Namespace, spec: RolloutSpec, clock: Clock) -> RolloutState:
     """`rollout start NAME --from-advice`: a rollout of each node the advice changes, to its target."""
-    advice, layouts, nodes = advice_for(args, pool_api(args, clock), clock)
+    with closing(pool_api(args, clock)) as api:
+        advice, layouts, nodes = advice_for(args, api, clock)
     if not advice.changes:
         unserved = sum(1 for pod in advice.pods if pod.node is None)
         raise RolloutError(f"the advice changes no node ({len(advice.pods)} pending pod(s), {unserved} unserved):"
@@ -62,7 +64,8 @@ def advised_state(args: argparse.Namespace, spec: RolloutSpec, clock: Clock) -> 
 
 def _run_advise(args: argparse.Namespace) -> int:
     clock = SystemClock()
-    advice, _, _ = advice_for(args, pool_api(args, clock), clock, generate=args.generate)
+    with closing(pool_api(args, clock)) as api:
+        advice, _, _ = advice_for(args, api, clock, generate=args.generate)
     if args.output == "json":
         print(json.dumps(advice.to_json(), indent=2, sort_keys=True))
     else:

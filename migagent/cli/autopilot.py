@@ -19,6 +19,7 @@ import math
 import signal
 import threading
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import replace
 
 from migagent.autopilot.controller import Autopilot, RolloutBudgets, load, save
@@ -50,11 +51,12 @@ def _run(args: argparse.Namespace) -> int:
     listener = JsonEvents(clock)
     budgets = RolloutBudgets(max_unavailable=args.max_unavailable.strip(), canary=args.canary, soak_s=args.soak,
                              failure_budget=args.failure_budget)
-    autopilot = Autopilot(pool_api(args, clock), _guardrails(args), clock=clock, listener=listener, budgets=budgets)
+    api = pool_api(args, clock)
+    autopilot = Autopilot(api, _guardrails(args), clock=clock, listener=listener, budgets=budgets)
     stop = threading.Event()
     if args.run_for is not None:
         threading.Timer(args.run_for, stop.set).start()
-    with signals_handled({signal.SIGTERM: stop.set, signal.SIGINT: stop.set}):
+    with closing(api), signals_handled({signal.SIGTERM: stop.set, signal.SIGINT: stop.set}):
         while not stop.is_set():
             try:
                 autopilot.step()
@@ -86,7 +88,8 @@ def describe(decision: Decision) -> list[str]:
 
 
 def _history(args: argparse.Namespace) -> int:
-    state = load(pool_api(args, SystemClock()))
+    with closing(pool_api(args, SystemClock())) as api:
+        state = load(api)
     shown = state.history[-args.limit:] if args.limit else state.history
     if args.output == "json":
         print(json.dumps({"paused": state.paused, "rollout": state.rollout,
@@ -113,13 +116,15 @@ def _update(api: DemandApi, change: Callable[[AutopilotState], AutopilotState]) 
 
 
 def _pause(args: argparse.Namespace) -> int:
-    _update(pool_api(args, SystemClock()), lambda state: replace(state, paused=True))
+    with closing(pool_api(args, SystemClock())) as api:
+        _update(api, lambda state: replace(state, paused=True))
     print("autopilot paused: no new change starts (a rollout already started runs on: `migagent rollout pause`)")
     return 0
 
 
 def _resume(args: argparse.Namespace) -> int:
-    _update(pool_api(args, SystemClock()), lambda state: replace(state, paused=False))
+    with closing(pool_api(args, SystemClock())) as api:
+        _update(api, lambda state: replace(state, paused=False))
     print("autopilot resumed")
     return 0
 

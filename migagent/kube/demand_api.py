@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 from kubernetes.client import (
+    ApiClient,
     CoreV1Event,
     V1ConfigMap,
     V1Container,
@@ -26,10 +27,11 @@ from kubernetes.client import (
 )
 from kubernetes.client.exceptions import ApiException
 
+from migagent.clock import Clock
 from migagent.kube.classify import call_with_retries, classified
 from migagent.kube.convert import node_view, whole_quantities
 from migagent.kube.rollout_api import RolloutApi, StoredState
-from migagent.node.names import EVENT_COMPONENT, EVENT_NAMESPACE, MIRROR_POD_ANNOTATION
+from migagent.node.names import EVENT_COMPONENT, EVENT_NAMESPACE, MIRROR_POD_ANNOTATION, ROLLOUT_NAMESPACE
 from migagent.node.port import PodRef
 from migagent.node.scheduling import (
     DemandNode,
@@ -103,6 +105,14 @@ class DemandApi(RolloutApi):
 
     _instance = uuid.uuid4().hex[:8]
     _serial = itertools.count(1)
+
+    def __init__(self, api_client: ApiClient, *, clock: Clock, namespace: str = ROLLOUT_NAMESPACE) -> None:
+        super().__init__(api_client, clock=clock, namespace=namespace)
+        self._client = api_client
+
+    def close(self) -> None:
+        """Close the client's connections (a command that is done with the cluster)."""
+        self._client.close()  # type: ignore[no-untyped-call]
 
     def list_demand_nodes(self, selector: str) -> list[DemandNode]:
         call = f"list nodes -l {selector}"
