@@ -32,7 +32,7 @@ from migagent_sim.pool import PoolNode
 from tests.realkube.control_plane import ControlPlane, Identity
 from tests.realkube.deployment import Deployer, Variant, ensure_namespace, ensure_owner
 from tests.realkube.rest import HttpError
-from tests.realkube.world import RealKubeApi
+from tests.realkube.world import WATCH_TIMEOUT_S, RealKubeApi
 
 JsonDict = dict[str, Any]
 Starter = Callable[..., None]
@@ -157,7 +157,8 @@ class RealPool:
         base = fast_options(name, self.layout_file, node.socket_path)
         options = replace(
             base, settings=replace(base.settings, resync_period_s=0.5),
-            watch=WatchSettings(resync_period_s=0.5, watch_timeout_s=30.0, backoff_initial_s=0.05, backoff_max_s=0.5),
+            watch=WatchSettings(resync_period_s=0.5, watch_timeout_s=WATCH_TIMEOUT_S, backoff_initial_s=0.05,
+                                backoff_max_s=0.5),
         )
         identity = self.deployer.agent(self._objects, name)
         api = KubeApi(self.plane.api_client(identity), node_name=name, clock=SystemClock(),
