@@ -39,15 +39,20 @@ def scheduler(control_plane: ControlPlane) -> ControlPlane:
     return control_plane
 
 
-@pytest.fixture
-def pool(scheduler: ControlPlane, deployer: Deployer, tmp_path: Path) -> Iterator[RealPool]:
-    started = RealPool(scheduler, deployer, tmp_path / "pool").start()
+def _started(plane: ControlPlane, deployer: Deployer, workdir: Path, opted_in: tuple[int, ...]) -> Iterator[RealPool]:
+    started = RealPool(plane, deployer, workdir, opted_in=opted_in).start()
     try:
         eventually(lambda: all(started.labels(n).get(MIG_CONFIG_STATE_LABEL) == "success" for n in started.names),
                    "every agent reports success")
         yield started
     finally:
         started.stop()
+
+
+@pytest.fixture
+def pool(scheduler: ControlPlane, deployer: Deployer, tmp_path: Path) -> Iterator[RealPool]:
+    """The pool with its first two nodes opted in."""
+    yield from _started(scheduler, deployer, tmp_path / "pool", (0, 1))
 
 
 def eventually(check: Callable[[], bool], what: str, timeout_s: float = 90.0, pool: RealPool | None = None) -> None:
@@ -215,13 +220,7 @@ def test_the_guardrails_hold_a_fast_alternating_demand_and_the_pause_change_noth
 @pytest.fixture
 def open_pool(scheduler: ControlPlane, deployer: Deployer, tmp_path: Path) -> Iterator[RealPool]:
     """The pool with every node opted in."""
-    started = RealPool(scheduler, deployer, tmp_path / "pool", opted_in=(0, 1, 2)).start()
-    try:
-        eventually(lambda: all(started.labels(n).get(MIG_CONFIG_STATE_LABEL) == "success" for n in started.names),
-                   "every agent reports success")
-        yield started
-    finally:
-        started.stop()
+    yield from _started(scheduler, deployer, tmp_path / "pool", (0, 1, 2))
 
 
 def test_at_most_the_hourly_number_of_changes_and_the_rest_is_held_with_its_reason(open_pool: RealPool) -> None:
