@@ -22,6 +22,7 @@ from migagent.layout.strategy import MigStrategy
 from migagent.podresources import PodDevices
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.state import SimGpu, SimProcess
+from migagent_sim.apiserver.objects import running_status
 from migagent_sim.cluster_api import ClusterApi
 from migagent_sim.dra_plugin import FakeDraKubeletPlugin
 from migagent_sim.kubelet_devices import (
@@ -85,6 +86,7 @@ class FakeKubelet:
         driver kubelet plugin runs on the node too, publishing ResourceSlices (dra_plugin)."""
         self._api = api
         self._fake = fake_nvml
+        self._clock = clock or SystemClock()
         self.node_name = node_name
         self.socket_path = socket_path
         self._lock = threading.RLock()
@@ -216,12 +218,13 @@ class FakeKubelet:
         profile: str | None = None,
         labels: Mapping[str, str] | None = None,
         owner_kind: str | None = "ReplicaSet",
+        bound: bool = False,
     ) -> JsonDict:
         """Create a Running pod on this node holding one MIG device, with a process on that device.
 
         `mig_uuid` picks the device; otherwise the first free device of `profile` (e.g. `1g.10gb`,
         `1g.10gb+me` or `nvidia.com/mig-1g.10gb.me`), or of any profile when both are None.
-        """
+        `bound`: the pod exists, bound to this node by a scheduler; it is started (Running, Ready)."""
         with self._lock:
             device = self._choose_device(mig_uuid=mig_uuid, profile=profile)
             resource = self._plugin.advertised_name(device.resource_name)
@@ -229,7 +232,7 @@ class FakeKubelet:
             pid = self._free_pid()
             self._fake.sim_attach_process(device.uuid, pid=pid, used_memory_bytes=WORKLOAD_MEMORY_BYTES)
             try:
-                pod = self._api.create_pod(
+                pod = self._api.update_pod(namespace, name, self._started) if bound else self._api.create_pod(
                     node_name=self.node_name,
                     namespace=namespace,
                     name=name,
@@ -246,6 +249,9 @@ class FakeKubelet:
                 device_id=f"{device.uuid}::0" if replicated else "",
             )
             return pod
+
+    def _started(self, pod: JsonDict) -> None:
+        pod["status"] = running_status(self._clock.wall())
 
     def _choose_device(self, *, mig_uuid: str | None, profile: str | None) -> PluginDevice:
         inventory = read_inventory(self._fake, self._plugin.strategy)
