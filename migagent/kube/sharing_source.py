@@ -8,7 +8,9 @@ In order (the first one configured wins):
    `devicePlugin.config.name`, in the operator namespace; the plugin chart's `config.name`, or the
    `<release>-nvidia-device-plugin-configs` map it renders from `config.map`);
 3. GPU Feature Discovery's labels on the Node: `nvidia.com/<resource>.replicas` and `.product`,
-   which ends `-SHARED` for a replicated resource that is not renamed (GFD internal/lm/resource.go).
+   which ends `-SHARED` for a replicated resource that is not renamed (GFD internal/lm/resource.go);
+   GFD and the plugin (v0.18.2) honour no rename but renameByDefault's, so a replicated resource
+   whose product lacks `-SHARED` is advertised as `<resource>.shared`.
 With 1 and 2 the config is the key the Node's `nvidia.com/device-plugin.config` label names, else
 `--device-plugin-config-default` (ClusterPolicy `devicePlugin.config.default`, chart
 `config.default`), else the only key. A Node that selects a config nothing configured can read is
@@ -29,6 +31,7 @@ from migagent.kube.names import DEVICE_PLUGIN_CONFIG_LABEL
 from migagent.kube.port import NodeView
 from migagent.layout.sharing import (
     NO_SHARING,
+    SHARED_SUFFIX,
     Advertised,
     SharingConfig,
     SharingConfigError,
@@ -181,7 +184,7 @@ def gfd_view(labels: Mapping[str, str]) -> SharingView:
             continue
         product = labels.get(resource + _PRODUCT_SUFFIX, "")
         renamed = replicas > 1 and not product.endswith(_SHARED_PRODUCT)
-        labelled[resource] = Advertised(resource, replicas, name_known=not renamed)
+        labelled[resource] = Advertised(resource + SHARED_SUFFIX if renamed else resource, replicas)
     replicating = any(a.replicas > 1 for a in labelled.values())
     return SharingView(
         source="GPU Feature Discovery labels (nvidia.com/<resource>.replicas)",

@@ -5,12 +5,18 @@ It joins a FakeApiServer (the Node and its pods) with a FakeNvml (the GPUs):
 - runs workloads: a pod in the apiserver plus an NVML process on its MIG device, so both the
   drain logic (pods) and the apply engine's safety gate (processes) see it; deleting or evicting
   the pod ends the process, and a ReplicaSet-owned pod gets a Pending replacement elsewhere;
-- runs the NVIDIA device plugin (see kubelet_plugin): its pod, and the node's advertised resources.
+- runs the device manager with the kubelet's real device plugin API (migagent_sim.deviceplugin):
+  its Registration server on `<device_plugin_dir>/kubelet.sock`, the Node's capacity and
+  allocatable from what registered plugins list (kubelet_status), and each workload's device handed
+  out through the plugin's Allocate; the simulated NVIDIA device plugin (kubelet_plugin) registers
+  there, and so can NVIDIA's real one (tests/nvidia).
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,6 +31,8 @@ from migagent.podresources import PodDevices
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.state import SimGpu, SimProcess
 from migagent_sim.apiserver import FakeApiServer
+from migagent_sim.deviceplugin import AllocationError, DeviceManager, RegistrationServer
+from migagent_sim.deviceplugin.manager import STOP_GRACE_PERIOD_S
 from migagent_sim.dra_plugin import FakeDraKubeletPlugin
 from migagent_sim.kubelet_devices import (
     MIG_RESOURCE_PREFIX,
@@ -34,6 +42,7 @@ from migagent_sim.kubelet_devices import (
     read_inventory,
 )
 from migagent_sim.kubelet_plugin import FakeDevicePlugin, PluginMode, random_suffix
+from migagent_sim.kubelet_status import DevicePluginHost, NodeStatusSync
 from migagent_sim.podresources_server import serve_pod_resources
 
 __all__ = ["DEFAULT_PLUGIN_LABELS", "FakeKubelet", "PluginMode", "Workload"]
@@ -81,15 +90,26 @@ class FakeKubelet:
         plugin_default_config: str | None = None,
         gfd_labels: bool = False,
         dra: bool = False,
+        device_plugin_dir: str | None = None,
+        device_plugin_grace_s: float = STOP_GRACE_PERIOD_S,
     ) -> None:
         """`plugin_config_map` (namespace, name): the device plugin's ConfigMap of sharing configs,
         selected per node by `nvidia.com/device-plugin.config` (kubelet_plugin). `dra`: NVIDIA's DRA
-        driver kubelet plugin runs on the node too, publishing ResourceSlices (dra_plugin)."""
+        driver kubelet plugin runs on the node too, publishing ResourceSlices (dra_plugin).
+        `device_plugin_dir`: where kubelet.sock and the plugins' sockets live (a real node's
+        /var/lib/kubelet/device-plugins/; None: a fresh temporary directory, removed at stop).
+        `device_plugin_grace_s`: how long a stopped plugin's resources keep their capacity."""
         self._api = api
         self._fake = fake_nvml
         self.node_name = node_name
         self.socket_path = socket_path
         self._lock = threading.RLock()
+        self._own_plugin_dir = device_plugin_dir is None
+        self.device_plugin_dir = device_plugin_dir or tempfile.mkdtemp(prefix="dp-")
+        self.device_manager = DeviceManager(clock=clock, stop_grace_period_s=device_plugin_grace_s)
+        self._status = NodeStatusSync(api, node_name, self.device_manager, self._lock)
+        self.device_manager.on_change = self._status.plugin_event
+        self.registration = RegistrationServer(self.device_plugin_dir, self.device_manager)
         self._plugin = FakeDevicePlugin(
             api,
             fake_nvml,
@@ -101,6 +121,7 @@ class FakeKubelet:
             clock=clock or SystemClock(),
             lock=self._lock,
             strategy=mig_strategy,
+            host=DevicePluginHost(self.device_manager, self.device_plugin_dir, self._status),
             daemonset=plugin_daemonset,
             config_map=plugin_config_map,
             default_config=plugin_default_config,
@@ -133,6 +154,11 @@ class FakeKubelet:
                 node = self._api.node(self.node_name)
             except KeyError:
                 node = self._api.add_node(self.node_name)
+            # The checkpoint of an earlier kubelet on this node: its plugin resources read 0 until re-registered.
+            capacity = (node.get("status") or {}).get("capacity") or {}
+            self.device_manager.restored(name for name in capacity if is_plugin_resource(name))
+            self.registration.start()
+            self._status.start()
             if not self._listening:  # the apiserver cannot forget a listener: register once
                 self._api.on_pod_deleted(self._on_pod_deleted)
                 self._api.on_node_changed(self._on_node_changed)
@@ -146,11 +172,17 @@ class FakeKubelet:
         with self._lock:
             self._running = False
             server, self._server = self._server, None
+        self._status.stop()  # teardown writes nothing more to the Node
         self._plugin.stop()
+        with self._lock:
+            self._plugin.shut_down()
+        self.registration.stop()
         if self.dra is not None:
             self.dra.stop()
         if server is not None:
             server.stop(None).wait()
+        if self._own_plugin_dir:
+            shutil.rmtree(self.device_plugin_dir, ignore_errors=True)
 
     def __enter__(self) -> FakeKubelet:
         self.start()
@@ -164,7 +196,8 @@ class FakeKubelet:
     # --- what the kubelet reports ----------------------------------------------------------------
 
     def pod_devices(self) -> list[PodDevices]:
-        """What PodResources List answers: one entry per running workload pod."""
+        """What PodResources List answers: one entry per running workload pod, with the device ids
+        its container was allocated (a pod placed while no plugin served its resource: its device)."""
         with self._lock:
             return [
                 PodDevices(w.namespace, w.name, WORKLOAD_CONTAINER, w.resource_name, (w.device_id or w.device_uuid,))
@@ -172,9 +205,12 @@ class FakeKubelet:
             ]
 
     def allocatable(self) -> dict[str, tuple[str, ...]]:
-        """What PodResources GetAllocatableResources answers: the devices the plugin registered."""
-        with self._lock:
-            return dict(self._plugin.registered)
+        """What PodResources GetAllocatableResources answers: the healthy devices of registered plugins."""
+        return self.device_manager.healthy_devices()
+
+    def sync_node_status(self) -> bool:
+        """Write the Node's device-plugin resources now (as the status loop does after any plugin event)."""
+        return self._status.sync()
 
     def advertised(self) -> dict[str, int]:
         """The Node's allocatable for every `nvidia.com/mig-*` resource now, stale ones included as 0."""
@@ -227,7 +263,6 @@ class FakeKubelet:
         with self._lock:
             device = self._choose_device(mig_uuid=mig_uuid, profile=profile)
             resource = self._plugin.advertised_name(device.resource_name)
-            replicated = self._plugin.sharing.advertised(device.resource_name).replicas > 1
             pid = self._free_pid()
             self._fake.sim_attach_process(device.uuid, pid=pid, used_memory_bytes=WORKLOAD_MEMORY_BYTES)
             try:
@@ -239,15 +274,31 @@ class FakeKubelet:
                     owner_kind=owner_kind,
                     resources={resource: "1"},
                 )
+                device_id = self._allocate(pod["metadata"]["uid"], resource, device.uuid)
             except BaseException:
                 self._fake.sim_detach_process(pid)
                 raise
             uid = pod["metadata"]["uid"]
             self._workloads[(namespace, name)] = Workload(
-                namespace, name, uid, device.uuid, resource, pid, dict(labels or {}), owner_kind,
-                device_id=f"{device.uuid}::0" if replicated else "",
+                namespace, name, uid, device.uuid, resource, pid, dict(labels or {}), owner_kind, device_id=device_id
             )
             return pod
+
+    def _allocate(self, pod_uid: str, resource: str, uuid: str) -> str:
+        """The device id the kubelet allocates the workload's container through the plugin's Allocate
+        (a free replica of `uuid` when shared); "" when no plugin serves `resource` (the pod then holds
+        the device without an allocation, as one placed before the plugin went away)."""
+        ids = self.device_manager.healthy_devices().get(resource, ())
+        held = {d for e in self.device_manager.pod_devices() for d in e.device_ids}
+        free = [d for d in ids if (d == uuid or d.startswith(uuid + "::")) and d not in held]
+        if not ids or not free:
+            return ""
+        try:
+            entry = self.device_manager.allocate(pod_uid, WORKLOAD_CONTAINER, resource, 1, choose=free[:1])
+        except AllocationError as exc:
+            _LOG.warning("kubelet on %s could not allocate %s to pod %s: %s", self.node_name, uuid, pod_uid, exc)
+            return ""
+        return entry.device_ids[0]
 
     def _choose_device(self, *, mig_uuid: str | None, profile: str | None) -> PluginDevice:
         inventory = read_inventory(self._fake, self._plugin.strategy)
@@ -310,6 +361,7 @@ class FakeKubelet:
             if workload is None or workload.uid != metadata.get("uid"):
                 return
             del self._workloads[(workload.namespace, workload.name)]
+            self.device_manager.release(workload.uid)
             self._end_process(workload)
             if workload.owner_kind == "ReplicaSet":
                 self._replace(workload)

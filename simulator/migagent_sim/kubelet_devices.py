@@ -38,6 +38,7 @@ __all__ = [
     "PluginDevice",
     "is_plugin_resource",
     "mig_resource_name",
+    "mps_refusal",
     "read_inventory",
 ]
 
@@ -86,26 +87,19 @@ class DeviceInventory:
     def resources(self, sharing: SharingConfig = NO_SHARING) -> dict[str, tuple[str, ...]]:
         """Resource name -> device ids the plugin registers (empty when the plugin would exit).
 
-        Under a sharing config a replicated resource's devices are registered `replicas` times as
-        `<uuid>::<n>` (internal/rm/devices.go NewAnnotatedID), under its new name when renamed. A
-        `devices` subset is modelled as its first device only (the agent does not predict subsets)."""
+        Under a sharing config every device of a replicated resource is registered `replicas` times
+        as `<uuid>::<n>` (internal/rm/device_map.go updateDeviceMapWithReplicas, devices.go
+        NewAnnotatedID), under `<name>.shared` with renameByDefault."""
         if self.plugin_error is not None:
             return {}
-        grouped: dict[str, list[str]] = {}
-        for device in self.devices:
-            grouped.setdefault(device.resource_name, []).append(device.uuid)
         registered: dict[str, list[str]] = {}
-        for name, ids in grouped.items():
-            advertised = sharing.advertised(name)
+        for device in self.devices:
+            advertised = sharing.advertised(device.resource_name)
+            ids = registered.setdefault(advertised.name, [])
             if advertised.replicas <= 1:
-                registered.setdefault(advertised.name, []).extend(ids)
-                continue
-            replicated = ids if advertised.exact else ids[:1]
-            for uuid in ids:
-                copies = advertised.replicas if uuid in replicated else 1
-                registered.setdefault(advertised.name, []).extend(
-                    f"{uuid}::{n}" if uuid in replicated else uuid for n in range(copies)
-                )
+                ids.append(device.uuid)
+            else:
+                ids.extend(f"{device.uuid}::{n}" for n in range(advertised.replicas))
         return {name: tuple(ids) for name, ids in sorted(registered.items())}
 
     def counts(self, sharing: SharingConfig = NO_SHARING) -> dict[str, int]:
@@ -113,6 +107,18 @@ class DeviceInventory:
 
     def by_uuid(self, uuid: str) -> PluginDevice | None:
         return next((d for d in self.devices if d.uuid == uuid), None)
+
+
+def mps_refusal(sharing: SharingConfig, strategy: MigStrategy, inventory: DeviceInventory) -> str | None:
+    """Why the plugin refuses to start with an MPS sharing config here (main.go validateFlags,
+    internal/plugin/mps.go), or None."""
+    if sharing.kind != "mps":
+        return None
+    if strategy is MigStrategy.MIXED:
+        return "unable to validate flags: using --mig-strategy=mixed is not supported with MPS"
+    if any(d.profile is not None and sharing.advertised(d.resource_name).replicas > 1 for d in inventory.devices):
+        return "sharing using MPS is not supported for MIG devices"
+    return None
 
 
 def read_inventory(fake: FakeNvml, strategy: MigStrategy = MigStrategy.MIXED) -> DeviceInventory:

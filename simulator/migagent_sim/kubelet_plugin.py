@@ -18,11 +18,14 @@ config. A label naming a config the map lacks makes the plugin exit (CrashLoopBa
 config-manager refuses it. With `gfd_labels`, the node gets GPU Feature Discovery's
 `nvidia.com/<resource>.replicas|.product|.sharing-strategy|.count` labels at each registration.
 
-Node status follows the kubelet's device manager (reference kubernetes.md §5.3), simplified:
-- plugin pod gone (or the plugin exited): every plugin resource's allocatable reads "0", capacity is kept;
-- plugin (re)started: after `lag_s` (start-up + registration + node-status sync) capacity and
-  allocatable are recomputed from FakeNvml; resources it no longer offers read "0" in both at once
-  (the real kubelet keeps their capacity for a 5-minute grace period first).
+The plugin speaks the kubelet's real device plugin API (migagent_sim.deviceplugin): once started
+(after `lag_s`: start-up and NVML enumeration) it serves one SimulatedPluginServer per resource
+and registers each with the kubelet, whose device manager turns what ListAndWatch lists into the
+Node's status (kubelet_status), as it does for NVIDIA's real plugin:
+- plugin pod gone (or the plugin exited): its servers stop, the kubelet marks every device
+  unhealthy: allocatable "0", capacity kept;
+- plugin (re)started: the resources it registers show their new counts; resources it no longer
+  offers keep their capacity, allocatable "0", for the kubelet's grace period (5 minutes), then "0".
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import random
 import string
 import threading
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, Literal
 
 from migagent.clock import Clock
@@ -40,7 +44,9 @@ from migagent.layout.strategy import MigStrategy
 from migagent.sim.fake_nvml import FakeNvml
 from migagent_sim.apiserver import FakeApiServer
 from migagent_sim.apiserver.errors import ApiError
-from migagent_sim.kubelet_devices import DeviceInventory, is_plugin_resource, read_inventory
+from migagent_sim.deviceplugin import SimulatedPluginServer
+from migagent_sim.kubelet_devices import DeviceInventory, mps_refusal, read_inventory
+from migagent_sim.kubelet_status import DevicePluginHost
 
 PluginMode = Literal["gpu-operator", "daemonset", "node-label", "absent"]
 PLUGIN_MODES: tuple[PluginMode, ...] = ("gpu-operator", "daemonset", "node-label", "absent")
@@ -49,6 +55,7 @@ NODE_LABEL_OFF = ("false", "paused-for-mig-change")
 DEPLOY_LABEL = "nvidia.com/gpu.deploy.device-plugin"
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
 PLUGIN_POD_PREFIX = "nvidia-device-plugin-daemonset-"
+_KUBELET_WAIT_S = 10.0
 JsonDict = dict[str, Any]
 _LOG = logging.getLogger(__name__)
 
@@ -71,6 +78,7 @@ class FakeDevicePlugin:
         lag_s: float,
         clock: Clock,
         lock: threading.RLock,
+        host: DevicePluginHost,
         strategy: MigStrategy = MigStrategy.MIXED,
         daemonset: str = "nvidia-device-plugin-daemonset",
         config_map: tuple[str, str] | None = None,
@@ -92,9 +100,11 @@ class FakeDevicePlugin:
         self._lag_s = lag_s
         self._clock = clock
         self._lock = lock
+        self._manager = host.manager
+        self._socket_dir = host.socket_dir
+        self._status = host.status
+        self._servers: dict[str, SimulatedPluginServer] = {}
         self.pod: JsonDict | None = None
-        # What the running plugin registered (empty until it has, and while it is down).
-        self.registered: dict[str, tuple[str, ...]] = {}
         self.error: str | None = None
         self._cancel = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -144,6 +154,13 @@ class FakeDevicePlugin:
         if self.pod is None and self._should_run(self._api.node(self._node)):
             self._create_pod()
         return True
+
+    def shut_down(self) -> None:
+        """The node goes away with its kubelet: stop serving without touching the Node."""
+        self._cancel.set()
+        servers, self._servers = self._servers, {}
+        for server in servers.values():
+            server.stop()
 
     def stop(self) -> None:
         """Cancel a pending advertisement and wait for its thread (call without holding the lock)."""
@@ -218,19 +235,36 @@ class FakeDevicePlugin:
         inventory: DeviceInventory = read_inventory(self._fake, self.strategy)
         try:
             self.sharing = self._load_sharing()
-            self.error = inventory.plugin_error
+            self.error = inventory.plugin_error or mps_refusal(self.sharing, self.strategy, inventory)
         except SharingConfigError as exc:
             self.error = str(exc)
         if self.error is not None:
             _LOG.warning("fake device plugin on %s exits: %s", self._node, self.error)
-            self.registered = {}
             metadata = self.pod["metadata"]
             self.pod = self._api.update_pod(metadata["namespace"], metadata["name"], _crash_looping(self.error))
             return
-        self.registered = inventory.resources(self.sharing)
-        counts = {name: str(len(ids)) for name, ids in self.registered.items()}
-        labels = gfd_labels(inventory.counts(), self.sharing) if self._gfd_labels else {}
-        self._api.update_node(self._node, lambda node: _publish(node, counts, labels))
+        self._serve(inventory.resources(self.sharing))
+        if self._gfd_labels:
+            labels = gfd_labels(inventory.counts(), self.sharing)
+            self._api.update_node(self._node, lambda node: node["metadata"].setdefault("labels", {}).update(labels))
+
+    def _serve(self, resources: Mapping[str, tuple[str, ...]]) -> None:
+        """One plugin server per resource, each registered with the kubelet; returns once the kubelet
+        has read every device list and written the Node's status."""
+        fail_greater_than_one = self.sharing.fail_requests_greater_than_one
+        for name, ids in resources.items():
+            before = self._manager.listed(name)
+            server = SimulatedPluginServer(
+                name, ids, socket_dir=self._socket_dir, fail_requests_greater_than_one=fail_greater_than_one
+            )
+            server.start()
+            self._servers[name] = server
+            if not self._manager.wait_until(partial(self._listed_since, name, before), _KUBELET_WAIT_S):
+                _LOG.warning("the kubelet did not read the device list of %s within %ss", name, _KUBELET_WAIT_S)
+        self._status.sync()
+
+    def _listed_since(self, resource: str, lists_before: int) -> bool:
+        return self._manager.listed(resource) > lists_before
 
     def _load_sharing(self) -> SharingConfig:
         """The sharing config the plugin starts with: the ConfigMap's key the node label selects."""
@@ -250,10 +284,23 @@ class FakeDevicePlugin:
         """The name the running plugin advertises `resource` under (renamed by its sharing config)."""
         return self.sharing.advertised(resource).name
 
+    @property
+    def registered(self) -> dict[str, tuple[str, ...]]:
+        """What the running plugin serves: resource name -> device ids (empty while it is down)."""
+        return {name: server.device_ids for name, server in sorted(self._servers.items())}
+
     def _disconnect(self) -> None:
+        """The plugin stops: its servers go away, the kubelet marks their devices unhealthy."""
         self._cancel.set()
-        self.registered = {}
-        self._api.update_node(self._node, _zero_allocatable)
+        servers, self._servers = self._servers, {}
+        for server in servers.values():
+            server.stop()
+        if not self._manager.wait_until(partial(self._all_disconnected, tuple(servers)), _KUBELET_WAIT_S):
+            _LOG.warning("the kubelet still lists plugin endpoints of %s", ", ".join(servers))
+        self._status.sync()
+
+    def _all_disconnected(self, resources: tuple[str, ...]) -> bool:
+        return not any(self._manager.connected_sockets(name) for name in resources)
 
 
 def random_suffix() -> str:
@@ -296,18 +343,3 @@ def gfd_labels(counts: Mapping[str, int], sharing: SharingConfig) -> dict[str, s
     return labels
 
 
-def _publish(node: JsonDict, counts: Mapping[str, str], labels: Mapping[str, str] | None = None) -> None:
-    if labels:
-        node["metadata"].setdefault("labels", {}).update(labels)
-    status = node.setdefault("status", {})
-    for field in ("capacity", "allocatable"):
-        values = status.setdefault(field, {})
-        for name in [n for n in values if is_plugin_resource(n) and n not in counts]:
-            values[name] = "0"
-        values.update(counts)
-
-
-def _zero_allocatable(node: JsonDict) -> None:
-    allocatable = node.setdefault("status", {}).setdefault("allocatable", {})
-    for name in [n for n in allocatable if is_plugin_resource(n)]:
-        allocatable[name] = "0"

@@ -7,6 +7,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from migagent.clock import FakeClock
 from migagent.podresources import PodResourcesClient
 from migagent.sim import FakeNvml
 from migagent_sim.apiserver import FakeApiServer
@@ -49,11 +50,13 @@ def test_pausing_the_gpu_operator_plugin_removes_its_pod_and_zeroes_allocatable_
     assert _mig_status(api, "capacity") == {"nvidia.com/mig-3g.40gb": "2"}
 
 
-def test_unpausing_recreates_the_plugin_and_advertises_the_new_layout_with_stale_resources_at_zero(
+def test_unpausing_advertises_the_new_layout_and_stale_resources_keep_capacity_until_the_grace_period_ends(
     fake: FakeNvml, make_kubelet: Callable[..., FakeKubelet], api: FakeApiServer, core_v1: k8s.CoreV1Api
 ) -> None:
+    """Stale: allocatable 0 at once; capacity keeps the old count for the kubelet's grace period (5 min)."""
     lay_out(fake, 0, [("3g.40gb", 0), ("3g.40gb", 4)])
-    kubelet = make_kubelet()
+    clock = FakeClock()
+    kubelet = make_kubelet(clock=clock)
     (before,) = _plugin_pods(core_v1)
     _set_deploy_label(core_v1, "paused-for-mig-change")
     clear(fake, 0)
@@ -64,8 +67,14 @@ def test_unpausing_recreates_the_plugin_and_advertises_the_new_layout_with_stale
     (after,) = eventually(lambda: _plugin_pods(core_v1), until=lambda pods: len(pods) == 1)
     assert after["metadata"]["uid"] != before["metadata"]["uid"]
     assert _mig_status(api, "allocatable") == {"nvidia.com/mig-3g.40gb": "0", "nvidia.com/mig-1g.10gb": "7"}
-    assert _mig_status(api, "capacity") == {"nvidia.com/mig-3g.40gb": "0", "nvidia.com/mig-1g.10gb": "7"}
+    assert _mig_status(api, "capacity") == {"nvidia.com/mig-3g.40gb": "2", "nvidia.com/mig-1g.10gb": "7"}
     assert kubelet.allocatable() == {"nvidia.com/mig-1g.10gb": tuple(new_uuids)}
+
+    clock.advance(301)
+    assert kubelet.sync_node_status()
+
+    assert _mig_status(api, "capacity") == {"nvidia.com/mig-3g.40gb": "0", "nvidia.com/mig-1g.10gb": "7"}
+    assert _mig_status(api, "allocatable") == {"nvidia.com/mig-3g.40gb": "0", "nvidia.com/mig-1g.10gb": "7"}
 
 
 def test_a_false_deploy_label_keeps_the_plugin_away(
@@ -119,7 +128,8 @@ def test_in_daemonset_mode_a_deleted_plugin_pod_is_recreated_with_a_new_name_and
     )
     assert new["metadata"]["name"] != old["metadata"]["name"]
     assert new["metadata"]["ownerReferences"][0]["kind"] == "DaemonSet"
-    assert kubelet.advertised() == {"nvidia.com/mig-4g.40gb": 0, "nvidia.com/mig-2g.20gb": 2}
+    expected = {"nvidia.com/mig-4g.40gb": 0, "nvidia.com/mig-2g.20gb": 2}  # the pod shows before it registers
+    assert eventually(kubelet.advertised, until=lambda adv: adv == expected) == expected
 
 
 def test_the_new_advertisement_waits_for_the_plugin_lag_on_the_kubelets_clock(

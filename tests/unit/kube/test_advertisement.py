@@ -112,7 +112,8 @@ def test_an_explicit_file_or_directory_of_configs_wins(tmp_path: Path) -> None:
     ).replicas == 2
 
 
-def test_gfd_labels_give_replicas_and_a_missing_shared_suffix_means_a_rename_the_labels_do_not_name() -> None:
+def test_gfd_labels_give_replicas_and_a_missing_shared_suffix_means_renamed_by_default_to_dot_shared() -> None:
+    """GFD and the plugin (v0.18.2) honour only renameByDefault's rename, so the name is known."""
     view = gfd_view({
         "nvidia.com/mig-1g.10gb.replicas": "2",
         "nvidia.com/mig-1g.10gb.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb-SHARED",
@@ -120,8 +121,8 @@ def test_gfd_labels_give_replicas_and_a_missing_shared_suffix_means_a_rename_the
         "nvidia.com/mig-3g.40gb.product": "NVIDIA-H100-80GB-HBM3-MIG-3g.40gb",
     })
     assert view.advertised("nvidia.com/mig-1g.10gb") == view.labelled["nvidia.com/mig-1g.10gb"]
-    assert view.labelled["nvidia.com/mig-1g.10gb"].name_known
-    assert not view.labelled["nvidia.com/mig-3g.40gb"].name_known
+    assert view.labelled["nvidia.com/mig-1g.10gb"].name == "nvidia.com/mig-1g.10gb"
+    assert view.labelled["nvidia.com/mig-3g.40gb"].name == "nvidia.com/mig-3g.40gb.shared"
     assert view.advertised("nvidia.com/mig-2g.20gb") is None, "unlabelled while others replicate: unknown"
     plain = gfd_view({"nvidia.com/mig-1g.10gb.replicas": "1"})
     assert plain.advertised("nvidia.com/mig-2g.20gb") is not None

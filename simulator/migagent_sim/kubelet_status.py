@@ -1,0 +1,108 @@
+"""The kubelet's node status for device-plugin resources, from its device manager (nodestatus/setters.go).
+
+- capacity[r] = the manager's capacity (healthy + unhealthy devices) for every resource it knows;
+- a resource the manager dropped (endpoint stopped past its grace period) gets capacity 0, kept in
+  the status "to indicate that the resource is managed by device plugin";
+- allocatable[r] = capacity[r], then overridden by the manager's allocatable (its healthy devices).
+Other resources of the Node (cpu, memory, pods) are left as they are.
+
+`sync()` writes only when something changed. The background loop syncs after every plugin event
+(the real kubelet posts a changed status at its next 10 s status update; here at once) and when a
+stopped resource's grace period ends; the simulated plugin also calls `sync()` itself right after it
+registers or stops, so a test sees the new advertisement when that call returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from migagent_sim.deviceplugin import DeviceManager
+
+JsonDict = dict[str, Any]
+_LOG = logging.getLogger(__name__)
+_MAX_IDLE_S = 1.0
+
+
+class NodeWriter(Protocol):
+    """The part of FakeApiServer (or tests.realkube's RealKubeApi) the status sync uses."""
+
+    def node(self, name: str) -> JsonDict: ...
+
+    def update_node(self, name: str, fn: Any) -> JsonDict: ...
+
+
+@dataclass(frozen=True)
+class DevicePluginHost:
+    """What a device plugin on this node meets: the kubelet's device manager, the directory of its
+    sockets (kubelet.sock and the plugins'), and the Node status it writes."""
+
+    manager: DeviceManager
+    socket_dir: str
+    status: NodeStatusSync
+
+
+class NodeStatusSync:
+    def __init__(self, api: NodeWriter, node_name: str, manager: DeviceManager, lock: threading.RLock) -> None:
+        self._api = api
+        self._node = node_name
+        self._manager = manager
+        self._lock = lock
+        self._changed = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def plugin_event(self) -> None:
+        """The manager's on_change: something a plugin did may change the Node's status."""
+        self._changed.set()
+
+    def sync(self) -> bool:
+        """Write the device-plugin resources of the Node's status if they changed; True when written."""
+        capacity, allocatable, deleted = self._manager.capacity()
+        with self._lock:
+            status = self._api.node(self._node).get("status") or {}
+            wanted = device_status(status, capacity, allocatable, deleted)
+            if all(dict(status.get(f) or {}) == wanted[f] for f in ("capacity", "allocatable")):
+                return False
+            self._api.update_node(self._node, lambda node: node.setdefault("status", {}).update(wanted))
+            return True
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name=f"kubelet-status-{self._node}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._changed.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            expiry = self._manager.next_expiry_s()
+            self._changed.wait(_MAX_IDLE_S if expiry is None else min(_MAX_IDLE_S, expiry + 0.01))
+            self._changed.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.sync()
+            except Exception:  # the apiserver may be gone at teardown; the next event tries again
+                _LOG.exception("node status sync failed on node %s", self._node)
+
+
+def device_status(
+    status: Mapping[str, Any], capacity: Mapping[str, int], allocatable: Mapping[str, int], deleted: list[str]
+) -> dict[str, dict[str, str]]:
+    """The Node's capacity and allocatable with the device manager's resources written in."""
+    new_capacity = dict(status.get("capacity") or {})
+    new_allocatable = dict(status.get("allocatable") or {})
+    new_capacity.update({name: str(count) for name, count in capacity.items()})
+    new_capacity.update(dict.fromkeys(deleted, "0"))
+    for name in [*capacity, *deleted]:
+        new_allocatable[name] = str(allocatable.get(name, new_capacity[name]))
+    return {"capacity": new_capacity, "allocatable": new_allocatable}
