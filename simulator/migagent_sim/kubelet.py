@@ -184,6 +184,17 @@ class FakeKubelet:
         if self._own_plugin_dir:
             shutil.rmtree(self.device_plugin_dir, ignore_errors=True)
 
+    def restart(self) -> None:
+        """The kubelet process restarts while pods and plugins keep running: every plugin connection
+        drops, its checkpoint makes every plugin resource read 0, kubelet.sock is created anew (the
+        sockets left in the directory removed), and the device plugin, which watches for that file,
+        registers again (NVIDIA's plugin restarts its servers on it)."""
+        with self._lock:
+            self.registration.stop()
+            self.device_manager.restored(self.device_manager.known_resources())
+            self.registration.start()
+            self._plugin.kubelet_restarted()
+
     def __enter__(self) -> FakeKubelet:
         self.start()
         return self

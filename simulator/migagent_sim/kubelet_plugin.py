@@ -155,6 +155,12 @@ class FakeDevicePlugin:
             self._create_pod()
         return True
 
+    def kubelet_restarted(self) -> None:
+        """kubelet.sock was created again: a running plugin restarts its servers and registers anew."""
+        if self.pod is not None and self.error is None:
+            self._disconnect()
+            self._start_registration()
+
     def shut_down(self) -> None:
         """The node goes away with its kubelet: stop serving without touching the Node."""
         self._cancel.set()

@@ -25,8 +25,11 @@ _LOG = logging.getLogger(__name__)
 
 
 class PluginClient:
-    def __init__(self, resource: str, socket_path: str, manager: DeviceManager) -> None:
+    def __init__(
+        self, resource: str, socket_path: str, manager: DeviceManager, *, dial_timeout_s: float = DIAL_TIMEOUT_S
+    ) -> None:
         self.resource = resource
+        self._dial_timeout_s = dial_timeout_s
         self._socket_path = socket_path
         self._manager = manager
         self._channel: grpc.Channel | None = None
@@ -53,7 +56,7 @@ class PluginClient:
         channel = unix_channel(self._socket_path)
         try:
             stub = api_pb2_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]
-            self._options = stub.GetDevicePluginOptions(api_pb2.Empty(), timeout=DIAL_TIMEOUT_S, wait_for_ready=True)
+            self._options = stub.GetDevicePluginOptions(api_pb2.Empty(), timeout=self._dial_timeout_s, wait_for_ready=True)
         except grpc.RpcError as exc:
             channel.close()
             raise RegistrationError(f"failed to dial device plugin at {self._socket_path}: {_describe(exc)}") from exc

@@ -178,6 +178,10 @@ class DeviceManager:
             resources = sorted(self._resources.items())
             return {name: tuple(d for d in s.order if d in s.healthy) for name, s in resources if s.healthy}
 
+    def known_resources(self) -> tuple[str, ...]:
+        with self._changed:
+            return tuple(sorted(self._resources))
+
     def listed(self, resource: str) -> int:
         with self._changed:
             state = self._resources.get(resource)

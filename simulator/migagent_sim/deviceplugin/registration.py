@@ -16,7 +16,7 @@ from pathlib import Path
 
 import grpc
 
-from migagent_sim.deviceplugin.endpoint import PluginClient
+from migagent_sim.deviceplugin.endpoint import DIAL_TIMEOUT_S, PluginClient
 from migagent_sim.deviceplugin.generated.v1beta1 import api_pb2, api_pb2_grpc
 from migagent_sim.deviceplugin.manager import DeviceManager, RegistrationError
 from migagent_sim.unix_grpc import new_server, start_on_unix_socket
@@ -46,20 +46,22 @@ def is_extended_resource_name(name: str) -> bool:
 
 
 class RegistrationServer(api_pb2_grpc.RegistrationServicer):
-    def __init__(self, socket_dir: str, manager: DeviceManager) -> None:
+    def __init__(self, socket_dir: str, manager: DeviceManager, *, dial_timeout_s: float = DIAL_TIMEOUT_S) -> None:
         self.socket_dir = socket_dir
+        self._dial_timeout_s = dial_timeout_s
         self._manager = manager
         self._server: grpc.Server | None = None
         self._clients: list[PluginClient] = []
         self._lock = threading.Lock()
         self.registrations: list[str] = []
-        """Resource names of every Register request accepted, in order (how often each registered)."""
+        """Resource names of every Register request accepted since the last start, in order."""
 
     @property
     def socket_path(self) -> str:
         return str(Path(self.socket_dir) / KUBELET_SOCKET)
 
     def start(self) -> None:
+        self.registrations = []
         directory = Path(self.socket_dir)
         directory.mkdir(parents=True, exist_ok=True)
         for leftover in directory.iterdir():
@@ -93,7 +95,8 @@ class RegistrationServer(api_pb2_grpc.RegistrationServicer):
             )
         if not is_extended_resource_name(resource):
             context.abort(grpc.StatusCode.UNKNOWN, f"invalid name of device plugin socket: {resource}")
-        client = PluginClient(resource, str(Path(self.socket_dir) / request.endpoint), self._manager)
+        endpoint = str(Path(self.socket_dir) / request.endpoint)
+        client = PluginClient(resource, endpoint, self._manager, dial_timeout_s=self._dial_timeout_s)
         try:
             client.connect()
         except RegistrationError as exc:
