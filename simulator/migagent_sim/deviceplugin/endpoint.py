@@ -56,7 +56,9 @@ class PluginClient:
         channel = unix_channel(self._socket_path)
         try:
             stub = api_pb2_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]
-            self._options = stub.GetDevicePluginOptions(api_pb2.Empty(), timeout=self._dial_timeout_s, wait_for_ready=True)
+            self._options = stub.GetDevicePluginOptions(
+                api_pb2.Empty(), timeout=self._dial_timeout_s, wait_for_ready=True
+            )
         except grpc.RpcError as exc:
             channel.close()
             raise RegistrationError(f"failed to dial device plugin at {self._socket_path}: {_describe(exc)}") from exc
