@@ -18,8 +18,9 @@ import logging
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from types import TracebackType
 from typing import Any
 
@@ -41,7 +42,8 @@ from migagent_sim.kubelet_devices import (
     mig_resource_name,
     read_inventory,
 )
-from migagent_sim.kubelet_plugin import FakeDevicePlugin, PluginMode, random_suffix
+from migagent_sim.kubelet_plugin import FakeDevicePlugin, PluginContainer, PluginMode, random_suffix
+from migagent_sim.kubelet_plugin_sim import SharingSettings, SimulatedPluginContainer
 from migagent_sim.kubelet_status import DevicePluginHost, NodeStatusSync
 from migagent_sim.podresources_server import serve_pod_resources
 
@@ -92,13 +94,16 @@ class FakeKubelet:
         dra: bool = False,
         device_plugin_dir: str | None = None,
         device_plugin_grace_s: float = STOP_GRACE_PERIOD_S,
+        plugin_container: Callable[[DevicePluginHost, Callable[[str], None]], PluginContainer] | None = None,
     ) -> None:
         """`plugin_config_map` (namespace, name): the device plugin's ConfigMap of sharing configs,
         selected per node by `nvidia.com/device-plugin.config` (kubelet_plugin). `dra`: NVIDIA's DRA
         driver kubelet plugin runs on the node too, publishing ResourceSlices (dra_plugin).
         `device_plugin_dir`: where kubelet.sock and the plugins' sockets live (a real node's
         /var/lib/kubelet/device-plugins/; None: a fresh temporary directory, removed at stop).
-        `device_plugin_grace_s`: how long a stopped plugin's resources keep their capacity."""
+        `device_plugin_grace_s`: how long a stopped plugin's resources keep their capacity.
+        `plugin_container`: what runs in the plugin pod, made from the kubelet's device plugin host
+        (None: the simulated plugin; nvidia_plugin.NvidiaPluginContainer runs NVIDIA's binaries)."""
         self._api = api
         self._fake = fake_nvml
         self.node_name = node_name
@@ -110,23 +115,34 @@ class FakeKubelet:
         self._status = NodeStatusSync(api, node_name, self.device_manager, self._lock)
         self.device_manager.on_change = self._status.plugin_event
         self.registration = RegistrationServer(self.device_plugin_dir, self.device_manager)
+        host = DevicePluginHost(self.device_manager, self.device_plugin_dir, self._status)
+
+        def simulated(on_exit: Callable[[str], None]) -> PluginContainer:
+            return SimulatedPluginContainer(
+                api,
+                fake_nvml,
+                node_name=node_name,
+                host=host,
+                strategy=mig_strategy,
+                sharing=SharingSettings(plugin_config_map, plugin_default_config),
+                lag_s=plugin_lag_s,
+                clock=clock or SystemClock(),
+                lock=self._lock,
+                on_exit=on_exit,
+                gfd_labels=gfd_labels,
+            )
+
         self._plugin = FakeDevicePlugin(
             api,
-            fake_nvml,
             node_name=node_name,
             namespace=plugin_namespace,
             labels=DEFAULT_PLUGIN_LABELS if plugin_labels is None else plugin_labels,
             mode=plugin_mode,
-            lag_s=plugin_lag_s,
-            clock=clock or SystemClock(),
             lock=self._lock,
-            strategy=mig_strategy,
-            host=DevicePluginHost(self.device_manager, self.device_plugin_dir, self._status),
+            container=simulated if plugin_container is None else partial(plugin_container, host),
             daemonset=plugin_daemonset,
-            config_map=plugin_config_map,
-            default_config=plugin_default_config,
-            gfd_labels=gfd_labels,
         )
+        self._strategy = mig_strategy
         self.dra = (
             FakeDraKubeletPlugin(
                 api, fake_nvml, node_name=node_name, clock=clock or SystemClock(), lock=self._lock, lag_s=plugin_lag_s
@@ -173,9 +189,9 @@ class FakeKubelet:
             self._running = False
             server, self._server = self._server, None
         self._status.stop()  # teardown writes nothing more to the Node
-        self._plugin.stop()
+        self._plugin.container.join()
         with self._lock:
-            self._plugin.shut_down()
+            self._plugin.container.shut_down()
         self.registration.stop()
         if self.dra is not None:
             self.dra.stop()
@@ -242,13 +258,13 @@ class FakeKubelet:
     def plugin_config_restarts(self) -> int:
         """How often the plugin was restarted in place by its config manager (sharing config label changes)."""
         with self._lock:
-            return self._plugin.config_restarts
+            return self._plugin.container.config_restarts
 
     @property
     def plugin_error(self) -> str | None:
         """Why the simulated device plugin exited on the current layout (C < G profiles), or None."""
         with self._lock:
-            return self._plugin.error
+            return self._plugin.container.error
 
     def workloads(self) -> tuple[Workload, ...]:
         with self._lock:
@@ -273,7 +289,7 @@ class FakeKubelet:
         """
         with self._lock:
             device = self._choose_device(mig_uuid=mig_uuid, profile=profile)
-            resource = self._plugin.advertised_name(device.resource_name)
+            resource, free = self._served_as(device)
             pid = self._free_pid()
             self._fake.sim_attach_process(device.uuid, pid=pid, used_memory_bytes=WORKLOAD_MEMORY_BYTES)
             try:
@@ -285,7 +301,7 @@ class FakeKubelet:
                     owner_kind=owner_kind,
                     resources={resource: "1"},
                 )
-                device_id = self._allocate(pod["metadata"]["uid"], resource, device.uuid)
+                device_id = self._allocate(pod["metadata"]["uid"], resource, free)
             except BaseException:
                 self._fake.sim_detach_process(pid)
                 raise
@@ -295,24 +311,31 @@ class FakeKubelet:
             )
             return pod
 
-    def _allocate(self, pod_uid: str, resource: str, uuid: str) -> str:
-        """The device id the kubelet allocates the workload's container through the plugin's Allocate
-        (a free replica of `uuid` when shared); "" when no plugin serves `resource` (the pod then holds
-        the device without an allocation, as one placed before the plugin went away)."""
-        ids = self.device_manager.healthy_devices().get(resource, ())
+    def _served_as(self, device: PluginDevice) -> tuple[str, list[str]]:
+        """The resource a registered plugin serves `device` as, and its free ids there (a shared
+        device's replicas `<uuid>::<n>`); without a plugin serving it, its strategy's name and none."""
         held = {d for e in self.device_manager.pod_devices() for d in e.device_ids}
-        free = [d for d in ids if (d == uuid or d.startswith(uuid + "::")) and d not in held]
-        if not ids or not free:
+        for resource, ids in self.device_manager.healthy_devices().items():
+            mine = [d for d in ids if d == device.uuid or d.startswith(device.uuid + "::")]
+            if mine:
+                return resource, [d for d in mine if d not in held]
+        return device.resource_name, []
+
+    def _allocate(self, pod_uid: str, resource: str, free: list[str]) -> str:
+        """The device id the kubelet allocates the workload's container through the plugin's Allocate;
+        "" when no plugin serves it (the pod then holds the device without an allocation, as one
+        placed before the plugin went away)."""
+        if not free:
             return ""
         try:
             entry = self.device_manager.allocate(pod_uid, WORKLOAD_CONTAINER, resource, 1, choose=free[:1])
         except AllocationError as exc:
-            _LOG.warning("kubelet on %s could not allocate %s to pod %s: %s", self.node_name, uuid, pod_uid, exc)
+            _LOG.warning("kubelet on %s could not allocate %s to pod %s: %s", self.node_name, free[0], pod_uid, exc)
             return ""
         return entry.device_ids[0]
 
     def _choose_device(self, *, mig_uuid: str | None, profile: str | None) -> PluginDevice:
-        inventory = read_inventory(self._fake, self._plugin.strategy)
+        inventory = read_inventory(self._fake, self._strategy)
         wanted = mig_resource_name(profile) if profile is not None else None
         if mig_uuid is not None:
             device = inventory.by_uuid(mig_uuid)
@@ -362,6 +385,10 @@ class FakeKubelet:
                 self._plugin.node_changed(node)
 
     def _on_pod_deleted(self, pod: JsonDict) -> None:
+        # Another node's pod is none of this kubelet's business: return before taking the lock, which
+        # that node's kubelet may hold while it deletes its own pods (two kubelets, one apiserver).
+        if (pod.get("spec") or {}).get("nodeName") != self.node_name:
+            return
         with self._lock:
             if not self._running or self._plugin.pod_deleted(pod):
                 return

@@ -25,6 +25,8 @@ from typing import Protocol
 
 from migagent.clock import Clock, SystemClock
 
+_REAL_TIME = SystemClock()
+
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
 STOP_GRACE_PERIOD_S = 300.0
@@ -100,6 +102,9 @@ class DeviceManager:
         self._resources: dict[str, _Resource] = {}
         self._pods: dict[tuple[str, str, str], PodDeviceEntry] = {}
         self._changed = threading.Condition()
+        self.events = 0
+        """Plugin events so far (connections, lists, disconnections)."""
+        self._last_event_at = _REAL_TIME.monotonic()
 
     # --- what plugins do (PluginConnected, PluginListAndWatchReceiver, PluginDisconnected) ----------
 
@@ -110,7 +115,7 @@ class DeviceManager:
                 raise RegistrationError(f"device plugin already connected: {endpoint.socket_path}")
             state.endpoints[endpoint.socket_path] = endpoint
             state.primary, state.stopped_at = endpoint, None
-            self._changed.notify_all()
+            self._event()
 
     def devices_listed(self, resource: str, devices: Iterable[tuple[str, str]]) -> None:
         """One ListAndWatch response: (device id, health) pairs replace what the resource had."""
@@ -121,7 +126,7 @@ class DeviceManager:
             state.unhealthy = {device for device, health in listed if health != HEALTHY}
             state.order = tuple(device for device, _ in listed)
             state.lists += 1
-            self._changed.notify_all()
+            self._event()
         self.on_change()
 
     def disconnected(self, resource: str, socket_path: str) -> None:
@@ -136,7 +141,7 @@ class DeviceManager:
                 state.stopped_at = self._clock.monotonic()
                 state.unhealthy |= state.healthy
                 state.healthy = set()
-            self._changed.notify_all()
+            self._event()
         self.on_change()
 
     def restored(self, resources: Iterable[str]) -> None:
@@ -191,6 +196,26 @@ class DeviceManager:
         with self._changed:
             state = self._resources.get(resource)
             return tuple(state.endpoints) if state is not None else ()
+
+    def wait_quiet(self, quiet_s: float, timeout_s: float, *, after: int = 0) -> bool:
+        """Wait (real time) until some plugin event numbered above `after` happened and then none for
+        `quiet_s` (a plugin that registers its resources one after the other is done); False on timeout."""
+        deadline = _REAL_TIME.monotonic() + timeout_s
+        with self._changed:
+            while True:
+                now = _REAL_TIME.monotonic()
+                quiet_for = now - self._last_event_at
+                if self.events > after and quiet_for >= quiet_s:
+                    return True
+                if now >= deadline:
+                    return False
+                wait = quiet_s - quiet_for if self.events > after else quiet_s
+                self._changed.wait(min(max(wait, 0.01), deadline - now))
+
+    def _event(self) -> None:
+        self.events += 1
+        self._last_event_at = _REAL_TIME.monotonic()
+        self._changed.notify_all()
 
     def wait_until(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         """Wait (real time) until `condition()` holds after a plugin event; False on timeout."""

@@ -78,7 +78,7 @@ def test_registration_refuses_another_version_and_a_name_that_is_no_extended_res
     request = api_pb2.RegisterRequest(version=version, endpoint="nvidia-x.sock", resource_name=resource)
     with pytest.raises(grpc.RpcError) as refused:
         _register(socket_dir, request)
-    assert error in refused.value.details()  # type: ignore[attr-defined]
+    assert error in refused.value.details()
     assert kubelet.registrations == []
 
 
@@ -89,7 +89,7 @@ def test_registration_refuses_an_endpoint_it_cannot_dial(manager: DeviceManager,
     with pytest.raises(grpc.RpcError) as refused:
         _register(socket_dir, request)
     kubelet.stop()
-    assert "failed to dial device plugin" in refused.value.details()  # type: ignore[attr-defined]
+    assert "failed to dial device plugin" in refused.value.details()
 
 
 def test_each_list_replaces_the_devices_wholesale_and_an_unhealthy_one_leaves_allocatable_not_capacity(
@@ -138,7 +138,7 @@ def test_a_second_registration_from_a_socket_still_connected_is_refused(
     request = api_pb2.RegisterRequest(version="v1beta1", endpoint=Path(plugin.socket_path).name, resource_name=MIG)
     with pytest.raises(grpc.RpcError) as refused:
         _register(socket_dir, request)
-    assert "device plugin already connected" in refused.value.details()  # type: ignore[attr-defined]
+    assert "device plugin already connected" in refused.value.details()
     assert manager.capacity() == ({MIG: 1}, {MIG: 1}, [])
 
 
