@@ -16,6 +16,7 @@ environment. Health checks are off (DP_DISABLE_HEALTHCHECKS): the simulator send
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -145,10 +146,8 @@ class NvidiaPluginContainer:
         """Report each exit of the plugin (the pod crash-loops) and the pod's own end (init failed)."""
         reported = self.plugin_exits
         while process.poll() is None:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(_WATCH_S)
-            except subprocess.TimeoutExpired:
-                pass
             if self.plugin_exits > reported and not self._stopping.is_set():
                 reported = self.plugin_exits
                 self._report("nvidia-device-plugin exited")
