@@ -38,12 +38,12 @@ from migagent.runtime.ownership import OwnedAgent
 from migagent.runtime.ports import AgentSettings, PhaseHook
 from migagent.runtime.post_change import PostChangeSteps
 from migagent.sim.fake_nvml import FakeNvml
-from migagent.sim.fakelib_backend import nvml_for
 from migagent.sim.reset import SimResetRunner
 from migagent.sources.node_label import NodeLabelSource, WatchSettings
 from migagent.wiring import AgentOptions, build_agent
 from migagent_sim.apiserver import FakeApiServer
 from migagent_sim.apiserver.rbac import UserInfo
+from migagent_sim.fakelib.backend import nvml_for
 from migagent_sim.kubelet import FakeKubelet
 from migagent_sim.kubelet_plugin import PluginMode
 

@@ -135,6 +135,11 @@ class StateFileNode:
             if op in _LIFETIME_DELTAS:
                 self.clients.change(os.getpid(), _LIFETIME_DELTAS[op])
 
+    def current_state(self) -> SimNodeState:
+        """The node as it is now (created from the spec when the file does not exist yet)."""
+        with self.session("read") as fake:
+            return fake.state
+
     def _current(self) -> FakeNvml:
         if not self.path.exists():
             self._create()
