@@ -49,8 +49,8 @@ class SharingView:
 
     source: str
     config: SharingConfig | None = None
-    labelled: Mapping[str, Advertised] = field(default_factory=dict)
-    """From GFD labels: per resource (without sharing) how it is advertised."""
+    labelled: Mapping[str, Advertised | None] = field(default_factory=dict)
+    """From GFD labels: per resource (without sharing) how it is advertised (None: the labels do not say)."""
     unlabelled_known: bool = True
     """From GFD: a resource without labels is plain (nothing on the node replicates)."""
     unknown: bool = False
@@ -70,7 +70,7 @@ class SharingView:
             return self.config.describe()
         if self.unknown:
             return "unknown"
-        shared = [f"{name} x{a.replicas}" for name, a in sorted(self.labelled.items()) if a.replicas > 1]
+        shared = [f"{name} x{a.replicas}" for name, a in sorted(self.labelled.items()) if a and a.replicas > 1]
         return "GFD labels: " + (", ".join(shared) or "nothing replicated")
 
 
@@ -175,17 +175,22 @@ def _replicas_labels(labels: Mapping[str, str]) -> list[str]:
 
 def gfd_view(labels: Mapping[str, str]) -> SharingView:
     """What GPU Feature Discovery's labels say: per resource its replicas, and renamed or not."""
-    labelled: dict[str, Advertised] = {}
+    labelled: dict[str, Advertised | None] = {}
     for key in _replicas_labels(labels):
         resource = key.removesuffix(_REPLICAS_SUFFIX)
         try:
-            replicas = max(int(labels[key]), 1)  # 0: GFD runs without the sharing config
+            replicas = int(labels[key])
         except ValueError:
+            continue
+        if replicas <= 0:
+            # GFD labels a MIG-enabled GPU's nvidia.com/gpu without its sharing (replicas 0), yet under the
+            # `none` strategy the plugin replicates those GPUs as its config says: found against NVIDIA's GFD.
+            labelled[resource] = None
             continue
         product = labels.get(resource + _PRODUCT_SUFFIX, "")
         renamed = replicas > 1 and not product.endswith(_SHARED_PRODUCT)
         labelled[resource] = Advertised(resource + SHARED_SUFFIX if renamed else resource, replicas)
-    replicating = any(a.replicas > 1 for a in labelled.values())
+    replicating = any(a is None or a.replicas > 1 for a in labelled.values())
     return SharingView(
         source="GPU Feature Discovery labels (nvidia.com/<resource>.replicas)",
         labelled=labelled,

@@ -32,12 +32,15 @@ from migagent.kube.owners import (
     strategy_of_policy,
 )
 from migagent.kube.port import NodeView, PodView
+from migagent.kube.sharing_source import SharingView
 from migagent.layout.observed import Observation
+from migagent.layout.sharing import Advertised
 from migagent.layout.strategy import MigStrategy
 
 log = structlog.get_logger(__name__)
 
 GFD_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+PLAIN_GPU = Advertised(GPU_RESOURCE, 1)
 JsonDict = dict[str, Any]
 S = TypeVar("S", bound="StrategyChoice")
 
@@ -74,11 +77,20 @@ class StrategyChoice(Protocol):
     def mig_strategy_auto(self) -> bool: ...
 
 
+class SharingViews(Protocol):
+    """kube.sharing_source.SharingSource: how the plugin on this node shares its devices."""
+
+    def view(self, node: NodeView) -> SharingView: ...
+
+
 @dataclass(frozen=True)
 class Preflight:
     pods: PodLister
     facts: ClusterFacts | None = None
     """None: no cluster-wide reads (ResourceSlices, ClusterPolicy); the pod and label checks still run."""
+    sharing: SharingViews | None = None
+    """How `nvidia.com/gpu` is replicated, so its count proves a strategy only divided by its replicas
+    (None: not replicated)."""
 
     def check(
         self, node: NodeView, settings: S, observe: Callable[[], Observation], *, pods: Sequence[PodView] | None = None
@@ -124,7 +136,8 @@ class Preflight:
     def _strategy(
         self, node: NodeView, settings: S, policy: JsonDict | None, observe: Callable[[], Observation]
     ) -> S:
-        advertised = advertised_strategy(node.allocatable, observe)
+        gpu = self.sharing.view(node).advertised(GPU_RESOURCE) if self.sharing is not None else None
+        advertised = advertised_strategy(node.allocatable, observe, gpu=gpu if self.sharing is not None else PLAIN_GPU)
         if settings.mig_strategy_auto:
             from_policy = strategy_of_policy(policy)
             chosen = from_policy or advertised or _gfd_strategy(node.labels) or MigStrategy.MIXED
@@ -152,11 +165,16 @@ def _gfd_strategy(labels: Mapping[str, str]) -> MigStrategy | None:
         return None
 
 
-def advertised_strategy(allocatable: Mapping[str, int], observe: Callable[[], Observation]) -> MigStrategy | None:
-    """The strategy the plugin's advertisement proves, or None when it proves none."""
+def advertised_strategy(
+    allocatable: Mapping[str, int], observe: Callable[[], Observation], *, gpu: Advertised | None = PLAIN_GPU
+) -> MigStrategy | None:
+    """The strategy the plugin's advertisement proves, or None when it proves none. `gpu`: how the plugin
+    advertises `nvidia.com/gpu` under its sharing config (None: unknown, so its count proves nothing);
+    a replicated count is divided by its replicas first (found against NVIDIA's plugin: `none` with
+    `nvidia.com/gpu` x4 on 2 GPUs advertises 8, the count of their 8 MIG devices under `single`)."""
     if any(name.startswith(MIG_RESOURCE_PREFIX) and count > 0 for name, count in allocatable.items()):
         return MigStrategy.MIXED
-    gpus = allocatable.get(GPU_RESOURCE, 0)
+    gpus = _gpu_devices(allocatable, gpu)
     if gpus <= 0:
         return None
     observation = observe()
@@ -172,3 +190,11 @@ def advertised_strategy(allocatable: Mapping[str, int], observe: Callable[[], Ob
     if gpus == whole and gpus != devices:
         return MigStrategy.NONE
     return None
+
+
+def _gpu_devices(allocatable: Mapping[str, int], gpu: Advertised | None) -> int:
+    """The devices behind the advertised `nvidia.com/gpu` count (replicas divided out); 0: unknown."""
+    if gpu is None or not gpu.exact:
+        return 0
+    advertised = allocatable.get(gpu.name, 0)
+    return advertised // gpu.replicas if advertised > 0 and advertised % gpu.replicas == 0 else 0

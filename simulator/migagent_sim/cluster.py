@@ -38,6 +38,7 @@ from migagent.runtime.ownership import OwnedAgent
 from migagent.runtime.ports import AgentSettings, PhaseHook
 from migagent.runtime.post_change import PostChangeSteps
 from migagent.sim.fake_nvml import FakeNvml
+from migagent.sim.persistence import persist_after_each_mutation
 from migagent.sim.reset import SimResetRunner
 from migagent.sources.node_label import NodeLabelSource, WatchSettings
 from migagent.wiring import AgentOptions, build_agent
@@ -46,6 +47,13 @@ from migagent_sim.apiserver.rbac import UserInfo
 from migagent_sim.fakelib.backend import nvml_for
 from migagent_sim.kubelet import FakeKubelet
 from migagent_sim.kubelet_plugin import PluginMode
+from migagent_sim.nvidia_plugin import (
+    ContainerMaker,
+    NvidiaPluginSettings,
+    NvidiaTools,
+    gpu_node_command,
+    nvidia_plugin,
+)
 
 if TYPE_CHECKING:  # access control needs cel-python, a test dependency; the demo runs without it
     from migagent_sim.apiserver.access import AccessControl
@@ -134,6 +142,11 @@ class SimClusterConfig:
     """Publish GPU Feature Discovery's per-resource labels (replicas, product) with each registration."""
     dra_driver: bool = False
     """NVIDIA's DRA driver kubelet plugin runs on the node, publishing ResourceSlices (static MIG)."""
+    nvidia_tools: NvidiaTools | None = None
+    """Run NVIDIA's device plugin (and config-manager) from these binaries in the plugin pod instead
+    of the simulated plugin; the GPUs' state is then saved to the workdir after every change, for them."""
+    plugin_restart_backoff_s: float = 1.0
+    """With `nvidia_tools`: how long the pod waits to restart a plugin that exited (10 s on a real node)."""
 
 
 def time_slicing_config(
@@ -235,6 +248,8 @@ class SimCluster:
         self._socket_dir = Path(tempfile.mkdtemp(prefix="migsim-"))
         self.socket_path = str(self._socket_dir / "kubelet.sock")
         self.fake = FakeNvml.from_spec(self.config.spec)
+        self.state_file = workdir / "gpu-node.json"
+        """The GPUs' state for NVIDIA's binaries (with `nvidia_tools`), saved after every change."""
         # Pods stay Terminating for 1% of their grace period (a 30 s one: 0.3 s).
         self.api = FakeApiServer(default_watch_timeout_s=self.config.watch_timeout_s, access=access, grace_scale=0.01)
         self.kubelet = FakeKubelet(
@@ -251,6 +266,7 @@ class SimCluster:
             plugin_default_config=self.config.plugin_default_config,
             gfd_labels=self.config.gfd_labels,
             dra=self.config.dra_driver,
+            plugin_container=self._nvidia_plugin(),
         )
         self._drivers: list[GpuDriver] = []
         self._running: list[RunningAgent] = []
@@ -263,6 +279,10 @@ class SimCluster:
         if self.config.start_layout is not None:
             self._apply_directly(self.config.start_layout)
         self.api.start()
+        if self.config.nvidia_tools is not None:
+            self.fake.save(self.state_file)
+            persist_after_each_mutation(self.fake, self.state_file)
+            self._write_plugin_kubeconfig()
         if self.config.plugin_configs is not None:
             namespace, name = self.config.plugin_config_map
             self.api.put_config_map(namespace, name, self.config.plugin_configs)
@@ -289,6 +309,36 @@ class SimCluster:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+    def _nvidia_plugin(self) -> ContainerMaker | None:
+        tools = self.config.nvidia_tools
+        if tools is None:
+            return None
+        settings = NvidiaPluginSettings(
+            device_plugin=tools.device_plugin,
+            config_manager=tools.config_manager,
+            node_command=gpu_node_command(self.state_file),
+            mig_strategy=self.config.mig_strategy,
+            workdir=self.workdir,
+            node_name=self.config.node_name,
+            configs=self.config.plugin_configs,
+            default_config=self.config.plugin_default_config,
+            kubeconfig=self.workdir / "plugin-kubeconfig" if self.config.plugin_configs is not None else None,
+            restart_backoff_s=self.config.plugin_restart_backoff_s,
+        )
+        return nvidia_plugin(settings)
+
+    def _write_plugin_kubeconfig(self) -> None:
+        """How NVIDIA's config-manager reaches this API server (anonymous: run without access control)."""
+        kubeconfig = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "sim", "cluster": {"server": self.api.url}}],
+            "users": [{"name": "device-plugin", "user": {}}],
+            "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "device-plugin"}}],
+            "current-context": "sim",
+        }
+        (self.workdir / "plugin-kubeconfig").write_text(yaml.safe_dump(kubeconfig), encoding="utf-8")
 
     # -- agents ---------------------------------------------------------------------------------
 
@@ -417,11 +467,15 @@ class SimCluster:
 
     def _apply_directly(self, layout_name: str) -> None:
         """Put the GPUs in a layout before the cluster exists (no agent, no journal kept)."""
-        with GpuDriver(nvml_for(self.fake), reset_runner=SimResetRunner(self.fake)) as driver:
-            observation = driver.observe()
-            layout = load_layout_file(self.layout_file)
-            desired = resolve_config(layout, layout_name, [identity_of(gpu) for gpu in observation.gpus])
-            engine = ApplyEngine(driver, MemoryJournal(), clock=FakeClock())
-            result = engine.apply(desired, layout_hash=desired_node_hash(desired), config_name=layout_name)
-            if not result.converged:
-                raise RuntimeError(f"could not apply the start layout {layout_name}: {result.error}")
+        apply_layout(self.fake, self.layout_file, layout_name)
+
+
+def apply_layout(fake: FakeNvml, layout_file: Path, layout_name: str) -> None:
+    """Put the GPUs in a layout directly (no agent, no journal kept), as a node set up beforehand."""
+    with GpuDriver(nvml_for(fake), reset_runner=SimResetRunner(fake)) as driver:
+        observation = driver.observe()
+        desired = resolve_config(load_layout_file(layout_file), layout_name, [identity_of(g) for g in observation.gpus])
+        engine = ApplyEngine(driver, MemoryJournal(), clock=FakeClock())
+        result = engine.apply(desired, layout_hash=desired_node_hash(desired), config_name=layout_name)
+        if not result.converged:
+            raise RuntimeError(f"could not apply layout {layout_name}: {result.error}")

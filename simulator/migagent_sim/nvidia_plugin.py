@@ -21,7 +21,9 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +37,27 @@ NodeCommand = Callable[[Sequence[str]], tuple[list[str], dict[str, str]]]
 _STOP_TIMEOUT_S = 10.0
 _WATCH_S = 0.2
 _EXITED = "pod: nvidia-device-plugin exited with status"
+_NO_DEVICES = "No devices found. Waiting indefinitely."
 _LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class NvidiaTools:
+    """The folder scripts/nvidia_tools.sh built (k8s-device-plugin v0.18.2's binaries among others)."""
+
+    directory: Path
+
+    @property
+    def device_plugin(self) -> Path:
+        return self.directory / "nvidia-device-plugin"
+
+    @property
+    def config_manager(self) -> Path:
+        return self.directory / "config-manager"
+
+    @property
+    def gpu_feature_discovery(self) -> Path:
+        return self.directory / "gpu-feature-discovery"
 
 
 @dataclass(frozen=True)
@@ -56,6 +78,13 @@ class NvidiaPluginSettings:
     env: Mapping[str, str] = field(default_factory=dict)
     restart_backoff_s: float = 10.0
     """How long the kubelet waits before restarting an exited plugin (its first crash back-off)."""
+
+
+@dataclass(frozen=True)
+class SettleMark:
+    events: int
+    """The kubelet's device manager's plugin events so far."""
+    log_size: int
 
 
 class NvidiaPluginContainer:
@@ -101,6 +130,23 @@ class NvidiaPluginContainer:
         process = self._process
         self._watcher = threading.Thread(target=self._watch, args=(process,), name="nvidia-plugin-pod", daemon=True)
         self._watcher.start()
+
+    def mark(self) -> SettleMark:
+        """Where things stand now; `wait_settled(mark)` waits for what happens after it."""
+        return SettleMark(self._host.manager.events, len(self.log()))
+
+    def wait_settled(self, mark: SettleMark, *, quiet_s: float = 1.5, timeout_s: float = 60.0) -> bool:
+        """Wait until the plugin is done (re)starting since `mark`: it registered with the kubelet and
+        then held still for `quiet_s`, or it found nothing to serve, or it exited. False on timeout."""
+        manager = self._host.manager
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if manager.wait_quiet(quiet_s, min(quiet_s * 2, max(deadline - time.monotonic(), 0.01)), after=mark.events):
+                return True
+            since = self.log()[mark.log_size :]
+            if _NO_DEVICES in since or _EXITED in since or self._process is None or self._process.poll() is not None:
+                return True
+        return False
 
     def config_selected(self, selected: str | None) -> None:
         """Nothing to do here: the config-manager sidecar watches the label itself."""
@@ -167,7 +213,7 @@ class NvidiaPluginContainer:
         argv = [
             "unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--mount", "--propagation", "private",
             "bash", str(POD_SCRIPT), self._host.socket_dir, str(settings.device_plugin), str(settings.config_manager),
-            "--", *node_argv, "--", *plugin_args,
+            str(len(node_argv)), *node_argv, *plugin_args,
         ]  # fmt: skip
         env = {
             **os.environ,
@@ -195,6 +241,16 @@ class NvidiaPluginContainer:
             "NODE_NAME": settings.node_name,
             "DEFAULT_CONFIG": settings.default_config or "",
         }
+
+
+def gpu_node_command(state: Path, library: Path | None = None) -> NodeCommand:
+    """Run commands on the simulated node whose state file is `state` (migagent_sim.gpu_node run)."""
+
+    def wrap(argv: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+        lib = ["--lib", str(library)] if library is not None else []
+        return [sys.executable, "-m", "migagent_sim.gpu_node", "run", "--state", str(state), *lib, "--", *argv], {}
+
+    return wrap
 
 
 def _children(pid: int) -> list[int]:

@@ -4,30 +4,27 @@
 # --fork --mount-proc --mount`): the containers share that PID namespace (shareProcessNamespace), as
 # NVIDIA's config-manager needs to find the plugin by its command name.
 #
-#   nvidia_plugin_pod.sh SOCKET_DIR PLUGIN CONFIG_MANAGER -- NODE_COMMAND... -- PLUGIN_ARGS...
+#   nvidia_plugin_pod.sh SOCKET_DIR PLUGIN CONFIG_MANAGER N NODE_COMMAND(N words)... PLUGIN_ARGS...
 #
 # SOCKET_DIR is bind-mounted on /var/lib/kubelet/device-plugins (the plugin always makes its sockets
-# there). NODE_COMMAND... runs a command on the simulated node (NVML, /sys, /proc, /dev). With
+# there). NODE_COMMAND... runs a command on the simulated node (NVML, /sys, /proc, /dev): the plugin
+# runs under it; config-manager does not (it needs no GPU, and it looks for the plugin in /proc). With
 # CONFIG_SRCDIR, CONFIG_DST, KUBECONFIG and NODE_NAME set, config-manager runs first with --oneshot
 # (the init container: a failure keeps the plugin from starting) and then beside the plugin (the
 # sidecar: it follows nvidia.com/device-plugin.config and SIGHUPs the plugin); the plugin reads
 # CONFIG_DST. An exited plugin is restarted; SIGTERM stops the containers and then the pod. Each
 # plugin exit is logged as "pod: nvidia-device-plugin exited with status N".
 set -u
-socket_dir=$1 plugin=$2 config_manager=$3
-shift 3
-[ "$1" = -- ] || { echo "nvidia_plugin_pod.sh: expected -- before the node command" >&2; exit 2; }
-shift
-node=()
-while [ $# -gt 0 ] && [ "$1" != -- ]; do node+=("$1"); shift; done
-[ $# -gt 0 ] || { echo "nvidia_plugin_pod.sh: expected -- before the plugin's arguments" >&2; exit 2; }
-shift
+socket_dir=$1 plugin=$2 config_manager=$3 node_words=$4
+shift 4
+node=("${@:1:$node_words}")
+shift "$node_words"
 
 mkdir -p /var/lib/kubelet/device-plugins
 mount --bind "$socket_dir" /var/lib/kubelet/device-plugins || exit 2
 
 config_manager() {
-  "${node[@]}" "$config_manager" --node-name "$NODE_NAME" --kubeconfig "$KUBECONFIG" \
+  "$config_manager" --node-name "$NODE_NAME" --kubeconfig "$KUBECONFIG" \
     --config-file-srcdir "$CONFIG_SRCDIR" --config-file-dst "$CONFIG_DST" \
     --default-config "${DEFAULT_CONFIG:-}" --fallback-strategies empty "$@"
 }

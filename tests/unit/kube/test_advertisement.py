@@ -9,7 +9,7 @@ from migagent.kube.advertisement import Expectation, ResourceExpectation, expect
 from migagent.kube.port import NodeView
 from migagent.kube.sharing_source import SharingSettings, SharingSource, SharingView, gfd_view
 from migagent.layout.observed import Observation
-from migagent.layout.sharing import parse_plugin_config
+from migagent.layout.sharing import Advertised, parse_plugin_config
 from migagent.layout.strategy import MigStrategy
 
 from .support import mig_gpu
@@ -121,8 +121,8 @@ def test_gfd_labels_give_replicas_and_a_missing_shared_suffix_means_renamed_by_d
         "nvidia.com/mig-3g.40gb.product": "NVIDIA-H100-80GB-HBM3-MIG-3g.40gb",
     })
     assert view.advertised("nvidia.com/mig-1g.10gb") == view.labelled["nvidia.com/mig-1g.10gb"]
-    assert view.labelled["nvidia.com/mig-1g.10gb"].name == "nvidia.com/mig-1g.10gb"
-    assert view.labelled["nvidia.com/mig-3g.40gb"].name == "nvidia.com/mig-3g.40gb.shared"
+    assert view.labelled["nvidia.com/mig-1g.10gb"] == Advertised("nvidia.com/mig-1g.10gb", 2)
+    assert view.labelled["nvidia.com/mig-3g.40gb"] == Advertised("nvidia.com/mig-3g.40gb.shared", 2)
     assert view.advertised("nvidia.com/mig-2g.20gb") is None, "unlabelled while others replicate: unknown"
     plain = gfd_view({"nvidia.com/mig-1g.10gb.replicas": "1"})
     assert plain.advertised("nvidia.com/mig-2g.20gb") is not None
@@ -139,3 +139,11 @@ def test_expectation_multiplies_observed_instances_and_notes_what_is_unknown() -
     )
     assert unknown.note == "replicas of nvidia.com/mig-1g.5gb not known (because)"
     assert unknown.stable_s == 5
+
+
+def test_gfd_replicas_zero_leaves_the_resource_unknown_as_nvidia_gfd_labels_mig_enabled_gpus_without_sharing() -> None:
+    """Found against NVIDIA's GFD and plugin (tests/nvidia): under `none`, MIG-enabled GPUs are labelled
+    `nvidia.com/gpu.replicas=0` while the plugin replicates them as its config says."""
+    view = gfd_view({"nvidia.com/gpu.replicas": "0", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    assert view.advertised("nvidia.com/gpu") is None
+    assert view.advertised("nvidia.com/mig-1g.10gb") is None, "something may replicate: unlabelled is unknown"
