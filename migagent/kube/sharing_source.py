@@ -190,7 +190,7 @@ def gfd_view(labels: Mapping[str, str]) -> SharingView:
         product = labels.get(resource + _PRODUCT_SUFFIX, "")
         renamed = replicas > 1 and not product.endswith(_SHARED_PRODUCT)
         labelled[resource] = Advertised(resource + SHARED_SUFFIX if renamed else resource, replicas)
-    replicating = any(a is None or a.replicas > 1 for a in labelled.values())
+    replicating = any(a is not None and a.replicas > 1 for a in labelled.values())
     return SharingView(
         source="GPU Feature Discovery labels (nvidia.com/<resource>.replicas)",
         labelled=labelled,

@@ -140,7 +140,7 @@ class Preflight:
         advertised = advertised_strategy(node.allocatable, observe, gpu=gpu if self.sharing is not None else PLAIN_GPU)
         if settings.mig_strategy_auto:
             from_policy = strategy_of_policy(policy)
-            chosen = from_policy or advertised or _gfd_strategy(node.labels) or MigStrategy.MIXED
+            chosen = from_policy or advertised or gfd_strategy(node.labels) or MigStrategy.MIXED
             source = "ClusterPolicy" if from_policy else "device plugin" if advertised else "default"
             if advertised is not None and chosen is not advertised:
                 raise _mismatch(f"the ClusterPolicy says mig.strategy {chosen}", advertised)
@@ -158,9 +158,14 @@ def _mismatch(ours: str, advertised: MigStrategy) -> StrategyMismatchError:
     )
 
 
-def _gfd_strategy(labels: Mapping[str, str]) -> MigStrategy | None:
+def gfd_strategy(labels: Mapping[str, str]) -> MigStrategy | None:
+    value = labels.get(GFD_STRATEGY_LABEL)
+    if value is None:
+        # GFD writes no nvidia.com/mig.strategy under `none`, its GPU labels all the same (found against
+        # GFD v0.18.2 in tests/nvidia): those without that label mean `none`.
+        return MigStrategy.NONE if f"{GPU_RESOURCE}.product" in labels else None
     try:
-        return MigStrategy(labels.get(GFD_STRATEGY_LABEL, ""))
+        return MigStrategy(value)
     except ValueError:
         return None
 

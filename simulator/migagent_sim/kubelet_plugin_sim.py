@@ -10,7 +10,7 @@ A layout or config the real plugin refuses makes it exit instead (the pod then c
 Sharing: with a plugin ConfigMap (`config_map`), the plugin runs with the config the node label
 `nvidia.com/device-plugin.config` names, else `default_config`, else the map's only key. A label
 naming a config the map lacks makes it exit (the model of config-manager-init failing at pod start).
-With `gfd_labels`, the node gets GPU Feature Discovery's per-resource labels at each registration.
+With `gfd_labels`, the node gets GPU Feature Discovery's resource labels (gfd_labels) at each registration.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from migagent.layout.strategy import MigStrategy
 from migagent.sim.fake_nvml import FakeNvml
 from migagent_sim.apiserver import FakeApiServer
 from migagent_sim.deviceplugin import SimulatedPluginServer
+from migagent_sim.gfd_labels import gfd_labels
 from migagent_sim.kubelet_devices import mps_refusal, read_inventory
 from migagent_sim.kubelet_status import DevicePluginHost
 
@@ -165,7 +166,7 @@ class SimulatedPluginContainer:
             return
         self._serve(inventory.resources(self.sharing))
         if self._gfd_labels:
-            labels = gfd_labels(inventory.counts(), self.sharing)
+            labels = gfd_labels(self._fake, self.strategy, self.sharing)
             self._api.update_node(self._node, lambda node: node["metadata"].setdefault("labels", {}).update(labels))
 
     def _serve(self, resources: Mapping[str, tuple[str, ...]]) -> None:
@@ -200,23 +201,3 @@ class SimulatedPluginContainer:
         if key not in data:
             raise SharingConfigError(f"config-manager: no config {key!r} in ConfigMap {namespace}/{name}")
         return parse_plugin_config(data[key], where=f"ConfigMap {namespace}/{name} config {key}")
-
-
-def gfd_labels(counts: Mapping[str, int], sharing: SharingConfig) -> dict[str, str]:
-    """What GPU Feature Discovery labels for each resource (internal/lm/resource.go baseLabeler): its
-    replicas, its sharing strategy, and a product name ending -SHARED when replicated but not renamed."""
-    labels: dict[str, str] = {}
-    for resource, count in counts.items():
-        advertised = sharing.advertised(resource)
-        shared = advertised.replicas > 1
-        suffix = "-SHARED" if shared and advertised.name == resource else ""
-        strategy = ("time-slicing" if sharing.kind == "timeSlicing" else sharing.kind) if shared else "none"
-        labels.update(
-            {
-                f"{resource}.count": str(count),
-                f"{resource}.replicas": str(advertised.replicas),
-                f"{resource}.sharing-strategy": strategy,
-                f"{resource}.product": "NVIDIA-" + resource.removeprefix("nvidia.com/").upper() + suffix,
-            }
-        )
-    return labels

@@ -9,16 +9,15 @@ sets) missing binaries are an error instead. The tests need root: the plugin run
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from migagent_sim.gpu_node.library import library_dir
 from migagent_sim.nvidia_plugin import NvidiaTools
-from tests.nvidia.tools import missing_tools, tools_dir
+from tests.nvidia.tools import missing_tools, nvidia_tools_required, tools_dir
 
-_REQUIRED = os.environ.get("MIGAGENT_REQUIRE_NVIDIA_TOOLS") == "1"
+_REQUIRED = nvidia_tools_required()
 _HERE = Path(__file__).resolve().parent
 _SKIPPED = pytest.StashKey[tuple[int, str]]()
 

@@ -347,6 +347,7 @@ class RealSimCluster(SimCluster):
             plugin_namespace=self.config.plugin_namespace,
             plugin_labels=self.config.plugin_labels,
             mig_strategy=self.config.mig_strategy,
+            plugin_container=self._nvidia_plugin(),
         )
 
     def agent_api(self, options: AgentOptions | None = None, *, clock: Clock | None = None) -> KubeApi:
