@@ -3,8 +3,8 @@
 Only the labels migagent reads or that say how a resource is shared: `nvidia.com/mig.strategy`
 (absent under `none`), and per resource `.count`, `.replicas`, `.sharing-strategy` and `.product`.
 Checked label by label against the real `gpu-feature-discovery` in tests/nvidia. How GFD names them:
-- whole GPUs (`nvidia.com/gpu.*`), per GPU model: MIG-enabled GPUs without sharing (replicas 0),
-  GPUs with MIG off with it; when a model has both, the MIG-off labels are written last and win;
+- whole GPUs (`nvidia.com/gpu.*`), per GPU model (counting all its GPUs): MIG-enabled GPUs without
+  sharing (replicas 0), GPUs with MIG off with it; when a model has both, the MIG-off labels win;
 - mixed: one resource per MIG profile by its own name (`1g.10gb+me` -> `nvidia.com/mig-1g.10gb.me`,
   `1c.3g.40gb` -> `nvidia.com/mig-1c.3g.40gb`), unlike the device plugin's names (layout.strategy);
 - single: `nvidia.com/gpu` counts the MIG devices, or reads `<model>-MIG-INVALID` with count 0 on a
@@ -45,13 +45,13 @@ def gfd_labels(fake: FakeNvml, strategy: MigStrategy, sharing: SharingConfig) ->
 
 
 def _whole_gpu_labels(fake: FakeNvml, sharing: SharingConfig) -> dict[str, str]:
-    enabled = Counter(fake.model(i).name for i, gpu in enumerate(fake.state.gpus) if gpu.mig_current == MIG_ENABLE)
-    disabled = Counter(fake.model(i).name for i, gpu in enumerate(fake.state.gpus) if gpu.mig_current != MIG_ENABLE)
+    models = [(fake.model(i).name, gpu.mig_current == MIG_ENABLE) for i, gpu in enumerate(fake.state.gpus)]
+    counts = Counter(model for model, _ in models)  # one count per model, MIG on or off
     labels: dict[str, str] = {}
-    for model, count in enabled.items():
-        labels.update(_resource(GPU_RESOURCE, count, [model], None))
-    for model, count in disabled.items():
-        labels.update(_resource(GPU_RESOURCE, count, [model], sharing))
+    for model in dict.fromkeys(model for model, enabled in models if enabled):
+        labels.update(_resource(GPU_RESOURCE, counts[model], [model], None))
+    for model in dict.fromkeys(model for model, enabled in models if not enabled):
+        labels.update(_resource(GPU_RESOURCE, counts[model], [model], sharing))
     return labels
 
 
