@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from migagent.kube.advertisement import expectation
-from migagent.kube.names import MIG_CONFIG_STATE_LABEL
+from migagent.kube.names import DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
 from migagent.kube.sharing_source import SharingSource
 from migagent.layout.strategy import MigStrategy
 from migagent.nvml.driver import GpuDriver
@@ -57,16 +57,18 @@ def change_to(cluster: SimCluster, layout: str) -> None:
     options = cluster.options(readvertise_timeout_s=120.0, plugin_settle_s=60.0, advertisement_stable_s=3.0)
     agent = cluster.start_agent(options)
     cluster.label(layout)
-    outcome = _wait_state(cluster, "success")
+    outcome = _wait_for_layout(cluster, layout)
     agent.stop()
     assert outcome == "success", f"{cluster.node()['status'].get('conditions')}"
 
 
-def _wait_state(cluster: SimCluster, wanted: str) -> str | None:
+def _wait_for_layout(cluster: SimCluster, layout: str) -> str | None:
+    """The state once the agent has taken `layout` up (its desired annotation) and finished with it."""
     deadline = time.monotonic() + _CHANGE_TIMEOUT_S
     while time.monotonic() < deadline:
-        current = cluster.node()["metadata"].get("labels", {}).get(MIG_CONFIG_STATE_LABEL)
-        if current in (wanted, "failed"):
+        metadata = cluster.node()["metadata"]
+        current = metadata.get("labels", {}).get(MIG_CONFIG_STATE_LABEL)
+        if layout in metadata.get("annotations", {}).get(DESIRED_ANNOTATION, "") and current in ("success", "failed"):
             return str(current)
         time.sleep(0.2)
     return None
