@@ -13,7 +13,8 @@ In order (the first one configured wins):
    whose product lacks `-SHARED` is advertised as `<resource>.shared`.
 With 1 and 2 the config is the key the Node's `nvidia.com/device-plugin.config` label names, else
 `--device-plugin-config-default` (ClusterPolicy `devicePlugin.config.default`, chart
-`config.default`), else the only key. A Node that selects a config nothing configured can read is
+`config.default`), else config-manager's fallbacks as the plugin chart sets them: the key `default`,
+else the only key (layout.sharing.select_config). A Node that selects a config nothing configured can read is
 "unknown", not "unshared": the agent then waits for a stable advertisement (advertisement.py).
 GFD labels only exist for resources present when GFD last ran, so a resource it has not labelled
 yet is unknown when it replicates anything, and plain otherwise.
@@ -36,6 +37,7 @@ from migagent.layout.sharing import (
     SharingConfig,
     SharingConfigError,
     parse_plugin_config,
+    select_config,
 )
 
 _REPLICAS_SUFFIX = ".replicas"
@@ -138,9 +140,7 @@ class SharingSource:
 
     def _select(self, configs: Mapping[str, str], where: str, selected: str | None) -> SharingView:
         """The config `selected` (else the default, else the only one), parsed; only that one must be valid."""
-        key = selected or self._settings.default_config
-        if key is None and len(configs) == 1:
-            key = next(iter(configs))
+        key = select_config(configs, selected, self._settings.default_config)
         if key is None:
             return SharingView(
                 source=f"{where} has {len(configs)} configs ({', '.join(configs)}) and neither the node label"

@@ -29,6 +29,7 @@ registers) read the same rules from here.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,6 +112,18 @@ class SharingConfig:
 
 
 NO_SHARING = SharingConfig()
+NAMED_FALLBACK = "default"
+
+
+def select_config(names: Collection[str], selected: str | None, default: str | None) -> str | None:
+    """Which of the plugin's configs its config-manager picks: the node label's, else the default,
+    else (its fallbacks as the plugin chart sets them: named, single) the one called `default`, else
+    the only one; None: none (a label naming a config that is not there is returned as it is)."""
+    if selected or default:
+        return selected or default
+    if NAMED_FALLBACK in names:
+        return NAMED_FALLBACK
+    return next(iter(names)) if len(names) == 1 else None
 
 
 def parse_plugin_config(text: str, *, where: str) -> SharingConfig:

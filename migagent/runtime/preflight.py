@@ -133,11 +133,16 @@ class Preflight:
                 " DynamicMIG gate) or stop migagent here"
             )
 
+    def _gpu_sharing(self, node: NodeView) -> Advertised | None:
+        """How the plugin advertises nvidia.com/gpu, read only when that count is evidence (one request)."""
+        if self.sharing is None or not _whole_gpus_advertised(node.allocatable):
+            return PLAIN_GPU
+        return self.sharing.view(node).advertised(GPU_RESOURCE)
+
     def _strategy(
         self, node: NodeView, settings: S, policy: JsonDict | None, observe: Callable[[], Observation]
     ) -> S:
-        gpu = self.sharing.view(node).advertised(GPU_RESOURCE) if self.sharing is not None else None
-        advertised = advertised_strategy(node.allocatable, observe, gpu=gpu if self.sharing is not None else PLAIN_GPU)
+        advertised = advertised_strategy(node.allocatable, observe, gpu=self._gpu_sharing(node))
         if settings.mig_strategy_auto:
             from_policy = strategy_of_policy(policy)
             chosen = from_policy or advertised or gfd_strategy(node.labels) or MigStrategy.MIXED
@@ -149,6 +154,13 @@ class Preflight:
         if advertised is not None and advertised is not settings.mig_strategy:
             raise _mismatch(f"migagent runs with --mig-strategy {settings.mig_strategy}", advertised)
         return settings
+
+
+def _whole_gpus_advertised(allocatable: Mapping[str, int]) -> bool:
+    """Only a node advertising whole GPUs and no MIG resource needs the sharing config to be read."""
+    if any(name.startswith(MIG_RESOURCE_PREFIX) and count > 0 for name, count in allocatable.items()):
+        return False
+    return any(count > 0 for name, count in allocatable.items() if name.startswith(GPU_RESOURCE))
 
 
 def _mismatch(ours: str, advertised: MigStrategy) -> StrategyMismatchError:

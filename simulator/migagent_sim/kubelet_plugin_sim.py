@@ -7,9 +7,10 @@ API; `start` returns once the kubelet has read every device list and written the
 A layout or config the real plugin refuses makes it exit instead (the pod then crash-loops, through
 `on_exit`). Stopped, its servers go away and the kubelet marks their devices unhealthy.
 
-Sharing: with a plugin ConfigMap (`config_map`), the plugin runs with the config the node label
-`nvidia.com/device-plugin.config` names, else `default_config`, else the map's only key. A label
-naming a config the map lacks makes it exit (the model of config-manager-init failing at pod start).
+Sharing: with a plugin ConfigMap (`config_map`), the plugin runs with the config config-manager picks
+(migagent.layout.sharing.select_config). A label naming a config the map lacks leaves the plugin with
+the config it has, or at pod start the one picked without the label (config-manager-init, v0.18.2,
+reads before its informer synced); a default config the map lacks makes it exit.
 With `gfd_labels`, the node gets GPU Feature Discovery's resource labels (gfd_labels) at each registration.
 """
 
@@ -23,7 +24,13 @@ from functools import partial
 from typing import Any
 
 from migagent.clock import Clock
-from migagent.layout.sharing import NO_SHARING, SharingConfig, SharingConfigError, parse_plugin_config
+from migagent.layout.sharing import (
+    NO_SHARING,
+    SharingConfig,
+    SharingConfigError,
+    parse_plugin_config,
+    select_config,
+)
 from migagent.layout.strategy import MigStrategy
 from migagent.sim.fake_nvml import FakeNvml
 from migagent_sim.apiserver import FakeApiServer
@@ -82,6 +89,8 @@ class SimulatedPluginContainer:
         self._threads: list[threading.Thread] = []
         self._selected: str | None = None
         self.sharing: SharingConfig = NO_SHARING
+        self._key: str | None = None
+        """The config the plugin runs with (None: none)."""
         self.error: str | None = None
         self.config_restarts = 0
 
@@ -109,11 +118,22 @@ class SimulatedPluginContainer:
         self.start(selected)
 
     def config_selected(self, selected: str | None) -> None:
-        """The config-manager sidecar: with configs to choose from, switch and SIGHUP the plugin."""
+        """The config-manager sidecar: with configs to choose from, switch and SIGHUP the plugin. A label
+        naming a config the map lacks makes the sidecar exit and the plugin keep its config (as
+        NVIDIA's do: tests/nvidia), until the label changes again."""
         self._selected = selected
-        if self._settings.config_map is not None:
-            self.config_restarts += 1
-            self.restart(selected)
+        if self._settings.config_map is None:
+            return
+        namespace, name = self._settings.config_map
+        data = (self._api.config_map(namespace, name) or {}).get("data") or {}
+        key = select_config(data, selected, self._settings.default_config)
+        if key is not None and key not in data:
+            _LOG.warning("config-manager on %s exits: specified config %s does not exist", self._node, key)
+            return
+        if key == self._key:
+            return  # "Already configured. Skipping update...": no SIGHUP
+        self.config_restarts += 1
+        self.restart(selected)
 
     def kubelet_restarted(self) -> None:
         """NVIDIA's plugin watches for kubelet.sock to be created and restarts its servers then."""
@@ -189,13 +209,20 @@ class SimulatedPluginContainer:
         return not any(self._manager.connected_sockets(name) for name in resources)
 
     def _load_sharing(self) -> SharingConfig:
-        """The sharing config the plugin starts with: the ConfigMap's key the node label selects."""
+        """The sharing config the plugin starts with: the ConfigMap's key the node label selects. A label
+        naming a config the map lacks leaves the plugin with the config picked without the label (NVIDIA's
+        config-manager-init reads the label before its informer synced, so it always falls back first;
+        the sidecar then exits on the missing config: tests/nvidia)."""
         if self._settings.config_map is None:
             return NO_SHARING
         namespace, name = self._settings.config_map
         found = self._api.config_map(namespace, name)
         data: dict[str, str] = (found or {}).get("data") or {}
-        key = self._selected or self._settings.default_config or (next(iter(data)) if len(data) == 1 else None)
+        key = select_config(data, self._selected, self._settings.default_config)
+        if key is not None and key not in data:
+            _LOG.warning("config-manager on %s: specified config %s does not exist", self._node, key)
+            key = select_config(data, None, self._settings.default_config)
+        self._key = key
         if key is None:
             return NO_SHARING
         if key not in data:

@@ -38,6 +38,12 @@ _STOP_TIMEOUT_S = 10.0
 _WATCH_S = 0.2
 _EXITED = "pod: nvidia-device-plugin exited with status"
 _NO_DEVICES = "No devices found. Waiting indefinitely."
+_CONFIG_MANAGER_OUTCOMES = (
+    ("Successfully sent signal", "signalled"),
+    ("Already configured. Skipping update", "unchanged"),
+    ("does not exist", "refused"),
+    ("config-manager-init failed", "refused"),
+)
 _LOG = logging.getLogger(__name__)
 
 
@@ -72,6 +78,8 @@ class NvidiaPluginSettings:
     configs: Mapping[str, str] | None = None
     """The plugin's ConfigMap data (config name -> plugin config); None: no config-manager, no sharing."""
     default_config: str | None = None
+    fallback_strategies: str = "named,single"
+    """config-manager's fallbacks when no config is selected nor a default given (the plugin chart's)."""
     kubeconfig: Path | None = None
     """How config-manager reaches the API server (required with `configs`)."""
     extra_args: tuple[str, ...] = ()
@@ -137,16 +145,32 @@ class NvidiaPluginContainer:
 
     def wait_settled(self, mark: SettleMark, *, quiet_s: float = 1.5, timeout_s: float = 60.0) -> bool:
         """Wait until the plugin is done (re)starting since `mark`: it registered with the kubelet and
-        then held still for `quiet_s`, or it found nothing to serve, or it exited. False on timeout."""
+        then held still for `quiet_s`, or it found nothing to serve, or it crash-loops (exited twice:
+        once may be a SIGHUP that came before its handler), or the pod ended. False on timeout."""
         manager = self._host.manager
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if manager.wait_quiet(quiet_s, min(quiet_s * 2, max(deadline - time.monotonic(), 0.01)), after=mark.events):
                 return True
             since = self.log()[mark.log_size :]
-            if _NO_DEVICES in since or _EXITED in since or self._process is None or self._process.poll() is not None:
+            if _NO_DEVICES in since or since.count(_EXITED) >= 2 or self._process is None:
+                return True
+            if self._process.poll() is not None:
                 return True
         return False
+
+    def config_manager_outcome(self, mark: SettleMark, *, timeout_s: float = 60.0) -> str | None:
+        """What the config-manager sidecar did about a label change since `mark`: "signalled" (it switched
+        the config and SIGHUPed the plugin), "unchanged" (already configured) or "refused" (no such
+        config: it exits); None on timeout."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            since = self.log()[mark.log_size :]
+            for marker, outcome in _CONFIG_MANAGER_OUTCOMES:
+                if marker in since:
+                    return outcome
+            time.sleep(_WATCH_S)
+        return None
 
     def config_selected(self, selected: str | None) -> None:
         """Nothing to do here: the config-manager sidecar watches the label itself."""
@@ -240,6 +264,7 @@ class NvidiaPluginContainer:
             "KUBECONFIG": str(settings.kubeconfig),
             "NODE_NAME": settings.node_name,
             "DEFAULT_CONFIG": settings.default_config or "",
+            "FALLBACK_STRATEGIES": settings.fallback_strategies,
         }
 
 

@@ -26,7 +26,7 @@ mount --bind "$socket_dir" /var/lib/kubelet/device-plugins || exit 2
 config_manager() {
   "$config_manager" --node-name "$NODE_NAME" --kubeconfig "$KUBECONFIG" \
     --config-file-srcdir "$CONFIG_SRCDIR" --config-file-dst "$CONFIG_DST" \
-    --default-config "${DEFAULT_CONFIG:-}" --fallback-strategies empty "$@"
+    --default-config "${DEFAULT_CONFIG:-}" --fallback-strategies "${FALLBACK_STRATEGIES:-named,single}" "$@"
 }
 stopping=0 plugin_pid='' sidecar_pid=''
 stop() {
@@ -39,8 +39,15 @@ if [ -n "${CONFIG_SRCDIR:-}" ]; then
   echo "pod: config-manager-init"
   config_manager --oneshot --send-signal=false || { echo "pod: config-manager-init failed" >&2; exit 3; }
   set -- --config-file "$CONFIG_DST" "$@"
-  echo "pod: config-manager"
-  config_manager --signal 1 --process-to-signal nvidia-device-plugin &
+  # The sidecar exits when the label names a config that does not exist; it is restarted like any container.
+  (
+    while :; do
+      echo "pod: config-manager"
+      config_manager --signal 1 --process-to-signal nvidia-device-plugin
+      echo "pod: config-manager exited with status $?"
+      sleep "${RESTART_BACKOFF_S:-10}"
+    done
+  ) &
   sidecar_pid=$!
 fi
 # restartPolicy Always: the kubelet restarts an exited container after a back-off (10 s, doubling,

@@ -106,4 +106,6 @@ SHARING_CASES = (
         "{name: nvidia.com/gpu, replicas: 3}", rename_by_default=True
     )),
     Case("ts-none-mig-enabled", "balanced", NONE, time_slicing("{name: nvidia.com/gpu, replicas: 4}")),
+    # the plugin's --mig-strategy (set here, as the GPU Operator sets MIG_STRATEGY) wins over the file's flags
+    Case("config-flags-strategy", "balanced", MIXED, "version: v1\nflags: {migStrategy: single}\n"),
 )

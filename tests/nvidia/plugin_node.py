@@ -3,8 +3,7 @@
 The fake API server holds the Node; the simulated kubelet serves the device plugin API on a socket
 directory of its own; FakeNvml holds the GPUs and is saved to a state file after every change, which
 NVIDIA's binaries read through the fake libnvidia-ml.so.1 (migagent_sim.gpu_node). The plugin pod
-follows the GPU Operator's deploy label, so `run_plugin` starts it and `restart_plugin` pauses and
-resumes it as migagent does around a change.
+follows the GPU Operator's deploy label: `run_plugin` starts it.
 """
 
 from __future__ import annotations
@@ -119,25 +118,28 @@ class PluginNode:
             return driver.observe()
 
     def run_plugin(self, *, config_label: str | None = None) -> None:
-        """Start the plugin pod (with the node's config label set first) and wait until it settled."""
+        """Start the plugin pod (with the node's config label set first) and wait until it settled; with
+        config-manager, once its sidecar decided about the label (it may SIGHUP the plugin just started)."""
         self._label(DEVICE_PLUGIN_CONFIG_LABEL, config_label)
-        self._settle(lambda: self._label(PLUGIN_DEPLOY, "true"))
-
-    def restart_plugin(self) -> None:
-        """Pause the pod (the GPU Operator's label value while migagent changes the node), then resume it."""
-        self._label(PLUGIN_DEPLOY, "paused-for-mig-change")
-        self._settle(lambda: self._label(PLUGIN_DEPLOY, "true"))
-
-    def select_config(self, name: str | None) -> None:
-        """Change the node's nvidia.com/device-plugin.config; the config-manager sidecar restarts the plugin."""
-        self._settle(lambda: self._label(DEVICE_PLUGIN_CONFIG_LABEL, name))
-
-    def _settle(self, action: Callable[[], None]) -> None:
         container = self.container
         assert container is not None
         mark = container.mark()
-        action()
+        self._label(PLUGIN_DEPLOY, "true")
+        if self.setup.configs is not None:
+            container.config_manager_outcome(mark)
         assert container.wait_settled(mark, timeout_s=90), f"the plugin did not settle:\n{self.plugin_log()}"
+
+    def select_config(self, name: str | None) -> str | None:
+        """Change the node's nvidia.com/device-plugin.config and wait for what config-manager makes of it
+        (config_manager_outcome); when it restarts the plugin, until the plugin settled again."""
+        container = self.container
+        assert container is not None
+        mark = container.mark()
+        self._label(DEVICE_PLUGIN_CONFIG_LABEL, name)
+        outcome = container.config_manager_outcome(mark)
+        if outcome == "signalled":
+            assert container.wait_settled(mark, timeout_s=90), f"the plugin did not settle:\n{self.plugin_log()}"
+        return outcome
 
     def _label(self, key: str, value: str | None) -> None:
         def edit(node: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ from migagent.clock import FakeClock
 from migagent.podresources import PodResourcesClient
 from migagent.sim import FakeNvml
 from migagent_sim.apiserver import FakeApiServer
+from migagent_sim.cluster import time_slicing_config
 from migagent_sim.kubelet import FakeKubelet
 from tests.integration.kubelet.conftest import DEPLOY_LABEL
 from tests.integration.kubelet.support import NODE, GateClock, clear, eventually, lay_out
@@ -178,3 +179,20 @@ def test_pausing_during_the_lag_cancels_the_pending_advertisement(
 
     assert kubelet.advertised() == {}
     assert kubelet.allocatable() == {}
+
+
+def test_a_config_label_naming_no_config_keeps_the_running_plugins_config_as_nvidia_config_manager_does(
+    fake: FakeNvml, make_kubelet: Callable[..., FakeKubelet], api: FakeApiServer, core_v1: k8s.CoreV1Api
+) -> None:
+    """Found against NVIDIA's config-manager (tests/nvidia): its sidecar exits, the plugin is not signalled."""
+    lay_out(fake, 0, [("1g.10gb", start) for start in range(7)])
+    configs = {"default": time_slicing_config(2), "four": time_slicing_config(4)}
+    api.put_config_map("gpu-operator", "plugin-configs", configs)
+    kubelet = make_kubelet(plugin_config_map=("gpu-operator", "plugin-configs"))
+    assert kubelet.advertised() == {"nvidia.com/mig-1g.10gb": 14}  # the config named "default"
+
+    core_v1.patch_node(NODE, {"metadata": {"labels": {"nvidia.com/device-plugin.config": "nine"}}})
+
+    assert kubelet.advertised() == {"nvidia.com/mig-1g.10gb": 14}
+    assert kubelet.plugin_config_restarts == 0
+    assert kubelet.plugin_error is None

@@ -146,4 +146,4 @@ def test_gfd_replicas_zero_leaves_the_resource_unknown_as_nvidia_gfd_labels_mig_
     `nvidia.com/gpu.replicas=0` while the plugin replicates them as its config says."""
     view = gfd_view({"nvidia.com/gpu.replicas": "0", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
     assert view.advertised("nvidia.com/gpu") is None
-    assert view.advertised("nvidia.com/mig-1g.10gb") is None, "something may replicate: unlabelled is unknown"
+    assert view.advertised("nvidia.com/mig-1g.10gb") == Advertised("nvidia.com/mig-1g.10gb", 1), "nothing replicates"
