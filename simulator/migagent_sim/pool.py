@@ -23,7 +23,7 @@ from kubernetes.client import ApiClient
 from migagent.clock import SystemClock
 from migagent.kube.adapter import KubeApi
 from migagent.kube.client import make_api_client
-from migagent.kube.names import (
+from migagent.node.names import (
     CONDITION_TYPE,
     DESIRED_ANNOTATION,
     LAYOUTS_CONFIGMAP_KEY,

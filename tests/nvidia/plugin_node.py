@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
-from migagent.kube.names import DEVICE_PLUGIN_CONFIG_LABEL, deploy_label
 from migagent.layout.observed import Observation
 from migagent.layout.strategy import MigStrategy
+from migagent.node.names import DEVICE_PLUGIN_CONFIG_LABEL, deploy_label
 from migagent.nvml.driver import GpuDriver
 from migagent.sim import FakeNvml
 from migagent.sim.persistence import persist_after_each_mutation
