@@ -24,6 +24,7 @@ from pathlib import Path
 from migagent_sim.fakelib.node import NodeConfigError, StateFileNode
 from migagent_sim.gpu_node.files import write_tree
 from migagent_sim.gpu_node.library import LibraryError, library_dir
+from migagent_sim.gpu_node.node_gpus import gpu_facts
 from migagent_sim.gpu_node.run import run_on_node
 
 
@@ -48,11 +49,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.what == "lib":
             print(library_dir())
             return 0
+        if not args.state.exists() and args.spec is None:
+            parser.error(
+                f"{args.what}: --state {args.state} does not exist; add --spec (e.g. 8xH100-80GB-SXM) to create it"
+            )
         library = library_dir(args.lib)
         if args.what == "files":
-            write_tree(
-                args.root, StateFileNode(args.state.resolve(), spec=args.spec).current_state(), library_dir=library
-            )
+            node = StateFileNode(args.state.resolve(), spec=args.spec).current_state()
+            write_tree(args.root, gpu_facts(node), library_dir=library)
             return 0
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
         if not command:

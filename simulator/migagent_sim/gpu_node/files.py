@@ -10,23 +10,21 @@ so it serves as a `--dev-root`/driver root as it is, and `mounts.py` lays it ove
 a private mount namespace.
 
 The GPUs (count, models, bus ids, UUIDs) are fixed for a node's life, so the tree is written once
-per run from the state file. MIG capability files exist for every GPU instance and compute
-instance ID a GPU can have, not only the live ones [inf: the driver creates them with the
-instances; the tools only look up the ones they name].
+per run, from the facts node_gpus.py reads in the state file (this module imports nothing from
+migagent: mounts.py writes the tree onto a tmpfs inside the namespace). MIG capability files exist
+for every GPU instance and compute instance ID a GPU can have, not only the live ones [inf: the
+driver creates them with the instances; the tools only look up the ones they name].
 """
 
 from __future__ import annotations
 
+import json
 import os
 import stat
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from migagent.catalog import GpuModel, model_by_key
-from migagent.sim.device_bus import parse_bus_id
-from migagent.sim.fake_nvml_device import simulated_subsystem_id
-from migagent.sim.state import SimNodeState
 from migagent_sim.gpu_node.devices import DEVICE_MAJORS, NVIDIA_MAJOR
 
 NVIDIA_VENDOR = 0x10DE
@@ -40,21 +38,23 @@ LIBRARY_DIR = "usr/lib/x86_64-linux-gnu"
 
 
 @dataclass(frozen=True)
-class SimulatedGpu:
+class GpuFacts:
+    """What the files say about one simulated GPU (node_gpus.py reads them from the state file)."""
+
     index: int  # also the device minor: /dev/nvidia<index>
-    model: GpuModel
+    name: str
     uuid: str
-    bus_id: str  # NVML's form, 00000000:18:00.0
-
-    @property
-    def address(self) -> str:
-        """sysfs's form of the bus id: 0000:18:00.0."""
-        domain, bus, device = parse_bus_id(self.bus_id) or (0, 0, 0)
-        return f"{domain:04x}:{bus:02x}:{device:02x}.0"
+    address: str  # sysfs's form of the bus id: 0000:18:00.0
+    device_id: int  # PCI device id, 0x2330
+    subsystem: int  # 0xDDDDVVVV: subsystem device, subsystem vendor
 
 
-def simulated_gpus(state: SimNodeState) -> list[SimulatedGpu]:
-    return [SimulatedGpu(i, model_by_key(g.model_key), g.uuid, g.pci_bus_id) for i, g in enumerate(state.gpus)]
+def save_facts(path: Path, gpus: Sequence[GpuFacts]) -> None:
+    path.write_text(json.dumps([asdict(gpu) for gpu in gpus]), encoding="utf-8")
+
+
+def load_facts(path: Path) -> list[GpuFacts]:
+    return [GpuFacts(**raw) for raw in json.loads(path.read_text(encoding="utf-8"))]
 
 
 def gi_cap_minor(gpu: int, gi: int) -> int:
@@ -66,7 +66,7 @@ def ci_cap_minor(gpu: int, gi: int, ci: int) -> int:
     return gi_cap_minor(gpu, gi) + 1 + ci
 
 
-def mig_minors(gpus: list[SimulatedGpu]) -> str:
+def mig_minors(gpus: Sequence[GpuFacts]) -> str:
     """`/proc/driver/nvidia-caps/mig-minors`: capability path -> nvidia-caps minor."""
     lines = ["config 1", "monitor 2"]
     for gpu in gpus:
@@ -80,7 +80,7 @@ def _capability(minor: int) -> str:
     return f"DeviceFileMinor: {minor}\nDeviceFileMode: 292\nDeviceFileModify: 1\n"
 
 
-def _capability_files(gpus: list[SimulatedGpu]) -> Iterator[tuple[str, str]]:
+def _capability_files(gpus: Sequence[GpuFacts]) -> Iterator[tuple[str, str]]:
     base = "proc/driver/nvidia/capabilities"
     yield f"{base}/mig/config", _capability(1)
     yield f"{base}/mig/monitor", _capability(2)
@@ -91,15 +91,15 @@ def _capability_files(gpus: list[SimulatedGpu]) -> Iterator[tuple[str, str]]:
                 yield f"{base}/gpu{gpu.index}/mig/gi{gi}/ci{ci}/access", _capability(ci_cap_minor(gpu.index, gi, ci))
 
 
-def _gpu_information(gpu: SimulatedGpu) -> str:
+def _gpu_information(gpu: GpuFacts) -> str:
     return (
-        f"Model: \t\t {gpu.model.name}\nIRQ:   \t\t {100 + gpu.index}\nGPU UUID: \t {gpu.uuid}\n"
+        f"Model: \t\t {gpu.name}\nIRQ:   \t\t {100 + gpu.index}\nGPU UUID: \t {gpu.uuid}\n"
         f"Video BIOS: \t 96.00.99.00.01\nBus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\n"
         f"Bus Location: \t {gpu.address}\nDevice Minor: \t {gpu.index}\nGPU Excluded:\t No\n"
     )
 
 
-def _proc_files(gpus: list[SimulatedGpu]) -> Iterator[tuple[str, str]]:
+def _proc_files(gpus: Sequence[GpuFacts]) -> Iterator[tuple[str, str]]:
     # /proc/modules: name, size, instances, dependents, state, address (what lsmod reads).
     yield "proc/modules", "nvidia 104857600 0 - Live 0x0000000000000000 (POE)\n"
     yield (
@@ -115,22 +115,20 @@ def _proc_files(gpus: list[SimulatedGpu]) -> Iterator[tuple[str, str]]:
     yield from _capability_files(gpus)
 
 
-def config_space(gpu: SimulatedGpu) -> bytes:
+def config_space(gpu: GpuFacts) -> bytes:
     """256 bytes of PCI config space: ids, class, and a capability list holding one power-management
     capability (no vendor-specific one: no vGPU), as nvpci parses it."""
-    device_id = gpu.model.primary_pci_device_id >> 16
     config = bytearray(256)
-    config[0:4] = NVIDIA_VENDOR.to_bytes(2, "little") + device_id.to_bytes(2, "little")
+    config[0:4] = NVIDIA_VENDOR.to_bytes(2, "little") + gpu.device_id.to_bytes(2, "little")
     config[6] = 0x10  # status: capability list present
     config[9:12] = CLASS_3D_CONTROLLER.to_bytes(3, "little")
-    subsystem = simulated_subsystem_id(gpu.model.primary_pci_device_id)  # 0xDDDDVVVV
-    config[0x2C:0x30] = (subsystem & 0xFFFF).to_bytes(2, "little") + (subsystem >> 16).to_bytes(2, "little")
+    config[0x2C:0x30] = (gpu.subsystem & 0xFFFF).to_bytes(2, "little") + (gpu.subsystem >> 16).to_bytes(2, "little")
     config[0x34] = 0x60  # capability pointer
     config[0x60:0x62] = bytes([0x01, 0x00])  # power management, last in the list
     return bytes(config)
 
 
-def _resource(gpu: SimulatedGpu) -> str:
+def _resource(gpu: GpuFacts) -> str:
     """sysfs `resource`: start, end, flags of BAR0 (registers), BAR1 (memory), BAR3, then unused."""
     base = 0x2000_0000_0000 + gpu.index * 0x40_0000_0000
     bars = [(0xE000_0000 + gpu.index * 0x100_0000, 0x100_0000, 0x40200), (base, 0x20_0000_0000, 0x14220C)]
@@ -141,11 +139,8 @@ def _resource(gpu: SimulatedGpu) -> str:
     return "\n".join(rows) + "\n"
 
 
-def _pci_files(gpu: SimulatedGpu, gpus_per_numa_node: int) -> Iterator[tuple[str, str]]:
-    device_id, subsystem = (
-        gpu.model.primary_pci_device_id >> 16,
-        simulated_subsystem_id(gpu.model.primary_pci_device_id),
-    )
+def _pci_files(gpu: GpuFacts, gpus_per_numa_node: int) -> Iterator[tuple[str, str]]:
+    device_id, subsystem = gpu.device_id, gpu.subsystem
     base = f"sys/bus/pci/devices/{gpu.address}"
     yield f"{base}/vendor", f"0x{NVIDIA_VENDOR:04x}\n"
     yield f"{base}/device", f"0x{device_id:04x}\n"
@@ -157,10 +152,9 @@ def _pci_files(gpu: SimulatedGpu, gpus_per_numa_node: int) -> Iterator[tuple[str
     yield f"{base}/irq", f"{100 + gpu.index}\n"
 
 
-def write_tree(root: Path, state: SimNodeState, *, library_dir: Path | None = None) -> list[SimulatedGpu]:
+def write_tree(root: Path, gpus: Sequence[GpuFacts], *, library_dir: Path | None = None) -> None:
     """Write the node's files under `root` (created); `library_dir` (the fake library and nvidia-smi)
     makes `root` a driver root too."""
-    gpus = simulated_gpus(state)
     per_node = max(1, -(-len(gpus) // 2))
     files = [*_proc_files(gpus), *(f for gpu in gpus for f in _pci_files(gpu, per_node))]
     for relative, text in files:
@@ -178,7 +172,6 @@ def write_tree(root: Path, state: SimNodeState, *, library_dir: Path | None = No
     if library_dir is not None:
         _link(root / LIBRARY_DIR / "libnvidia-ml.so.1", library_dir / "libnvidia-ml.so.1")
         _link(root / "usr/bin/nvidia-smi", library_dir / "nvidia-smi")
-    return gpus
 
 
 def _link(path: Path, target: Path) -> None:
@@ -186,7 +179,7 @@ def _link(path: Path, target: Path) -> None:
     path.symlink_to(target.resolve())
 
 
-def _write_device_nodes(dev: Path, gpus: list[SimulatedGpu]) -> None:
+def _write_device_nodes(dev: Path, gpus: Sequence[GpuFacts]) -> None:
     """Character devices with the driver's numbers; opening one fails (no driver), as the tools never do."""
     caps_major, uvm_major = DEVICE_MAJORS["nvidia-caps"], DEVICE_MAJORS["nvidia-uvm"]
     nodes = {"nvidiactl": (NVIDIA_MAJOR, 255), "nvidia-modeset": (NVIDIA_MAJOR, 254)}

@@ -1,7 +1,9 @@
 """Enter a private mount namespace in which a node's files (files.py) sit at the paths the tools read.
 
-`python -m migagent_sim.gpu_node.mounts TREE -- COMMAND...` unshares the mount namespace (so nothing
-here is seen outside this process and its children), then:
+`python -m migagent_sim.gpu_node.mounts SCRATCH LIBRARY -- COMMAND...` unshares the mount namespace
+(so nothing here is seen outside this process and its children), writes the node's files for the
+GPUs in SCRATCH/gpus.json onto a tmpfs at SCRATCH/tree (a thousand small files: fast there, and
+nothing left on disk), then lays them over the fixed paths:
 
 * `/dev`: an overlay of TREE/dev on the host's /dev (the submounts under /dev are put back);
 * `/sys/bus/pci/devices`: a tmpfs holding the host's entries and the simulated GPUs;
@@ -10,7 +12,7 @@ here is seen outside this process and its children), then:
   the driver's devices. procfs cannot be overlaid, and `/proc/modules` may not exist at all (a
   kernel without modules), so it is rebuilt rather than covered file by file.
 
-then execs COMMAND. This module imports nothing from migagent: it runs once per command.
+then execs COMMAND. This module imports nothing from migagent: it runs once per node.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import sys
 from pathlib import Path
 
 from migagent_sim.gpu_node.devices import proc_devices
+from migagent_sim.gpu_node.files import load_facts, write_tree
 
 CLONE_NEWNS = 0x00020000
 MS_BIND, MS_REC, MS_PRIVATE, MS_RDONLY = 0x1000, 0x4000, 0x40000, 0x1
@@ -103,9 +106,13 @@ def _merge(host: Path, ours: Path, target: Path) -> None:
             (target / entry.name).symlink_to(entry)
 
 
-def enter(tree: Path, command: list[str]) -> None:
+def enter(scratch: Path, library: Path, command: list[str]) -> None:
     _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     mount("none", "/", None, MS_REC | MS_PRIVATE)  # nothing mounted from here on reaches the host
+    tree = scratch / "tree"
+    tree.mkdir()
+    mount("migagent-gpu-node", str(tree), "tmpfs", 0, "mode=755")
+    write_tree(tree, load_facts(scratch / "gpus.json"), library_dir=library)
     overlay_dev(tree)
     cover_pci_devices(tree)
     cover_proc(tree)
@@ -113,11 +120,11 @@ def enter(tree: Path, command: list[str]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 3 or argv[1] != "--":
-        print("usage: python -m migagent_sim.gpu_node.mounts TREE -- COMMAND [ARG...]", file=sys.stderr)
+    if len(argv) < 4 or argv[2] != "--":
+        print("usage: python -m migagent_sim.gpu_node.mounts SCRATCH LIBRARY -- COMMAND [ARG...]", file=sys.stderr)
         return 2
     try:
-        enter(Path(argv[0]), argv[2:])
+        enter(Path(argv[0]), Path(argv[1]), argv[3:])
     except OSError as exc:
         print(f"gpu_node: cannot set up the simulated node's files: {exc}", file=sys.stderr)
         return 1

@@ -1,6 +1,6 @@
-"""Run one command on a simulated GPU node: the state file made ready, the node's files written to a
-scratch directory, the command started under mounts.py in a namespace of its own, signals passed on,
-the scratch directory removed when it exits."""
+"""Run one command on a simulated GPU node: the state file made ready, the node's GPUs described in
+a scratch directory, the command started under mounts.py (which writes the node's files there, in
+a namespace of its own), signals passed on, the scratch directory removed when it exits."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from pathlib import Path
 from types import FrameType
 
 from migagent_sim.fakelib.node import SPEC_ENV, STATE_ENV, StateFileNode
-from migagent_sim.gpu_node.files import write_tree
+from migagent_sim.gpu_node.files import save_facts
+from migagent_sim.gpu_node.node_gpus import gpu_facts
 
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -35,11 +36,11 @@ def run_on_node(command: Sequence[str], *, state: Path, spec: str | None, librar
     """The command's exit status (128 + N when it died of signal N)."""
     state = state.resolve()
     node_state = StateFileNode(state, spec=spec).current_state()  # NodeConfigError when unusable
-    tree = Path(tempfile.mkdtemp(prefix="migagent-gpu-node-"))
+    scratch = Path(tempfile.mkdtemp(prefix="migagent-gpu-node-"))
     try:
-        write_tree(tree, node_state, library_dir=library)
+        save_facts(scratch / "gpus.json", gpu_facts(node_state))
         env = node_environment(state, spec, library, os.environ)
-        mounts = [sys.executable, "-m", "migagent_sim.gpu_node.mounts", str(tree), "--", *command]
+        mounts = [sys.executable, "-m", "migagent_sim.gpu_node.mounts", str(scratch), str(library), "--", *command]
         with subprocess.Popen(mounts, env=env) as child:
             previous = {sig: signal.signal(sig, _forward_to(child)) for sig in _FORWARDED}
             try:
@@ -49,7 +50,7 @@ def run_on_node(command: Sequence[str], *, state: Path, spec: str | None, librar
                     signal.signal(sig, handler)
         return 128 - returncode if returncode < 0 else returncode
     finally:
-        shutil.rmtree(tree, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _forward_to(child: subprocess.Popen[bytes]) -> Callable[[int, FrameType | None], None]:

@@ -25,8 +25,9 @@ from types import TracebackType
 from typing import Any
 
 from migagent_sim.fakelib.node import StateFileNode
-from migagent_sim.gpu_node.files import write_tree
+from migagent_sim.gpu_node.files import save_facts
 from migagent_sim.gpu_node.library import library_dir
+from migagent_sim.gpu_node.node_gpus import gpu_facts
 from migagent_sim.gpu_node.run import node_environment
 
 _READY_TIMEOUT_S = 60.0
@@ -37,19 +38,27 @@ class NodeSession:
         self.state = state.resolve()
         self.spec = spec
         self.library = library_dir(library)
-        self._tree: Path | None = None
+        self._scratch: Path | None = None
         self._holder: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> NodeSession:
         node_state = StateFileNode(self.state, spec=self.spec).current_state()
-        self._tree = Path(tempfile.mkdtemp(prefix="migagent-gpu-node-"))
+        self._scratch = Path(tempfile.mkdtemp(prefix="migagent-gpu-node-"))
         try:
-            write_tree(self._tree, node_state, library_dir=self.library)
-            ready = self._tree / "ready"
+            save_facts(self._scratch / "gpus.json", gpu_facts(node_state))
+            ready = self._scratch / "ready"
             # The holder marks the namespace ready from inside it, then waits until it is killed.
             hold = ["sh", "-c", f'touch "{ready}" && exec sleep infinity']
             self._holder = subprocess.Popen(
-                [sys.executable, "-m", "migagent_sim.gpu_node.mounts", str(self._tree), "--", *hold],
+                [
+                    sys.executable,
+                    "-m",
+                    "migagent_sim.gpu_node.mounts",
+                    str(self._scratch),
+                    str(self.library),
+                    "--",
+                    *hold,
+                ],
                 stdin=subprocess.DEVNULL,
             )
             self._wait_ready(ready)
@@ -78,16 +87,9 @@ class NodeSession:
             self._holder.kill()
             self._holder.wait()
         self._holder = None
-        if self._tree is not None:
-            shutil.rmtree(self._tree, ignore_errors=True)
-            self._tree = None
-
-    @property
-    def tree(self) -> Path:
-        """The node's files (proc/, sys/, dev/, a driver root) as written for this session."""
-        if self._tree is None:
-            raise RuntimeError("the session is not open")
-        return self._tree
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     def environment(self, *, state: Path | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         env = node_environment((state or self.state).resolve(), self.spec, self.library, os.environ)

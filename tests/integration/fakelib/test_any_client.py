@@ -13,6 +13,7 @@ from pathlib import Path
 
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.state import SimNodeState
+from migagent_sim.fakelib.node import NvmlClients
 from tests.integration.fakelib.support import library_env
 
 PYNVML_CREATE = """\
@@ -73,4 +74,4 @@ def test_processes_running_at_once_change_one_node_and_lose_no_change(
     assert [len(gpu["gpu_instances"]) for gpu in gpus] == [7, 7, 7, 7]
     uuids = [ci["uuid"] for gpu in gpus for gi in gpu["gpu_instances"] for ci in gi["compute_instances"]]
     assert len(set(uuids)) == 28, "every compute instance is a MIG device of its own"
-    assert json.loads(state.with_name("node.json.clients").read_text()) == {}, "every client shut NVML down"
+    assert NvmlClients(state.with_name("node.json.clients")).read() == {}, "every client shut NVML down"
