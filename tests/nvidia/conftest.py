@@ -14,31 +14,13 @@ from pathlib import Path
 import pytest
 
 from migagent_sim.gpu_node.library import library_dir
+from migagent_sim.gpu_node.nvidia_tools import missing_tools, tools_dir
 from migagent_sim.nvidia_plugin import NvidiaTools
-from tests.nvidia.tools import missing_tools, nvidia_tools_required, tools_dir
+from tests.binaries_gate import BinariesGate
 
-_REQUIRED = nvidia_tools_required()
-_HERE = Path(__file__).resolve().parent
-_SKIPPED = pytest.StashKey[tuple[int, str]]()
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    ours = [item for item in items if _HERE in Path(str(item.path)).resolve().parents]
-    message = missing_tools() if ours else None
-    if message is None:
-        return
-    if _REQUIRED:
-        raise pytest.UsageError(f"MIGAGENT_REQUIRE_NVIDIA_TOOLS=1 and {message}")
-    skip = pytest.mark.skip(reason=message)
-    for item in ours:
-        item.add_marker(skip)
-    config.stash[_SKIPPED] = (len(ours), message)
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    if _SKIPPED in config.stash:
-        count, message = config.stash[_SKIPPED]
-        terminalreporter.write_line(f"tests/nvidia: {count} tests skipped: {message}")
+_GATE = BinariesGate(Path(__file__).resolve().parent, "MIGAGENT_REQUIRE_NVIDIA_TOOLS", missing_tools)
+pytest_collection_modifyitems = _GATE.collection_modifyitems
+pytest_terminal_summary = _GATE.terminal_summary
 
 
 @pytest.fixture(scope="session")

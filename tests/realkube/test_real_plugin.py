@@ -13,10 +13,11 @@ from dataclasses import replace
 
 from migagent.layout.strategy import MigStrategy
 from migagent_sim.cluster import SimCluster, SimClusterConfig
+from migagent_sim.gpu_node.nvidia_tools import tools_dir
 from migagent_sim.nvidia_plugin import NvidiaTools
 from tests.integration.agent.support import SMALL, SMALL_BALANCED
+from tests.nvidia.gate import needs_nvidia_tools
 from tests.nvidia.test_agent_real_plugin import agent_expects, change_to, registered
-from tests.nvidia.tools import needs_nvidia_tools, tools_dir
 from tests.realkube.test_scenarios import make_cluster  # noqa: F401 (the fixture)
 
 pytestmark = needs_nvidia_tools()
