@@ -37,11 +37,9 @@ from migagent_sim.deviceplugin.manager import STOP_GRACE_PERIOD_S
 from migagent_sim.dra_plugin import FakeDraKubeletPlugin
 from migagent_sim.kubelet_devices import (
     MIG_RESOURCE_PREFIX,
-    PluginDevice,
     is_plugin_resource,
-    mig_resource_name,
-    read_inventory,
 )
+from migagent_sim.kubelet_placement import choose_device, served_as
 from migagent_sim.kubelet_plugin import FakeDevicePlugin, PluginContainer, PluginMode, random_suffix
 from migagent_sim.kubelet_plugin_sim import SharingSettings, SimulatedPluginContainer
 from migagent_sim.kubelet_status import DevicePluginHost, NodeStatusSync
@@ -288,8 +286,9 @@ class FakeKubelet:
         `1g.10gb+me` or `nvidia.com/mig-1g.10gb.me`), or of any profile when both are None.
         """
         with self._lock:
-            device = self._choose_device(mig_uuid=mig_uuid, profile=profile)
-            resource, free = self._served_as(device)
+            held = {w.device_uuid for w in self._workloads.values()}
+            device = choose_device(self._fake, self._strategy, self.node_name, mig_uuid, profile, held=held)
+            resource, free = served_as(self.device_manager, device)
             pid = self._free_pid()
             self._fake.sim_attach_process(device.uuid, pid=pid, used_memory_bytes=WORKLOAD_MEMORY_BYTES)
             try:
@@ -311,16 +310,6 @@ class FakeKubelet:
             )
             return pod
 
-    def _served_as(self, device: PluginDevice) -> tuple[str, list[str]]:
-        """The resource a registered plugin serves `device` as, and its free ids there (a shared
-        device's replicas `<uuid>::<n>`); without a plugin serving it, its strategy's name and none."""
-        held = {d for e in self.device_manager.pod_devices() for d in e.device_ids}
-        for resource, ids in self.device_manager.healthy_devices().items():
-            mine = [d for d in ids if d == device.uuid or d.startswith(device.uuid + "::")]
-            if mine:
-                return resource, [d for d in mine if d not in held]
-        return device.resource_name, []
-
     def _allocate(self, pod_uid: str, resource: str, free: list[str]) -> str:
         """The device id the kubelet allocates the workload's container through the plugin's Allocate;
         "" when no plugin serves it (the pod then holds the device without an allocation, as one
@@ -333,40 +322,6 @@ class FakeKubelet:
             _LOG.warning("kubelet on %s could not allocate %s to pod %s: %s", self.node_name, free[0], pod_uid, exc)
             return ""
         return entry.device_ids[0]
-
-    def _choose_device(self, *, mig_uuid: str | None, profile: str | None) -> PluginDevice:
-        inventory = read_inventory(self._fake, self._strategy)
-        wanted = mig_resource_name(profile) if profile is not None else None
-        if mig_uuid is not None:
-            device = inventory.by_uuid(mig_uuid)
-            if device is None:
-                known = ", ".join(d.uuid for d in inventory.devices) or "none"
-                raise ValueError(f"mig_uuid {mig_uuid!r} is not a device of node {self.node_name}; devices: {known}")
-            if wanted is not None and _mixed_name(device) != wanted:
-                raise ValueError(f"mig_uuid {mig_uuid} is a {_mixed_name(device)} device, not {wanted}")
-            return device
-        held = {w.device_uuid for w in self._workloads.values()} | self._uuids_with_processes()
-        candidates = [
-            d
-            for d in inventory.devices
-            if d.profile is not None and (wanted is None or _mixed_name(d) == wanted) and d.uuid not in held
-        ]
-        if not candidates:
-            free = sorted({_mixed_name(d) for d in inventory.devices if d.profile is not None and d.uuid not in held})
-            raise ValueError(
-                f"no free MIG device{' of profile ' + str(profile) if profile else ''} on node {self.node_name}; "
-                f"free: {', '.join(free) or 'none'}"
-            )
-        return candidates[0]
-
-    def _uuids_with_processes(self) -> set[str]:
-        return {
-            ci.uuid
-            for gpu in self._fake.state.gpus
-            for gi in gpu.gpu_instances
-            for ci in gi.compute_instances
-            if ci.processes
-        }
 
     def _free_pid(self) -> int:
         in_use = {p.pid for gpu in self._fake.state.gpus for p in _processes(gpu)}
@@ -421,11 +376,6 @@ class FakeKubelet:
             resources={workload.resource_name: "1"},
         )
         self.replacements.append(replacement)
-
-
-def _mixed_name(device: PluginDevice) -> str:
-    """The device's profile as a mixed-strategy resource name (how tests ask for a device, any strategy)."""
-    return mig_resource_name(device.profile) if device.profile is not None else device.resource_name
 
 
 def _processes(gpu: SimGpu) -> list[SimProcess]:

@@ -103,9 +103,6 @@ class DeviceInventory:
                 ids.extend(f"{device.uuid}::{n}" for n in range(advertised.replicas))
         return {name: tuple(ids) for name, ids in sorted(registered.items())}
 
-    def counts(self, sharing: SharingConfig = NO_SHARING) -> dict[str, int]:
-        return {name: len(ids) for name, ids in self.resources(sharing).items()}
-
     def by_uuid(self, uuid: str) -> PluginDevice | None:
         return next((d for d in self.devices if d.uuid == uuid), None)
 

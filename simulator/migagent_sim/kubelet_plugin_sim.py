@@ -94,11 +94,6 @@ class SimulatedPluginContainer:
         self.error: str | None = None
         self.config_restarts = 0
 
-    @property
-    def registered(self) -> dict[str, tuple[str, ...]]:
-        """What the running plugin serves: resource name -> device ids (empty while it is down)."""
-        return {name: server.device_ids for name, server in sorted(self._servers.items())}
-
     def start(self, selected: str | None) -> None:
         """The container starts with the config `selected` names; earlier pending starts are void."""
         self._selected = selected
