@@ -92,6 +92,7 @@ class FakeKubelet:
         dra: bool = False,
         device_plugin_dir: str | None = None,
         device_plugin_grace_s: float = STOP_GRACE_PERIOD_S,
+        node_status_period_s: float = 0.0,
         plugin_container: Callable[[DevicePluginHost, Callable[[str], None]], PluginContainer] | None = None,
     ) -> None:
         """`plugin_config_map` (namespace, name): the device plugin's ConfigMap of sharing configs,
@@ -100,6 +101,8 @@ class FakeKubelet:
         `device_plugin_dir`: where kubelet.sock and the plugins' sockets live (a real node's
         /var/lib/kubelet/device-plugins/; None: a fresh temporary directory, removed at stop).
         `device_plugin_grace_s`: how long a stopped plugin's resources keep their capacity.
+        `node_status_period_s`: the kubelet's nodeStatusUpdateFrequency (0: each change at once; see
+        kubelet_status).
         `plugin_container`: what runs in the plugin pod, made from the kubelet's device plugin host
         (None: the simulated plugin; nvidia_plugin.NvidiaPluginContainer runs NVIDIA's binaries)."""
         self._api = api
@@ -110,7 +113,7 @@ class FakeKubelet:
         self._own_plugin_dir = device_plugin_dir is None
         self.device_plugin_dir = device_plugin_dir or tempfile.mkdtemp(prefix="dp-")
         self.device_manager = DeviceManager(clock=clock, stop_grace_period_s=device_plugin_grace_s)
-        self._status = NodeStatusSync(api, node_name, self.device_manager, self._lock)
+        self._status = NodeStatusSync(api, node_name, self.device_manager, self._lock, period_s=node_status_period_s)
         self.device_manager.on_change = self._status.plugin_event
         self.registration = RegistrationServer(self.device_plugin_dir, self.device_manager)
         host = DevicePluginHost(self.device_manager, self.device_plugin_dir, self._status)
@@ -234,8 +237,8 @@ class FakeKubelet:
         return self.device_manager.healthy_devices()
 
     def sync_node_status(self) -> bool:
-        """Write the Node's device-plugin resources now (as the status loop does after any plugin event)."""
-        return self._status.sync()
+        """Write the Node's device-plugin resources now, as a status tick would; True when they changed."""
+        return self._status.write_now()
 
     def advertised(self) -> dict[str, int]:
         """The Node's allocatable for every `nvidia.com/mig-*` resource now, stale ones included as 0."""

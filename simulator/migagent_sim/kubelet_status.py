@@ -6,10 +6,12 @@
 - allocatable[r] = capacity[r], then overridden by the manager's allocatable (its healthy devices).
 Other resources of the Node (cpu, memory, pods) are left as they are.
 
-`sync()` writes only when something changed. The background loop syncs after every plugin event
-(the real kubelet posts a changed status at its next 10 s status update; here at once) and when a
-stopped resource's grace period ends; the simulated plugin also calls `sync()` itself right after it
-registers or stops, so a test sees the new advertisement when that call returns.
+`sync()` writes only when something changed. How soon a change reaches the Node is uncertain (not
+measured on a real node): the kubelet computes its status every `nodeStatusUpdateFrequency` (10 s)
+and posts a changed one then. `period_s` models that: 0 (the fast suite) writes after every plugin
+event, the simulated plugin calling `sync()` itself right after it registers or stops so a test
+sees the new advertisement when that call returns; a period writes only on its ticks (and
+`sync()` waits for the next one to do it).
 """
 
 from __future__ import annotations
@@ -46,7 +48,12 @@ class DevicePluginHost:
 
 
 class NodeStatusSync:
-    def __init__(self, api: NodeWriter, node_name: str, manager: DeviceManager, lock: threading.RLock) -> None:
+    def __init__(
+        self, api: NodeWriter, node_name: str, manager: DeviceManager, lock: threading.RLock, *, period_s: float = 0.0
+    ) -> None:
+        if period_s < 0:
+            raise ValueError(f"node_status_period_s must be >= 0, got {period_s}")
+        self.period_s = period_s
         self._api = api
         self._node = node_name
         self._manager = manager
@@ -60,7 +67,14 @@ class NodeStatusSync:
         self._changed.set()
 
     def sync(self) -> bool:
-        """Write the device-plugin resources of the Node's status if they changed; True when written."""
+        """Write the device-plugin resources of the Node's status if they changed; True when written
+        (with a period: leave it to the next tick, False)."""
+        if self.period_s > 0:
+            return False
+        return self.write_now()
+
+    def write_now(self) -> bool:
+        """Write the device-plugin resources of the Node's status now if they changed (a status tick)."""
         capacity, allocatable, deleted = self._manager.capacity()
         with self._lock:
             status = self._api.node(self._node).get("status") or {}
@@ -84,13 +98,16 @@ class NodeStatusSync:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            expiry = self._manager.next_expiry_s()
-            self._changed.wait(_MAX_IDLE_S if expiry is None else min(_MAX_IDLE_S, expiry + 0.01))
-            self._changed.clear()
+            if self.period_s > 0:
+                self._stop.wait(self.period_s)
+            else:
+                expiry = self._manager.next_expiry_s()
+                self._changed.wait(_MAX_IDLE_S if expiry is None else min(_MAX_IDLE_S, expiry + 0.01))
+                self._changed.clear()
             if self._stop.is_set():
                 return
             try:
-                self.sync()
+                self.write_now()
             except Exception:  # the apiserver may be gone at teardown; the next event tries again
                 _LOG.exception("node status sync failed on node %s", self._node)
 

@@ -196,3 +196,19 @@ def test_a_config_label_naming_no_config_keeps_the_running_plugins_config_as_nvi
     assert kubelet.advertised() == {"nvidia.com/mig-1g.10gb": 14}
     assert kubelet.plugin_config_restarts == 0
     assert kubelet.plugin_error is None
+
+
+def test_with_a_node_status_period_a_change_reaches_the_node_at_the_next_tick_an_uncertain_lag(
+    fake: FakeNvml, make_kubelet: Callable[..., FakeKubelet], core_v1: k8s.CoreV1Api
+) -> None:
+    """nodeStatusUpdateFrequency (10 s) is the kubelet's; how soon a real Node shows a plugin's change was
+    never measured, so the period is a setting (0 in the fast suite)."""
+    lay_out(fake, 0, [("7g.80gb", 0)])
+    kubelet = make_kubelet(node_status_period_s=2.0)
+    assert eventually(kubelet.advertised, until=bool) == {"nvidia.com/mig-7g.80gb": 1}
+
+    _set_deploy_label(core_v1, "paused-for-mig-change")
+
+    assert kubelet.device_manager.capacity()[1] == {"nvidia.com/mig-7g.80gb": 0}
+    assert kubelet.advertised() == {"nvidia.com/mig-7g.80gb": 1}, "not before the next status tick"
+    assert eventually(kubelet.advertised, until=lambda adv: adv == {"nvidia.com/mig-7g.80gb": 0})
