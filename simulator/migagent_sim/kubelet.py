@@ -18,9 +18,11 @@ import logging
 import shutil
 import tempfile
 import threading
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -111,7 +113,8 @@ class FakeKubelet:
         self.socket_path = socket_path
         self._lock = threading.RLock()
         self._own_plugin_dir = device_plugin_dir is None
-        self.device_plugin_dir = device_plugin_dir or tempfile.mkdtemp(prefix="dp-")
+        # Made at start (RegistrationServer.start), removed at stop: a kubelet never started leaves nothing.
+        self.device_plugin_dir = device_plugin_dir or str(Path(tempfile.gettempdir()) / f"dp-{uuid.uuid4().hex[:10]}")
         self.device_manager = DeviceManager(clock=clock, stop_grace_period_s=device_plugin_grace_s)
         self._status = NodeStatusSync(api, node_name, self.device_manager, self._lock, period_s=node_status_period_s)
         self.device_manager.on_change = self._status.plugin_event
