@@ -3,7 +3,9 @@
 - capacity[r] = the manager's capacity (healthy + unhealthy devices) for every resource it knows;
 - a resource the manager dropped (endpoint stopped past its grace period) gets capacity 0, kept in
   the status "to indicate that the resource is managed by device plugin";
-- allocatable[r] = capacity[r], then overridden by the manager's allocatable (its healthy devices).
+- allocatable[r] = capacity[r], then overridden by the manager's allocatable (its healthy devices);
+- an extended resource (`domain/name`, outside kubernetes.io) in allocatable but not in capacity is
+  removed from allocatable.
 Other resources of the Node (cpu, memory, pods) are left as they are.
 
 `sync()` writes only when something changed. How soon a change reaches the Node is uncertain (not
@@ -22,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from migagent_sim.deviceplugin import DeviceManager
+from migagent_sim.deviceplugin import DeviceManager, is_extended_resource_name
 
 JsonDict = dict[str, Any]
 _LOG = logging.getLogger(__name__)
@@ -122,4 +124,6 @@ def device_status(
     new_capacity.update(dict.fromkeys(deleted, "0"))
     for name in [*capacity, *deleted]:
         new_allocatable[name] = str(allocatable.get(name, new_capacity[name]))
+    for name in [n for n in new_allocatable if n not in new_capacity and is_extended_resource_name(n)]:
+        del new_allocatable[name]
     return {"capacity": new_capacity, "allocatable": new_allocatable}
