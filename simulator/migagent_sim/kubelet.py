@@ -1,6 +1,6 @@
 """`FakeKubelet`: the node-local half of Kubernetes that the agent talks to, over the simulator.
 
-It joins a FakeApiServer (the Node and its pods) with a FakeNvml (the GPUs):
+It joins an API server (`ClusterApi`: the fake one or a real one; the Node and its pods) with a FakeNvml (the GPUs):
 - serves the PodResources API on a unix socket: which workload pod holds which MIG UUID;
 - runs workloads: a pod in the apiserver plus an NVML process on its MIG device, so both the
   drain logic (pods) and the apply engine's safety gate (processes) see it; deleting or evicting
@@ -26,14 +26,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import grpc
-
 from migagent.clock import Clock, SystemClock
 from migagent.layout.strategy import MigStrategy
 from migagent.podresources import PodDevices
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.state import SimGpu, SimProcess
-from migagent_sim.apiserver import FakeApiServer
+from migagent_sim.cluster_api import ClusterApi
 from migagent_sim.deviceplugin import AllocationError, DeviceManager, RegistrationServer
 from migagent_sim.deviceplugin.manager import STOP_GRACE_PERIOD_S
 from migagent_sim.dra_plugin import FakeDraKubeletPlugin
@@ -45,7 +43,7 @@ from migagent_sim.kubelet_placement import choose_device, served_as
 from migagent_sim.kubelet_plugin import FakeDevicePlugin, PluginContainer, PluginMode, random_suffix
 from migagent_sim.kubelet_plugin_sim import SharingSettings, SimulatedPluginContainer
 from migagent_sim.kubelet_status import DevicePluginHost, NodeStatusSync
-from migagent_sim.podresources_server import serve_pod_resources
+from migagent_sim.podresources_server import PodResourcesServer, serve_pod_resources
 
 __all__ = ["DEFAULT_PLUGIN_LABELS", "FakeKubelet", "PluginMode", "Workload"]
 
@@ -76,7 +74,7 @@ class Workload:
 class FakeKubelet:
     def __init__(
         self,
-        api: FakeApiServer,
+        api: ClusterApi,
         fake_nvml: FakeNvml,
         *,
         node_name: str,
@@ -157,7 +155,7 @@ class FakeKubelet:
         self._workloads: dict[tuple[str, str], Workload] = {}
         self.replacements: list[JsonDict] = []
         self._next_pid = _FIRST_PID
-        self._server: grpc.Server | None = None
+        self._server: PodResourcesServer | None = None
         self._running = False
         self._listening = False
 
@@ -200,7 +198,7 @@ class FakeKubelet:
         if self.dra is not None:
             self.dra.stop()
         if server is not None:
-            server.stop(None).wait()
+            server.stop(None)
         if self._own_plugin_dir:
             shutil.rmtree(self.device_plugin_dir, ignore_errors=True)
 

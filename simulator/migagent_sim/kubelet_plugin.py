@@ -25,8 +25,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol
 
-from migagent_sim.apiserver import FakeApiServer
 from migagent_sim.apiserver.errors import ApiError
+from migagent_sim.cluster_api import ClusterApi
 
 PluginMode = Literal["gpu-operator", "daemonset", "node-label", "absent"]
 PLUGIN_MODES: tuple[PluginMode, ...] = ("gpu-operator", "daemonset", "node-label", "absent")
@@ -89,7 +89,7 @@ class FakeDevicePlugin:
 
     def __init__(
         self,
-        api: FakeApiServer,
+        api: ClusterApi,
         *,
         node_name: str,
         namespace: str,

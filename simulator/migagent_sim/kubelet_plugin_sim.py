@@ -33,7 +33,7 @@ from migagent.layout.sharing import (
 )
 from migagent.layout.strategy import MigStrategy
 from migagent.sim.fake_nvml import FakeNvml
-from migagent_sim.apiserver import FakeApiServer
+from migagent_sim.cluster_api import ClusterApi
 from migagent_sim.deviceplugin import SimulatedPluginServer
 from migagent_sim.gfd_labels import gfd_labels
 from migagent_sim.kubelet_devices import mps_refusal, read_inventory
@@ -56,7 +56,7 @@ class SharingSettings:
 class SimulatedPluginContainer:
     def __init__(
         self,
-        api: FakeApiServer,
+        api: ClusterApi,
         fake_nvml: FakeNvml,
         *,
         node_name: str,

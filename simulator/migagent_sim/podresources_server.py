@@ -12,7 +12,9 @@ import grpc
 
 from migagent.podresources.generated import api_pb2, api_pb2_grpc
 from migagent.podresources.model import PodDevices, to_pod_resources
-from migagent_sim.unix_grpc import check_socket_path, new_server, start_on_unix_socket
+from migagent_sim.unix_grpc import UnixServer, check_socket_path
+
+PodResourcesServer = UnixServer
 
 PodDevicesProvider = Callable[[], Sequence[PodDevices]]
 AllocatableProvider = Callable[[], Mapping[str, Sequence[str]]]
@@ -55,15 +57,15 @@ def serve_pod_resources(
     *,
     allocatable: AllocatableProvider | None = None,
     max_workers: int = 4,
-) -> grpc.Server:
+) -> PodResourcesServer:
     """Start serving on `unix://<socket_path>` and return the started server.
 
     A socket file left by an earlier run is replaced, as the kubelet does. Stop it with
-    `server.stop(grace).wait()`; gRPC removes the socket file on shutdown.
+    `server.stop(grace)`; gRPC removes the socket file on shutdown.
     """
     check_socket_path(socket_path, "PodResources")
-    server = new_server(max_workers, "podresources")
+    server = PodResourcesServer(max_workers, "podresources")
     lister = _Lister(provider, allocatable or dict)
-    api_pb2_grpc.add_PodResourcesListerServicer_to_server(lister, server)  # type: ignore[no-untyped-call]
-    start_on_unix_socket(server, socket_path, "PodResources")
+    api_pb2_grpc.add_PodResourcesListerServicer_to_server(lister, server.grpc)  # type: ignore[no-untyped-call]
+    server.start(socket_path, "PodResources")
     return server

@@ -22,23 +22,30 @@ def check_socket_path(socket_path: str, what: str) -> None:
         )
 
 
-def new_server(max_workers: int, thread_name_prefix: str) -> grpc.Server:
-    return grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=thread_name_prefix))
+class UnixServer:
+    """A gRPC server with its own worker threads; `stop` ends both (gRPC leaves an executor it was given running)."""
 
+    def __init__(self, max_workers: int, thread_name_prefix: str) -> None:
+        self._executor = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=thread_name_prefix)
+        self.grpc = grpc.server(self._executor)
 
-def start_on_unix_socket(server: grpc.Server, socket_path: str, what: str) -> None:
-    """Bind `server` to `unix://socket_path` and start it. A socket file left by an earlier run is
-    replaced (as the kubelet and NVIDIA's plugin do); any other file there is refused."""
-    check_socket_path(socket_path, what)
-    path = Path(socket_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_socket():
-        path.unlink()
-    elif path.exists():
-        raise FileExistsError(f"{what} socket path {socket_path} exists and is not a socket; remove it first")
-    if server.add_insecure_port(f"unix://{os.fspath(path)}") == 0:
-        raise OSError(f"cannot bind the {what} server to unix://{socket_path}")
-    server.start()
+    def start(self, socket_path: str, what: str) -> None:
+        """Bind to `unix://socket_path` and start. A socket file left by an earlier run is replaced (as
+        the kubelet and NVIDIA's plugin do); any other file there is refused."""
+        check_socket_path(socket_path, what)
+        path = Path(socket_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_socket():
+            path.unlink()
+        elif path.exists():
+            raise FileExistsError(f"{what} socket path {socket_path} exists and is not a socket; remove it first")
+        if self.grpc.add_insecure_port(f"unix://{os.fspath(path)}") == 0:
+            raise OSError(f"cannot bind the {what} server to unix://{socket_path}")
+        self.grpc.start()
+
+    def stop(self, grace: float | None) -> None:
+        self.grpc.stop(grace).wait()
+        self._executor.shutdown(wait=True)
 
 
 def unix_channel(socket_path: str) -> grpc.Channel:

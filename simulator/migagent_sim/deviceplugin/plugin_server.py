@@ -21,7 +21,7 @@ import grpc
 from migagent_sim.deviceplugin.generated.v1beta1 import api_pb2, api_pb2_grpc
 from migagent_sim.deviceplugin.manager import HEALTHY, UNHEALTHY
 from migagent_sim.deviceplugin.registration import KUBELET_SOCKET, VERSION
-from migagent_sim.unix_grpc import new_server, start_on_unix_socket, unix_channel
+from migagent_sim.unix_grpc import UnixServer, unix_channel
 
 REPLICA_SEPARATOR = "::"
 _REGISTER_TIMEOUT_S = 10.0
@@ -47,7 +47,7 @@ class SimulatedPluginServer(api_pb2_grpc.DevicePluginServicer):
         self.socket_path = str(Path(socket_dir) / plugin_socket_name(resource))
         self._kubelet_socket = str(Path(socket_dir) / KUBELET_SOCKET)
         self._fail_greater_than_one = fail_requests_greater_than_one
-        self._server: grpc.Server | None = None
+        self._server: UnixServer | None = None
         self._stopped = threading.Event()
         self._watchers: list[queue.SimpleQueue[bool]] = []
         self._lock = threading.Lock()
@@ -57,9 +57,9 @@ class SimulatedPluginServer(api_pb2_grpc.DevicePluginServicer):
 
     def start(self) -> None:
         """Serve on the plugin socket and register with the kubelet; raises grpc.RpcError when refused."""
-        server = new_server(4, "sim-device-plugin")
-        api_pb2_grpc.add_DevicePluginServicer_to_server(self, server)  # type: ignore[no-untyped-call]
-        start_on_unix_socket(server, self.socket_path, f"device plugin {self.resource}")
+        server = UnixServer(4, "sim-device-plugin")
+        api_pb2_grpc.add_DevicePluginServicer_to_server(self, server.grpc)  # type: ignore[no-untyped-call]
+        server.start(self.socket_path, f"device plugin {self.resource}")
         self._server = server
         try:
             self._register()
@@ -74,7 +74,7 @@ class SimulatedPluginServer(api_pb2_grpc.DevicePluginServicer):
                 watcher.put(False)
         server, self._server = self._server, None
         if server is not None:
-            server.stop(None).wait()
+            server.stop(None)
         Path(self.socket_path).unlink(missing_ok=True)
 
     def set_health(self, device_id: str, healthy: bool) -> None:

@@ -19,7 +19,7 @@ import grpc
 from migagent_sim.deviceplugin.endpoint import DIAL_TIMEOUT_S, PluginClient
 from migagent_sim.deviceplugin.generated.v1beta1 import api_pb2, api_pb2_grpc
 from migagent_sim.deviceplugin.manager import DeviceManager, RegistrationError
-from migagent_sim.unix_grpc import new_server, start_on_unix_socket
+from migagent_sim.unix_grpc import UnixServer
 
 VERSION = "v1beta1"
 SUPPORTED_VERSIONS = (VERSION,)
@@ -50,7 +50,7 @@ class RegistrationServer(api_pb2_grpc.RegistrationServicer):
         self.socket_dir = socket_dir
         self._dial_timeout_s = dial_timeout_s
         self._manager = manager
-        self._server: grpc.Server | None = None
+        self._server: UnixServer | None = None
         self._clients: list[PluginClient] = []
         self._lock = threading.Lock()
         self.registrations: list[str] = []
@@ -67,9 +67,9 @@ class RegistrationServer(api_pb2_grpc.RegistrationServicer):
         for leftover in directory.iterdir():
             if leftover.is_socket():
                 leftover.unlink(missing_ok=True)
-        server = new_server(4, "kubelet-registration")
-        api_pb2_grpc.add_RegistrationServicer_to_server(self, server)  # type: ignore[no-untyped-call]
-        start_on_unix_socket(server, self.socket_path, "device plugin registration")
+        server = UnixServer(4, "kubelet-registration")
+        api_pb2_grpc.add_RegistrationServicer_to_server(self, server.grpc)  # type: ignore[no-untyped-call]
+        server.start(self.socket_path, "device plugin registration")
         self._server = server
 
     def stop(self) -> None:
@@ -80,7 +80,7 @@ class RegistrationServer(api_pb2_grpc.RegistrationServicer):
             client.close()
         server, self._server = self._server, None
         if server is not None:
-            server.stop(None).wait()
+            server.stop(None)
         Path(self.socket_path).unlink(missing_ok=True)
 
     def Register(  # noqa: N802 (the gRPC method name)

@@ -75,7 +75,7 @@ def test_advertised_mig_resources_prove_mixed_and_nothing_advertised_proves_noth
 def test_a_replicated_gpu_count_proves_a_strategy_only_divided_by_its_replicas() -> None:
     """Found against NVIDIA's plugin (tests/nvidia): `none` with nvidia.com/gpu x4 on two GPUs holding
     eight MIG devices advertises 8, which read as plain devices would prove `single`."""
-    from tests.unit.node.support import mig_gpu
+    from migagent_sim.doubles.builders import mig_gpu
 
     def observe() -> Observation:
         layout = [("1g.5gb", 0), ("1g.5gb", 1), ("2g.10gb", 2), ("3g.20gb", 4)]

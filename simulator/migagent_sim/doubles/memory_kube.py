@@ -59,6 +59,8 @@ class MemoryKube:
     writes: list[str] = field(default_factory=list)
     """Every accepted write, in order, as "<call> <detail>" (cordon, uncordon, labels {...}, ...)."""
     evictions: list[PodRef] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
+    """Every call made to the port, reads included, in order ("get_node", "list_pods_on_node", ...)."""
     _faults: dict[str, list[MigAgentError]] = field(default_factory=dict)
     _versions: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     resource_version: str = "1"
@@ -178,6 +180,7 @@ class MemoryKube:
     # -- inside ---------------------------------------------------------------------------------
 
     def _enter(self, call: str) -> None:
+        self.calls.append(call)
         queued = self._faults.get(call)
         if queued:
             raise queued.pop(0)
