@@ -37,10 +37,10 @@ from migagent.plumbing.logging import configure_logging
 from migagent.reconcile.journal import FileJournal, MemoryJournal, desired_node_hash
 from migagent.reconcile.machine import ApplyEngine
 from migagent.sim.fake_nvml import FakeNvml
-from migagent.sim.fakelib_backend import nvml_for
 from migagent.sim.reset import SimResetRunner
 from migagent.wiring import AgentOptions, build_agent
 from migagent_sim.cluster import DEMO_LAYOUTS, GPU_OPERATOR_LABELS, RunningAgent
+from migagent_sim.fakelib.backend import nvml_for
 from migagent_sim.podresources_server import serve_pod_resources
 from tests.realkube.control_plane import ControlPlane, Identity, binaries_built, binaries_dir
 

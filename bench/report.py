@@ -43,6 +43,7 @@ BLOCKS = (
     Block("agent", ("-m", "bench.agent_bench")),
     Block("idle-fleet", ("-m", "bench.idle_fleet")),
     Block("journal", ("-m", "bench.journal_bench")),
+    Block("demand", ("-m", "bench.demand_bench")),
     Block("compare", ("-m", "bench.compare", "{base}", "--runs", "7")),
     Block("compare-journal", ("-m", "bench.compare", "{base}", "--runs", "3", "--probe", "journal", "--gpus", "16")),
     Block("compare-version", ("-m", "bench.compare", "{base}", "--runs", "5", "--probe", "version")),
