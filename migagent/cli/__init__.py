@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from migagent import __version__
 from migagent.cli import commands
+from migagent.cli.conflicts import ConflictingFlagsError, check_conflicts
 from migagent.cli.flags import Parser
 from migagent.durable import ignore_file_size_signal
 from migagent.errors import MigAgentError
@@ -70,7 +71,11 @@ def _main(words: list[str]) -> int:
         json_logs=getattr(args, "json_logs", None), level=level, progress=getattr(args, "progress", False)
     )
     try:
+        check_conflicts(args)
         code: int = args.handler(args)
+    except ConflictingFlagsError as exc:
+        print(f"migagent {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except MigAgentError as exc:
         print(f"migagent {args.command}: {exc}", file=sys.stderr)
         return EXIT_ERROR

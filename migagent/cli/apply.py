@@ -12,10 +12,12 @@ import json
 import os
 import signal
 import sys
-import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from migagent.cli.commands import summary
+from migagent.cli.conflicts import Conflict, refuse_together
 from migagent.cli.flags import add_output_argument
 from migagent.cli.layout_args import add_config_file_argument, add_selected_config_argument, read_layout
 from migagent.cli.node import (
@@ -34,7 +36,7 @@ from migagent.errors import UsageError
 from migagent.layout.desired import DesiredNode
 from migagent.layout.observed import Observation
 from migagent.layout.parse import select_config
-from migagent.layout.resolve import identity_of, resolve_config, resolve_entries
+from migagent.layout.resolve import check_listed_devices, identity_of, resolve_config, resolve_entries
 from migagent.layout.spec import LayoutFile
 from migagent.planning import empty_observation, plan, plan_to_json, render_plan
 from migagent.planning.render import describe_step
@@ -47,6 +49,7 @@ from migagent.sim.spec import NodeSpecError, parse_node_spec
 
 EXIT_REBOOT_REQUESTED = 3
 EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports a command SIGTERM stopped
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
 _TRUE = {"1", "t", "true", "yes", "on"}
 _FALSE = {"", "0", "f", "false", "no", "off"}
 
@@ -102,7 +105,9 @@ def _run_plan(args: argparse.Namespace) -> int:
     if args.gpu_model:
         observation = _offline_observation(args.gpu_model)
         identities = [identity_of(gpu) for gpu in observation.gpus]
-        desired = resolve_entries(select_config(layout, name), identities, config_name=name)
+        entries = select_config(layout, name)
+        check_listed_devices(layout.path, name, entries, identities)  # the offline node's GPUs are 0..n-1
+        desired = resolve_entries(entries, identities, config_name=name)
     else:
         with open_node(args) as driver:
             observation = driver.observe()
@@ -151,12 +156,59 @@ def _print_report(report: SessionReport, observation: Observation) -> None:
         for result in report.results:
             for step in result.steps_run:
                 print(f"  {describe_step(step, observation)}")
-    run = sum(len(result.steps_run) for result in report.results)
-    print(f"{run} operation(s) performed" if run else "nothing to change")
+    print(steps_summary(report))
 
 
-class _Terminated(Exception):  # noqa: N818 - a stop request, not an error
-    """SIGTERM arrived: the apply stops at the next safe point (between two journaled steps)."""
+def steps_summary(report: SessionReport) -> str:
+    """One count, in steps as `plan` counts them ("N step(s) in all"). The MIG mode part and the instance
+    part are separate engine runs (mig-parted's order), each summarised as it ends; this line adds
+    them up, and says how many steps needed no call (a GPU reset together with another, or an earlier run)."""
+    mode, config = (0 if r is None else len(r.steps_run) + len(r.steps_skipped) for r in (report.mode, report.config))
+    skipped = sum(len(result.steps_skipped) for result in report.results)
+    if not mode + config:
+        return "nothing to change"
+    text = f"{mode + config} step(s) in all"
+    if mode and config:
+        text += f": {mode} for MIG modes, then {config} for the instances"
+    if skipped:
+        text += f"; {skipped} of them found already done (a GPU reset with another, or by an earlier run)"
+    return text
+
+
+class _StopRequested(Exception):  # noqa: N818 - a stop request, not an error
+    """SIGTERM or SIGINT arrived: the apply stops at the next safe point (between two journaled steps)."""
+
+
+@dataclass
+class _Stop:
+    """Which stop signal arrived first; the apply checks it between two steps."""
+
+    signal_name: str | None = None
+    exit_code: int = 0
+
+    def on(self, name: str, code: int) -> Callable[[], None]:
+        def arrived() -> None:
+            if self.signal_name is None:
+                # One write, before the stop is seen: this runs on a thread of its own, beside the progress lines.
+                sys.stderr.write(f"migagent apply: {name}: stopping after the step in progress\n")
+                sys.stderr.flush()
+                self.signal_name, self.exit_code = name, code
+        return arrived
+
+    def checkpoint(self) -> None:
+        if self.signal_name is not None:
+            raise _StopRequested
+
+
+def _stopped(stop: _Stop, engine: ApplyEngine) -> int:
+    """The step in progress finished and is journaled; the next one never began. A GPU instance the
+    plan left without its compute instances at that point (created, or emptied for destruction)
+    is destroyed, so no stop leaves one: the next apply plans from what is there."""
+    settled = engine.settle()
+    left = f"; destroyed {len(settled)} GPU instance(s) the stop left without compute instances" if settled else ""
+    print(f"migagent apply: stopped by {stop.signal_name} between two steps{left}: run the same apply again to"
+          " finish", file=sys.stderr)
+    return stop.exit_code
 
 
 def _run_apply(args: argparse.Namespace) -> int:
@@ -164,34 +216,22 @@ def _run_apply(args: argparse.Namespace) -> int:
     layout = read_layout(args.config_file)
     name = _config_name(layout, args.selected_config)
     hooks = _hook_runner(args, name)
-    terminated = threading.Event()
-
-    def checkpoint() -> None:
-        if terminated.is_set():
-            raise _Terminated
-
-    with (
-        state_locked(args, "migagent apply"),
-        open_node(args) as driver,
-        signals_handled({signal.SIGTERM: terminated.set}),
-    ):
+    stop = _Stop()
+    stop_signals = {
+        signal.SIGTERM: stop.on("SIGTERM", EXIT_TERMINATED),
+        signal.SIGINT: stop.on("SIGINT (Ctrl-C)", EXIT_INTERRUPTED),
+    }
+    with state_locked(args, "migagent apply"), open_node(args) as driver, signals_handled(stop_signals):
         desired = _desired_on_node(layout, name, driver.observe())
-        session = ApplySession(
-            engine=_engine(args, driver), observe=driver.observe, hooks=hooks, checkpoint=checkpoint
-        )
+        engine = _engine(args, driver)
+        session = ApplySession(engine=engine, observe=driver.observe, hooks=hooks, checkpoint=stop.checkpoint)
         try:
             report = session.run(desired, config_name=name, mode_only=args.mode_only)
         except RebootPendingError as exc:
             print(f"migagent apply: {exc}", file=sys.stderr)
             return EXIT_REBOOT_REQUESTED
-        except _Terminated:
-            # The step in progress finished and is journaled; the next one never began.
-            print(
-                "migagent apply: stopped by SIGTERM between two steps; the GPUs and the journal agree:"
-                " run the same apply again to finish",
-                file=sys.stderr,
-            )
-            return EXIT_TERMINATED
+        except _StopRequested:
+            return _stopped(stop, engine)
         after = driver.observe()  # names the profiles of GPUs whose MIG mode just changed
     _print_report(report, after)
     if args.mode_only:
@@ -262,6 +302,10 @@ def register_plan(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
     )
     add_output_argument(parser, choices=("text", "json"), default="text")
     add_node_arguments(parser)
+    refuse_together(parser, Conflict(
+        "--gpu-model", ("--simulate", "--state", "--driver-root"),
+        "--gpu-model plans offline on empty catalog GPUs, the other names the node to plan on",
+    ))
     parser.set_defaults(handler=_run_plan)
 
 
@@ -291,6 +335,11 @@ def register_apply(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     add_reboot_arguments(parser)
     add_lock_arguments(parser)
     add_node_arguments(parser)
+    refuse_together(parser, Conflict(
+        "--skip-reset", ("--allow-reboot",),
+        "--skip-reset leaves a MIG mode change pending until the next reset or reboot, --allow-reboot reboots the"
+        " node to activate it now",
+    ))
     parser.set_defaults(handler=_run_apply, progress=True)  # each step as it starts and ends, see progress_log
 
 
@@ -305,4 +354,8 @@ def register_assert(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
         help="only check that the file parses and the config exists (env MIG_PARTED_VALID_CONFIG)",
     )
     add_node_arguments(parser)
+    refuse_together(parser, Conflict(
+        "--valid-config", ("--simulate", "--state", "--driver-root"),
+        "--valid-config checks the file alone and reads no node, the other asks about the node",
+    ))
     parser.set_defaults(handler=_run_assert)

@@ -14,6 +14,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from migagent.cli.conflicts import record_given
+
 HOST_CLIENTS_ENV = ("MIGAGENT_HOST_GPU_CLIENTS", "MIGAGENT_HOST_CLIENTS")
 
 
@@ -31,11 +33,12 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 class Parser(argparse.ArgumentParser):
-    """Every sub-command's parser: defaults shown in --help."""
+    """Every sub-command's parser: defaults shown in --help, the flags given recorded."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+        record_given(self)  # which flags the command line gave, for `conflicts.check_conflicts`
 
 
 def add_output_argument(
