@@ -65,7 +65,7 @@ class MaxUnavailable:
 
 
 class DisruptionBudget(Protocol):
-    """A PodDisruptionBudget as the rollout needs it (kube.pdbs.PdbView satisfies it)."""
+    """A PodDisruptionBudget as the rollout needs it (node.budgets.PdbView satisfies it)."""
 
     @property
     def namespace(self) -> str: ...

@@ -27,10 +27,10 @@ import structlog
 
 from migagent.clock import Clock
 from migagent.errors import PermanentError, TransientError
-from migagent.kube.names import MIG_CONFIG_LABEL, OBSERVED_ANNOTATION
-from migagent.kube.port import NodeView, PodView
 from migagent.layout.parse import parse_layout
 from migagent.layout.spec import LayoutFile
+from migagent.node.names import MIG_CONFIG_LABEL, OBSERVED_ANNOTATION
+from migagent.node.port import NodeView, PodView
 from migagent.rollout.budget import DisruptionBudget, MaxUnavailable, choose_wave
 from migagent.rollout.impact import NodeImpact, predict, unreported, with_pods_now
 from migagent.rollout.reported import UnreadableReportError, read_report

@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from migagent.clock import SystemClock
-from migagent.kube.names import MIG_CONFIG_STATE_LABEL, OBSERVED_ANNOTATION
 from migagent.kube.rollout_api import RolloutApi
+from migagent.node.names import MIG_CONFIG_STATE_LABEL, OBSERVED_ANNOTATION
 from migagent.rollout.driver import LiveNode, RolloutDriver, encode, initial_state
 from migagent.rollout.state import RolloutSpec, RolloutState
 from migagent_sim.apiserver.rbac import UserInfo

@@ -12,7 +12,7 @@ import pytest
 
 from migagent.clock import FakeClock
 from migagent.errors import TransientError
-from migagent.kube.names import (
+from migagent.node.names import (
     ATTEMPT_ANNOTATION,
     CONDITION_TYPE,
     DESIRED_ANNOTATION,
@@ -20,7 +20,7 @@ from migagent.kube.names import (
     MIG_CONFIG_STATE_LABEL,
     OBSERVED_ANNOTATION,
 )
-from migagent.kube.port import NodeCondition, NodeView, PodView
+from migagent.node.port import NodeCondition, NodeView, PodView
 from migagent.rollout.budget import DisruptionBudget
 from migagent.rollout.driver import HeldElsewhereError, RolloutDriver, encode, initial_state, resumed
 from migagent.rollout.state import NodeStatus, Phase, RolloutSpec, RolloutState
