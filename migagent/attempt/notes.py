@@ -46,7 +46,7 @@ def _after_change(gpu: ObservedGpu, want: DesiredGpu | None) -> GpuDevices:
             ci_profile = gi_profile.ci_profile(ci_id) if gi_profile is not None else None
             if table is not None and gi_profile is not None and ci_profile is not None:
                 profiles.append(ci_profile_name(gi_profile, ci_profile, table))
-    return GpuDevices(f"GPU {gpu.index}", want.mig_enabled, tuple(profiles))
+    return GpuDevices(gpu.index, want.mig_enabled, tuple(profiles))
 
 
 def plan_summary(plan: Plan) -> str:
