@@ -33,8 +33,9 @@ from migagent.attempt.notes import check_advertisable
 from migagent.attempt.phases import AgentPhase, Outcome
 from migagent.attempt.ports import AgentPorts, AgentSettings, PhaseHook, ReconcileReport
 from migagent.attempt.preflight import Preflight
-from migagent.attempt.supersede import LabelCheckpoint, LayoutSuperseded
+from migagent.attempt.supersede import LabelCheckpoint, LayoutSuperseded, Refused
 from migagent.attempt.undo import ApplyFailedError, AttemptMarker, StopRequested, failure_reason
+from migagent.errors import PermanentError
 from migagent.layout.parse import load_layout_file
 from migagent.layout.resolve import identity_of, resolve_config
 from migagent.node.names import ATTEMPT_ANNOTATION, MIG_CONFIG_LABEL, NEXT_RETRY_ANNOTATION
@@ -162,17 +163,41 @@ class NodeReconcile:
             self._window.cordon(target.name)
         with self._in_phase(AgentPhase.PAUSE):
             self._window.pause()
+        refused: Refused | None = None
         while True:
-            checkpoint = LabelCheckpoint(self._current_label, target.name, heartbeat=self._heartbeat)
+            checkpoint = LabelCheckpoint(
+                self._current_label, target.name, heartbeat=self._heartbeat,
+                ignoring=None if refused is None else refused.label,
+            )
             try:
                 return self._change(target, checkpoint)
             except LayoutSuperseded as newer:
+                if refused is not None and newer.layout == refused.label:  # the success write: the GPUs are there
+                    self._phase, self._layout = AgentPhase.PLAN, refused.label  # the refusal is the label's, held so
+                    raise refused.after_finishing(target.name) from refused.error
                 # One disruption per change: re-plan from what the GPUs hold now, keeping the window open.
                 self._log.info("layout_superseded", applying=target.name, now=newer.layout)
                 self._status.event(
                     Event.RECONFIGURING, f"label changed to {newer.layout} while {target.name} was applied: re-planning"
                 )
-                target = self._decide(self._observe_and_resolve(newer.layout))
+                try:
+                    newest = self._decide(self._observe_and_resolve(newer.layout))
+                except PermanentError as exc:
+                    if not self._window.gpus_touched:  # the GPUs still hold the starting layout: refuse now
+                        raise
+                    # A label no layout answers: finish the change in flight first, never leave a mix.
+                    refused = Refused(newer.layout, exc)
+                    self._log.warning("superseding_label_refused", label=newer.layout, finishing=target.name,
+                                      error=str(exc))
+                    self._status.event(
+                        Event.RECONFIGURING,
+                        f"label changed to {newer.layout}, which cannot be applied ({exc}); finishing {target.name}"
+                        " first",
+                    )
+                    newest = self._decide(self._observe_and_resolve(target.name))
+                else:
+                    refused = None
+                target = newest
                 self._report.pending(target.name, target.desired, target.steps, attempt=self._attempt)
                 with self._in_phase(AgentPhase.PAUSE):
                     self._window.pause_again()

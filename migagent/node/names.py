@@ -124,7 +124,7 @@ class ConditionReason(enum.StrEnum):
     INVALID_LAYOUT = (
         "InvalidLayout",
         "The label names a layout the file lacks, the file is invalid, or the plugin could not advertise it.",
-        "fix the nvidia.com/mig.config label or the layout file (migagent validate); nothing was changed",
+        "fix the nvidia.com/mig.config label or the layout file (migagent validate); nothing was changed for it",
     )
     LAYOUT_SELECTS_NO_GPU = (
         "LayoutSelectsNoGpu",
