@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import structlog
 
 from migagent.attempt.backoff import RetryHold, depends_on
+from migagent.attempt.blockers import Blocker
 from migagent.attempt.notes import check_advertisable
 from migagent.attempt.ports import AgentPorts, AgentSettings
 from migagent.errors import InvalidLayoutError, StorageError
@@ -77,14 +78,16 @@ class BackoffCheck:
         return True
 
     def after_failure(
-        self, node: NodeView | None, label: str | None, *, depends: str | None, failures: int
+        self, node: NodeView | None, label: str | None, *, depends: str | None, failures: int,
+        blockers: tuple[Blocker, ...] = (),
     ) -> RetryHold:
         """The hold a failed attempt leaves. `depends`: its digest taken before its first write; None
-        when it failed before disturbing anything, so the node is as it found it: digested now."""
+        when it failed before disturbing anything, so the node is as it found it: digested now.
+        `blockers`: what it met after its cordon, for the next attempt to look for first."""
         if depends is None and node is not None and label is not None:
             try:
                 depends = self.digest(node, label)
             except Exception:  # unreadable now: then only the time and the label hold
                 depends = None
         delay = self._settings.retry.failure_delay(failures)
-        return RetryHold(self._p.clock.wall() + delay, label, depends, failures=failures)
+        return RetryHold(self._p.clock.wall() + delay, label, depends, failures=failures, blockers=blockers)

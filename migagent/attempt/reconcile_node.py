@@ -25,6 +25,7 @@ import structlog
 from migagent.attempt.advertisement import Advertisement
 from migagent.attempt.backoff import RetryHold, attempt_number
 from migagent.attempt.backoff_check import BackoffCheck
+from migagent.attempt.blockers import NOT_PAUSED, learned_from, refuse_if_still_there
 from migagent.attempt.change_steps import apply_change, drain_for_change
 from migagent.attempt.change_window import ChangeWindow
 from migagent.attempt.gate import Target, plan_and_gate
@@ -132,6 +133,10 @@ class NodeReconcile:
                 return Outcome.UNCHANGED
         else:
             target = self._decide(target, pods)
+        if self._hold is not None and self._hold.blockers:  # met after the last cordon: still there?
+            pausing = self._p.restarter.pauses
+            blockers = [b for b in self._hold.blockers if pausing or b.kind != NOT_PAUSED]
+            refuse_if_still_there(blockers, target.pods or pods, evicting=target.evict)
         return self._reconfigure(target)
 
     def _observe_and_resolve(self, name: str) -> Target:
@@ -287,7 +292,9 @@ class NodeReconcile:
         if undo_failures:
             message += f" (undo incomplete, retried next attempt: {'; '.join(undo_failures)})"
         reason = failure_reason(error)
-        hold = self._backoff.after_failure(self._node, self._layout, depends=self._depends, failures=self._attempt)
+        hold = self._backoff.after_failure(
+            self._node, self._layout, depends=self._depends, failures=self._attempt, blockers=learned_from(error)
+        )
         self._log.error("attempt_failed", phase=phase, reason=str(reason), error=str(error), retry_at=hold.at)
         try:
             self._status.failed(reason, message, attempt=self._attempt, next_retry=hold.to_annotation())

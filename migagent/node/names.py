@@ -141,6 +141,12 @@ class ConditionReason(enum.StrEnum):
         "A MIG mode change needs a GPU reset the platform refuses, so only a reboot activates it.",
         "reboot the node, or allow migagent to (--allow-reboot)",
     )
+    DEVICE_PLUGIN_NOT_PAUSED = (
+        "DevicePluginNotPaused",
+        "A paused component's pod (the device plugin) stayed on the node: its DaemonSet lacks the pause condition.",
+        "give the DaemonSet the pause condition (a node selector or affinity on nvidia.com/gpu.deploy.device-plugin;"
+        " deploy/README.md), or run the agent with --device-plugin-restart=delete-pod",
+    )
     WAITING_FOR_DRIVER = "WaitingForDriver", "The agent waits for the GPU Operator's driver to be ready."
     STORAGE_UNWRITABLE = (
         "StorageUnwritable",
