@@ -10,12 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
+from migagent.cli.apply_outcome import StopRequested, StopSignals, print_report, stopped
 from migagent.cli.commands import summary
 from migagent.cli.conflicts import Conflict, refuse_together
 from migagent.cli.flags import add_output_argument
@@ -39,17 +37,14 @@ from migagent.layout.parse import select_config
 from migagent.layout.resolve import check_listed_devices, identity_of, resolve_config, resolve_entries
 from migagent.layout.spec import LayoutFile
 from migagent.planning import empty_observation, plan, plan_to_json, render_plan
-from migagent.planning.render import describe_step
 from migagent.reconcile.assertion import config_mismatches, mode_mismatches
 from migagent.reconcile.hooks import HookRunner, flag_environment, load_hooks_file
 from migagent.reconcile.machine import ApplyEngine
 from migagent.reconcile.ports import NodeDriver
-from migagent.reconcile.session import ApplySession, RebootPendingError, SessionReport
+from migagent.reconcile.session import ApplySession, RebootPendingError
 from migagent.sim.spec import NodeSpecError, parse_node_spec
 
 EXIT_REBOOT_REQUESTED = 3
-EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports a command SIGTERM stopped
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
 _TRUE = {"1", "t", "true", "yes", "on"}
 _FALSE = {"", "0", "f", "false", "no", "off"}
 
@@ -150,78 +145,13 @@ def _engine(args: argparse.Namespace, driver: NodeDriver) -> ApplyEngine:
     )
 
 
-def _print_report(report: SessionReport, observation: Observation) -> None:
-    # On a terminal each step was shown as it ended (progress_log): list them here only otherwise.
-    if not sys.stderr.isatty():
-        for result in report.results:
-            for step in result.steps_run:
-                print(f"  {describe_step(step, observation)}")
-    print(steps_summary(report))
-
-
-def steps_summary(report: SessionReport) -> str:
-    """One count, in steps as `plan` counts them ("N step(s) in all"). The MIG mode part and the instance
-    part are separate engine runs (mig-parted's order), each summarised as it ends; this line adds
-    them up, and says how many steps needed no call (a GPU reset together with another, or an earlier run)."""
-    mode, config = (0 if r is None else len(r.steps_run) + len(r.steps_skipped) for r in (report.mode, report.config))
-    skipped = sum(len(result.steps_skipped) for result in report.results)
-    if not mode + config:
-        return "nothing to change"
-    text = f"{mode + config} step(s) in all"
-    if mode and config:
-        text += f": {mode} for MIG modes, then {config} for the instances"
-    if skipped:
-        text += f"; {skipped} of them found already done (a GPU reset with another, or by an earlier run)"
-    return text
-
-
-class _StopRequested(Exception):  # noqa: N818 - a stop request, not an error
-    """SIGTERM or SIGINT arrived: the apply stops at the next safe point (between two journaled steps)."""
-
-
-@dataclass
-class _Stop:
-    """Which stop signal arrived first; the apply checks it between two steps."""
-
-    signal_name: str | None = None
-    exit_code: int = 0
-
-    def on(self, name: str, code: int) -> Callable[[], None]:
-        def arrived() -> None:
-            if self.signal_name is None:
-                # One write, before the stop is seen: this runs on a thread of its own, beside the progress lines.
-                sys.stderr.write(f"migagent apply: {name}: stopping after the step in progress\n")
-                sys.stderr.flush()
-                self.signal_name, self.exit_code = name, code
-        return arrived
-
-    def checkpoint(self) -> None:
-        if self.signal_name is not None:
-            raise _StopRequested
-
-
-def _stopped(stop: _Stop, engine: ApplyEngine) -> int:
-    """The step in progress finished and is journaled; the next one never began. A GPU instance the
-    plan left without its compute instances at that point (created, or emptied for destruction)
-    is destroyed, so no stop leaves one: the next apply plans from what is there."""
-    settled = engine.settle()
-    left = f"; destroyed {len(settled)} GPU instance(s) the stop left without compute instances" if settled else ""
-    print(f"migagent apply: stopped by {stop.signal_name} between two steps{left}: run the same apply again to"
-          " finish", file=sys.stderr)
-    return stop.exit_code
-
-
 def _run_apply(args: argparse.Namespace) -> int:
     _read_env_flags(args)
     layout = read_layout(args.config_file)
     name = _config_name(layout, args.selected_config)
     hooks = _hook_runner(args, name)
-    stop = _Stop()
-    stop_signals = {
-        signal.SIGTERM: stop.on("SIGTERM", EXIT_TERMINATED),
-        signal.SIGINT: stop.on("SIGINT (Ctrl-C)", EXIT_INTERRUPTED),
-    }
-    with state_locked(args, "migagent apply"), open_node(args) as driver, signals_handled(stop_signals):
+    stop = StopSignals()
+    with state_locked(args, "migagent apply"), open_node(args) as driver, signals_handled(stop.actions()):
         desired = _desired_on_node(layout, name, driver.observe())
         engine = _engine(args, driver)
         session = ApplySession(engine=engine, observe=driver.observe, hooks=hooks, checkpoint=stop.checkpoint)
@@ -230,10 +160,10 @@ def _run_apply(args: argparse.Namespace) -> int:
         except RebootPendingError as exc:
             print(f"migagent apply: {exc}", file=sys.stderr)
             return EXIT_REBOOT_REQUESTED
-        except _StopRequested:
-            return _stopped(stop, engine)
+        except StopRequested:
+            return stopped(stop, engine)
         after = driver.observe()  # names the profiles of GPUs whose MIG mode just changed
-    _print_report(report, after)
+    print_report(report, after)
     if args.mode_only:
         print("MIG mode settings applied successfully")
     else:

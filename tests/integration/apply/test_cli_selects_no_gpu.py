@@ -103,12 +103,18 @@ mig-configs:
 """
 
 
+@pytest.fixture
+def listed(tmp_path: Path) -> Path:
+    path = tmp_path / "listed.yaml"
+    path.write_text(LISTED, encoding="utf-8")
+    return path
+
+
 @pytest.mark.parametrize("command", ["plan-offline", "plan", "apply"])
 def test_an_index_the_node_lacks_is_an_error_on_that_node_naming_the_entry_and_the_nodes_gpus(
-    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    command: str, listed: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    layouts = tmp_path / "listed.yaml"
-    layouts.write_text(LISTED, encoding="utf-8")
+    layouts = listed
     verb = "plan" if command == "plan-offline" else command
     node = ["--gpu-model", "2xH100-80GB-SXM"] if command == "plan-offline" else ["--simulate", "2xH100-80GB-SXM"]
     assert _run([verb, "-f", str(layouts), "-c", "typo", *node]) == 1
@@ -119,21 +125,18 @@ def test_an_index_the_node_lacks_is_an_error_on_that_node_naming_the_entry_and_t
 
 
 def test_an_index_whose_gpu_the_entrys_filter_does_not_match_is_an_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    listed: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    layouts = tmp_path / "listed.yaml"
-    layouts.write_text(LISTED, encoding="utf-8")
-    assert _run(["apply", "-f", str(layouts), "-c", "wrong-model", "--simulate", "1xH100-80GB-SXM,1xA30-24GB"]) == 1
+    assert _run(["apply", "-f", str(listed), "-c", "wrong-model", "--simulate", "1xH100-80GB-SXM,1xA30-24GB"]) == 1
     err = capsys.readouterr().err
     assert "mig-configs.wrong-model[0] lists GPU 1, which its device-filter 0x233010DE does not match" in err
     assert "(GPU 1 (NVIDIA A30) is 0x20B710DE)" in err
 
 
 def test_an_entry_for_other_hardware_lists_indices_freely_and_validate_warns_past_a_board(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    listed: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    layouts = tmp_path / "listed.yaml"
-    layouts.write_text(LISTED, encoding="utf-8")
+    layouts = listed
     # The A100 entry matches no GPU of this node: it is for other nodes, as in mig-parted's own files.
     assert _run(["apply", "-f", str(layouts), "-c", "other-hardware", "--simulate", "2xH100-80GB-SXM"]) == 0
     capsys.readouterr()
