@@ -98,9 +98,12 @@ def learned_from(error: BaseException) -> tuple[Blocker, ...]:
     return ()
 
 
-def refuse_if_still_there(blockers: Sequence[Blocker], pods: Sequence[PodView], *, evicting: Sequence[PodView]) -> None:
+def refuse_if_still_there(
+    blockers: Sequence[Blocker], pods: Sequence[PodView], *, evicting: Sequence[PodView], pausing: bool
+) -> None:
     """Raise, naming each blocker and its remedy, when one the last attempt met is still in the way of
-    this change: a stuck pod this change must evict, a plugin pod its pause would wait for."""
+    this change: a stuck pod this change must evict, a plugin pod its pause would wait for (`pausing`:
+    the agent pauses components; with another restart strategy, say delete-pod, none is waited for)."""
     stuck = [b for b in blockers if b.kind == TERMINATING and b.found_in(evicting) is not None]
     if stuck:
         names = ", ".join(f"{b.namespace}/{b.name}" for b in stuck)
@@ -111,7 +114,7 @@ def refuse_if_still_there(blockers: Sequence[Blocker], pods: Sequence[PodView], 
             " nothing was cordoned, paused or evicted",
             pods=tuple(f"{b.namespace}/{b.name}" for b in stuck), blockers=tuple(stuck),
         )
-    stayed = [(b, pod) for b in blockers if b.kind == NOT_PAUSED and (pod := b.found_in(pods)) is not None]
+    stayed = [(b, pod) for b in blockers if pausing and b.kind == NOT_PAUSED and (pod := b.found_in(pods)) is not None]
     if stayed:
         named = ", ".join(f"{pod.ref.namespace}/{pod.ref.name} (DaemonSet {b.daemonset})" for b, pod in stayed)
         raise PluginStillNotPausedError(

@@ -1,6 +1,6 @@
 """`FakeKubelet`: the node-local half of Kubernetes that the agent talks to, over the simulator.
 
-It joins a FakeApiServer (the Node and its pods) with a FakeNvml (the GPUs):
+It joins an API server (`ClusterApi`: the fake one or a real one; the Node and its pods) with a FakeNvml (the GPUs):
 - serves the PodResources API on a unix socket: which workload pod holds which MIG UUID;
 - runs workloads: a pod in the apiserver plus an NVML process on its MIG device, so both the
   drain logic (pods) and the apply engine's safety gate (processes) see it; deleting or evicting
@@ -17,14 +17,12 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-import grpc
-
 from migagent.clock import Clock, SystemClock
 from migagent.layout.strategy import MigStrategy
 from migagent.podresources import PodDevices
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.state import SimGpu, SimProcess
-from migagent_sim.apiserver import FakeApiServer
+from migagent_sim.cluster_api import ClusterApi
 from migagent_sim.dra_plugin import FakeDraKubeletPlugin
 from migagent_sim.kubelet_devices import (
     MIG_RESOURCE_PREFIX,
@@ -34,7 +32,7 @@ from migagent_sim.kubelet_devices import (
     read_inventory,
 )
 from migagent_sim.kubelet_plugin import FakeDevicePlugin, PluginMode, random_suffix
-from migagent_sim.podresources_server import serve_pod_resources
+from migagent_sim.podresources_server import PodResourcesServer, serve_pod_resources
 
 __all__ = ["DEFAULT_PLUGIN_LABELS", "FakeKubelet", "PluginMode", "Workload"]
 
@@ -65,7 +63,7 @@ class Workload:
 class FakeKubelet:
     def __init__(
         self,
-        api: FakeApiServer,
+        api: ClusterApi,
         fake_nvml: FakeNvml,
         *,
         node_name: str,
@@ -116,7 +114,7 @@ class FakeKubelet:
         self._workloads: dict[tuple[str, str], Workload] = {}
         self.replacements: list[JsonDict] = []
         self._next_pid = _FIRST_PID
-        self._server: grpc.Server | None = None
+        self._server: PodResourcesServer | None = None
         self._running = False
         self._listening = False
 
@@ -150,7 +148,7 @@ class FakeKubelet:
         if self.dra is not None:
             self.dra.stop()
         if server is not None:
-            server.stop(None).wait()
+            server.stop(None)
 
     def __enter__(self) -> FakeKubelet:
         self.start()

@@ -197,13 +197,14 @@ def ensure_owner(plane: ControlPlane, kind: str, namespace: str, name: str, *, r
     return uid
 
 
-def create_pod(plane: ControlPlane, pod: JsonDict) -> JsonDict:
-    """Create `pod` as the admin (bound to its node by spec.nodeName), its owners made real first."""
+def create_pod(plane: ControlPlane, pod: JsonDict, *, replicas: int = 1) -> JsonDict:
+    """Create `pod` as the admin (bound to its node by spec.nodeName), its owners made real first
+    (`replicas`: what a ReplicaSet owner says it wants)."""
     metadata = pod["metadata"]
     namespace = metadata["namespace"]
     ensure_namespace(plane, namespace)
     for reference in metadata.get("ownerReferences") or []:
-        reference["uid"] = ensure_owner(plane, reference["kind"], namespace, reference["name"])
+        reference["uid"] = ensure_owner(plane, reference["kind"], namespace, reference["name"], replicas=replicas)
     return plane.rest(plane.admin).create(f"/api/v1/namespaces/{namespace}/pods", pod)
 
 

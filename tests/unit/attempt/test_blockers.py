@@ -19,8 +19,7 @@ from migagent.attempt.phases import Outcome
 from migagent.node.names import DEFAULT_OPERATOR_NAMESPACE, NEXT_RETRY_ANNOTATION
 from migagent.node.port import PodRef, PodView
 from migagent.reconcile.retry import RetryPolicy
-
-from .node import BALANCED, MemoryNode
+from migagent_sim.doubles.memory_node import BALANCED, MemoryNode
 
 SHORT = RetryPolicy(failure_backoff_initial=1.0, failure_backoff_max=4.0)
 PLUGIN = PodView(

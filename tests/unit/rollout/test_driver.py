@@ -24,20 +24,10 @@ from migagent.node.port import NodeCondition, NodeView, PodView
 from migagent.rollout.budget import DisruptionBudget
 from migagent.rollout.driver import HeldElsewhereError, RolloutDriver, encode, initial_state, resumed
 from migagent.rollout.state import NodeStatus, Phase, RolloutSpec, RolloutState
+from migagent_sim.doubles.layouts import ALL_1G_AND_BALANCED
 from tests.unit.rollout.support import LAYOUTS, report
 
-LAYOUT_TEXT = """\
-version: v1
-mig-configs:
-  all-1g.10gb:
-    - devices: all
-      mig-enabled: true
-      mig-devices: {"1g.10gb": 7}
-  all-balanced:
-    - devices: all
-      mig-enabled: true
-      mig-devices: {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
-"""
+LAYOUT_TEXT = ALL_1G_AND_BALANCED
 
 
 class Killed(BaseException):

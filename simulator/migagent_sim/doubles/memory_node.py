@@ -1,5 +1,5 @@
 """A node for `NodeReconcile` without HTTP or threads: FakeNvml behind the real GpuDriver and engine,
-the in-memory KubePort (migagent_sim.memory_kube) with the real GpuOperatorPause and Drainer, an
+the in-memory KubePort (migagent_sim.doubles.memory_kube) with the real GpuOperatorPause and Drainer, an
 in-memory PodResources, and a FakeClock. Two H100s holding `all-1g.10gb` (14 MIG devices)."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from migagent.node.deviceplugin import GpuOperatorPause
 from migagent.node.drain import Drainer
 from migagent.node.expected import expected_resources
 from migagent.node.names import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
-from migagent.node.port import PodRef, PodView
+from migagent.node.port import PodView
 from migagent.node.sharing_source import SharingSettings, SharingSource
 from migagent.nvml.driver import GpuDriver
 from migagent.podresources.model import PodDevices
@@ -34,7 +34,8 @@ from migagent.reconcile.machine import ApplyEngine
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.reset import SimResetRunner
 from migagent_sim.cluster import DEMO_LAYOUTS, GPU_OPERATOR_LABELS
-from migagent_sim.memory_kube import MemoryKube
+from migagent_sim.doubles import builders
+from migagent_sim.doubles.memory_kube import MemoryKube
 
 ALL_1G = {"nvidia.com/mig-1g.10gb": 14}
 BALANCED = {"nvidia.com/mig-1g.10gb": 4, "nvidia.com/mig-2g.20gb": 2, "nvidia.com/mig-3g.40gb": 2}
@@ -139,14 +140,9 @@ class MemoryNode:
         """A ReplicaSet pod holding the MIG device of the GI at `slot` on `gpu` (as PodResources says)."""
         gi = next(g for g in self.fake.state.gpus[gpu].gpu_instances if g.placement.start == slot)
         device = gi.compute_instances[0].uuid
-        ref = PodRef("ml", name, f"uid-{name}")
-        pod = PodView(
-            ref=ref,
-            labels=labels or {"app": name},
-            owner_kinds=("ReplicaSet",),
-            node_name=self.kube.node_name,
-            phase="Running",
-            gpu_resources=frozenset({"nvidia.com/mig-1g.10gb"}),
+        pod = builders.pod(
+            name, namespace="ml", labels=labels, node_name=self.kube.node_name,
+            gpu_resources=("nvidia.com/mig-1g.10gb",),
         )
         self.kube.add_pod(pod)
         self.pod_resources.holdings.append(PodDevices("ml", name, "main", "nvidia.com/mig-1g.10gb", (device,)))

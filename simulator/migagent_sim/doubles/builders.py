@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from migagent.catalog import model_by_key
@@ -106,13 +106,16 @@ def pod(
     mirror: bool = False,
     gpu_resources: Sequence[str] = (),
     phase: str = "Running",
+    labels: Mapping[str, str] | None = None,
+    node_name: str = "gpu-node",
 ) -> PodView:
+    """A pod as the port shows it: uid `uid-<name>`, labelled `app=<name>` unless `labels` say otherwise."""
     return PodView(
         ref=PodRef(namespace, name, f"uid-{name}"),
-        labels={"app": name},
+        labels=labels or {"app": name},
         owner_kinds=(owner,) if owner else (),
         is_mirror=mirror,
-        node_name="gpu-node",
+        node_name=node_name,
         phase=phase,
         gpu_resources=frozenset(gpu_resources),
     )

@@ -62,6 +62,8 @@ class MemoryKube:
     evictions: list[PodRef] = field(default_factory=list)
     stuck_terminating: set[PodRef] = field(default_factory=set)
     """Pods an eviction leaves Terminating for ever (a finalizer, a hung container): past their grace period."""
+    calls: list[str] = field(default_factory=list)
+    """Every call made to the port, reads included, in order ("get_node", "list_pods_on_node", ...)."""
     _faults: dict[str, list[MigAgentError]] = field(default_factory=dict)
     _versions: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     resource_version: str = "1"
@@ -184,6 +186,7 @@ class MemoryKube:
     # -- inside ---------------------------------------------------------------------------------
 
     def _enter(self, call: str) -> None:
+        self.calls.append(call)
         queued = self._faults.get(call)
         if queued:
             raise queued.pop(0)
