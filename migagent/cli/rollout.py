@@ -24,15 +24,15 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 
+from migagent.cli.advise import add_strategy_flag, advised_state
 from migagent.cli.commands import summary
+from migagent.cli.pool_args import layouts_text, pool_api
 from migagent.cli.rollout_view import JsonEvents, LiveTable, evictions_report, headline, node_rows, table
 from migagent.cli.signals import signals_handled
-from migagent.cli.status import _default_kubeconfig
 from migagent.clock import Clock, SystemClock
+from migagent.demand.advice import ADVICE_LAYOUT
 from migagent.errors import TransientError, UsageError
-from migagent.kube.client import make_api_client
 from migagent.kube.rollout_api import RolloutApi
 from migagent.layout.parse import parse_layout
 from migagent.rollout.budget import MaxUnavailable
@@ -58,19 +58,11 @@ _CONFLICT_TRIES = 10
 
 
 def _api(args: argparse.Namespace, clock: Clock) -> RolloutApi:
-    if not args.debug:
-        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
-    client = make_api_client(kubeconfig=_default_kubeconfig(args.kubeconfig), api_server=args.api_server)
-    return RolloutApi(client, clock=clock, namespace=args.namespace)
+    return pool_api(args, clock)
 
 
 def _layouts(args: argparse.Namespace, api: RolloutApi) -> str:
-    if args.layout_file:
-        try:
-            return Path(args.layout_file).read_text(encoding="utf-8")
-        except OSError as error:
-            raise UsageError(f"-f {args.layout_file}: cannot read it: {error.strerror}") from error
-    return api.read_layouts()
+    return layouts_text(args, api)
 
 
 def _budget(text: str) -> MaxUnavailable:
@@ -190,11 +182,15 @@ def _run_start(args: argparse.Namespace) -> int:
     api = _api(args, clock)
     _budget(args.max_unavailable)  # a bad value is refused before anything is read or written
     spec = RolloutSpec(
-        selector=args.selector, layout=args.layout, max_unavailable=args.max_unavailable.strip(),
+        selector=args.selector, layout=ADVICE_LAYOUT if args.from_advice else args.layout,
+        max_unavailable=args.max_unavailable.strip(),
         canary=args.canary, soak_s=args.soak, failure_budget=args.failure_budget, lease_s=args.lease,
     )
     stored = api.read_state(args.name)
-    if stored is None:
+    if stored is None and args.from_advice:
+        state = advised_state(args, spec, clock)
+        api.create_state(args.name, encode(state))
+    elif stored is None:
         state = initial_state(args.name, spec, _layouts(args, api), api.list_nodes(args.selector))
         api.create_state(args.name, encode(state))
     else:
@@ -408,7 +404,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     start = verbs.add_parser("start", help="create the rollout and drive it (resumes an existing one)")
     start.add_argument("name", metavar="NAME")
     start.add_argument("-l", "--selector", required=True, help="the nodes, as kubectl -l (e.g. pool=a100)")
-    start.add_argument("-c", "--layout", required=True, help="the layout name (a key of the layout file)")
+    target = start.add_mutually_exclusive_group(required=True)
+    target.add_argument("-c", "--layout", help="the layout name (a key of the layout file)")
+    target.add_argument("--from-advice", action="store_true",
+                        help="each node to the layout `migagent advise -l SELECTOR` proposes for it")
+    add_strategy_flag(start)
     start.add_argument("-f", "--layout-file", help="layout file (default: the cluster's migagent-layouts ConfigMap)")
     _budgets(start)
     start.add_argument("--soak", type=float, default=0.0, metavar="SECONDS", help="wait after the canary succeeds")

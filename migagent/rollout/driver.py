@@ -132,28 +132,35 @@ def decode(rollout: str, stored: StoredObject) -> RolloutState:
     )
 
 
-def initial_state(name: str, spec: RolloutSpec, layouts: str, nodes: Sequence[NodeView]) -> RolloutState:
-    """Every node in scope, with its layout now (the undo target); nodes already at the layout are done."""
+def initial_state(
+    name: str, spec: RolloutSpec, layouts: str, nodes: Sequence[NodeView], targets: Mapping[str, str] | None = None
+) -> RolloutState:
+    """Every node in scope, with its layout now (the undo target); nodes already at the layout are done.
+
+    `targets` (node -> layout, from `migagent advise`) gives each node its own layout; only those nodes
+    are in scope then, and `spec.layout` only names the rollout's origin."""
     layout = parse_layout(layouts, source=f"rollout {name} layouts")
-    if spec.layout not in layout.configs:
-        raise RolloutError(
-            f"-c {spec.layout}: no such layout; valid: {', '.join(layout.names) or 'none'}"
-        )
+    wanted = dict(targets) if targets is not None else {node.name: spec.layout for node in nodes}
+    unknown = sorted(set(wanted.values()) - set(layout.configs))
+    if unknown:
+        raise RolloutError(f"-c {unknown[0]}: no such layout; valid: {', '.join(layout.names) or 'none'}")
     MaxUnavailable.parse(spec.max_unavailable)
+    nodes = [node for node in nodes if node.name in wanted]
     if not nodes:
         raise RolloutError(f"-l {spec.selector}: selects no node")
     records: dict[str, NodeRecord] = {}
     for node in nodes:
         previous = node.labels.get(MIG_CONFIG_LABEL)
-        impact = impact_of(node, layout, spec.layout)
-        if answer(node, spec.layout) is AgentAnswer.SUCCESS:
+        target = wanted[node.name]
+        impact = impact_of(node, layout, target)
+        if answer(node, target) is AgentAnswer.SUCCESS:
             status, reason = NodeStatus.DONE, "already at the layout"
         elif not impact.plannable:
             status, reason = NodeStatus.SKIPPED, impact.problem
         else:
             status, reason = NodeStatus.PENDING, ""
         records[node.name] = NodeRecord(
-            node=node.name, status=status, target=spec.layout, previous=previous, gpus=impact.gpus, reason=reason
+            node=node.name, status=status, target=target, previous=previous, gpus=impact.gpus, reason=reason
         )
     pool = sum(r.gpus for r in records.values())
     budget = MaxUnavailable.parse(spec.max_unavailable)

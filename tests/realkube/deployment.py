@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from tests.integration.deploy.manifests import only, render, render_with_components
+from tests.integration.deploy.manifests import of_kind, only, render, render_with_components
 from tests.realkube.control_plane import ControlPlane, Identity
 from tests.realkube.policy_cases import NODE, Case, stored_node
 from tests.realkube.rest import SMP, HttpError
@@ -145,8 +145,9 @@ class Deployer:
             time.sleep(0.2)
 
     def agent(self, objects: list[JsonDict], node: str) -> Identity:
-        """The rendered service account, authenticated by a token bound to a pod on `node`."""
-        metadata = only(objects, "ServiceAccount")["metadata"]
+        """The agent's service account (its DaemonSet's), authenticated by a token bound to a pod on `node`."""
+        account = only(objects, "DaemonSet")["spec"]["template"]["spec"]["serviceAccountName"]
+        metadata = next(o for o in of_kind(objects, "ServiceAccount") if o["metadata"]["name"] == account)["metadata"]
         key = (metadata["namespace"], metadata["name"], node)
         if key not in self._tokens:
             self.plane.ensure_node(node)

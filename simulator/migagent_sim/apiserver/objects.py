@@ -149,6 +149,11 @@ def pod_object(*, wall_s: float, **pod: Unpack[PodArgs]) -> JsonDict:
     }
 
 
+def running_status(wall_s: float) -> JsonDict:
+    """The status a kubelet writes once a bound pod's containers run (Running, Ready)."""
+    return _pod_status("Running", bound=True, wall_s=wall_s)
+
+
 def _pod_status(phase: str, *, bound: bool, wall_s: float) -> JsonDict:
     now = timestamp(wall_s)
     running = phase == "Running"

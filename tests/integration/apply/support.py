@@ -26,8 +26,8 @@ from migagent.reconcile.ports import NodeDriver
 from migagent.reconcile.reboot import RecordingRebootRequester
 from migagent.reconcile.retry import RetryPolicy
 from migagent.sim.fake_nvml import FakeNvml
-from migagent.sim.fakelib_backend import nvml_for
 from migagent.sim.reset import SimResetRunner
+from migagent_sim.fakelib.backend import nvml_for
 
 LAYOUTS = """
 version: v1

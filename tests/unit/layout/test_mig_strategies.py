@@ -73,4 +73,6 @@ def test_refusals_name_a_nodes_gpus_as_ranges_not_one_by_one() -> None:
     assert "GPU 6 has MIG enabled but no MIG devices" in problems
     small = [_gpu(i, "1c.3g.40gb", "3g.40gb") for i in range(8)]
     (mixed,) = strategy_problems(MigStrategy.MIXED, small)
-    assert mixed.startswith("GPUs 0-7 have compute instance profile 1c.3g.40gb, smaller than its GPU instance.")
+    assert mixed.startswith(
+        "GPUs 0-7 have MIG devices of profile 1c.3g.40gb, which matches none of the device plugin's resource patterns."
+    )

@@ -21,14 +21,16 @@ from typing import Any
 import pynvml
 
 from migagent.sim.fake_nvml import FakeNvml
-from migagent.sim.fakelib_node import NodeConfigError, StateFileNode, node_from_environment
-from migagent.sim.fakelib_ops import OPS
+from migagent_sim.fakelib.node import NodeConfigError, StateFileNode, node_from_environment
+from migagent_sim.fakelib.ops import OPS
+from migagent_sim.fakelib.ops_info import INFO_OPS
 
 LIBRARY_ENV = "MIGAGENT_TEST_NVML_LIBRARY"
 """Set (to anything but empty/0) when the test suites run GpuDriver over pynvml and the fake library."""
 
 Answer = tuple[int, tuple[int, ...], bytes | None]
 
+_OPS = {**OPS, **INFO_OPS}
 _bound: FakeNvml | None = None
 _file_node: StateFileNode | None = None
 
@@ -56,7 +58,7 @@ def nvml_for(fake: FakeNvml) -> Any:
 def call(op: str, a0: int, a1: int, a2: int, a3: int, text: str | None) -> Answer:  # noqa: PLR0917 - C calls positionally
     """Entry point for the C library; never raises (an exception becomes NVML_ERROR_UNKNOWN)."""
     try:
-        handler = OPS[op]
+        handler = _OPS[op]
         if _bound is not None:
             return _answer(handler(_bound, a0, a1, a2, a3, text))
         with _node().session(op) as fake:

@@ -1,9 +1,11 @@
-"""`nvidia-smi -r -i <bus id>` for the node behind the fake libnvidia-ml.so.1.
+"""The `nvidia-smi` of the node behind the fake libnvidia-ml.so.1: `-r -i <bus id>[,...]`, `-L`, and
+the summary (no option).
 
 Installed next to the library by scripts/build_fake_nvml.sh as `nvidia-smi`, so the real-GPU
-code path (NvidiaSmiResetRunner) resets simulated GPUs. Like the real tool it refuses while
-another process holds NVML initialised (mig-parted shuts NVML down before resetting for this
-reason) or runs on the GPU. Only the reset is implemented; other options are refused.
+code path (NvidiaSmiResetRunner, mig-parted's reset of Ampere GPUs) resets simulated GPUs, and
+mig-manager's reconfigure-mig.sh finds the summary it runs. Like the real tool the reset refuses
+while another process holds NVML initialised (mig-parted shuts NVML down before resetting for
+this reason) or runs on the GPU. Other options are refused (exit 2).
 Exit codes follow nvidia-smi's man page table, which reuses NVML's codes [?: the code for a
 GPU in use is not documented; NVML's IN_USE (19) is used].
 """
@@ -17,19 +19,19 @@ from collections.abc import Sequence
 
 import pynvml
 
-from migagent.sim.fakelib_node import NodeConfigError, node_from_environment
+from migagent_sim.fakelib.node import NodeConfigError, node_from_environment
+from migagent_sim.fakelib.nvidia_smi_report import gpu_list, summary
 
 _OTHER_ERROR = 255
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="nvidia-smi", description="simulated nvidia-smi: only `-r -i <pci bus id>` (GPU reset)"
+        prog="nvidia-smi", description="simulated nvidia-smi: the summary, -L, and -r -i <pci bus id> (GPU reset)"
     )
-    parser.add_argument("-r", "--gpu-reset", action="store_true", required=True, help="reset the GPU")
-    parser.add_argument(
-        "-i", "--id", required=True, help="PCI bus id(s) of the GPU(s), comma-separated, e.g. 00000000:18:00.0"
-    )
+    parser.add_argument("-r", "--gpu-reset", action="store_true", help="reset the GPUs named by -i")
+    parser.add_argument("-L", "--list-gpus", action="store_true", help="list the GPUs and MIG devices")
+    parser.add_argument("-i", "--id", help="PCI bus id(s) of the GPU(s), comma-separated, e.g. 00000000:18:00.0")
     return parser
 
 
@@ -77,8 +79,28 @@ def _reset(bus_ids: str) -> None:
         raise _refusal(bus_id, exc) from exc
 
 
+def _report(list_gpus: bool) -> int:
+    try:
+        with node_from_environment().session("read") as fake:
+            fake.nvmlInit()
+            try:
+                print(gpu_list(fake) if list_gpus else summary(fake))
+            finally:
+                fake.nvmlShutdown()
+    except NodeConfigError as exc:
+        print(f"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver: {exc}", file=sys.stderr)
+        return int(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    bus_id = str(_parser().parse_args(argv).id)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not args.gpu_reset:
+        return _report(args.list_gpus)
+    if args.id is None:
+        parser.error("-r needs -i <pci bus id>")
+    bus_id = str(args.id)
     try:
         _reset(bus_id)
     except _ResetRefusedError as refused:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from migagent.sim.fakelib_node import NodeConfigError, StateFileNode
 from migagent.sim.state import SimNodeState, pci_bus_id
+from migagent_sim.fakelib.node import NodeConfigError, StateFileNode
 
 
 def _enable_mig(node: StateFileNode) -> None:

@@ -2,7 +2,7 @@
 
 Each op takes the C call's integer arguments (handles as the simulator's fake addresses) and
 returns (ints, text) for the C side to write into the caller's structs; NVML errors propagate as
-pynvml's NVMLError, which `fakelib_backend.call` turns into the return code.
+pynvml's NVMLError, which `backend.call` turns into the return code.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ _LIST_CAPACITY = 64  # more instances than any MIG profile allows
 Op = Callable[[FakeNvml, int, int, int, int, str | None], tuple[tuple[int, ...], bytes | None]]
 
 
-def _handle(address: int) -> Any:
+def as_handle(address: int) -> Any:
     return ctypes.c_void_p(address)
 
 
@@ -38,7 +38,7 @@ def _text(value: str | bytes) -> bytes:
     return value if isinstance(value, bytes) else value.encode()
 
 
-def _ints(*values: int) -> tuple[tuple[int, ...], None]:
+def int_answer(*values: int) -> tuple[tuple[int, ...], None]:
     return tuple(int(v) for v in values), None
 
 
@@ -63,38 +63,38 @@ def _version(name: str, default: str) -> Op:
 
 def _cuda_version(fake: FakeNvml, *_: Any) -> tuple[tuple[int, ...], None]:
     own = getattr(fake, "nvmlSystemGetCudaDriverVersion", None)
-    return _ints(own() if callable(own) else CUDA_DRIVER_VERSION)
+    return int_answer(own() if callable(own) else CUDA_DRIVER_VERSION)
 
 
 # --- devices -------------------------------------------------------------------------------
 def _pci_info(fake: FakeNvml, device: int, *_: Any) -> tuple[tuple[int, ...], bytes]:
-    info = fake.nvmlDeviceGetPciInfo(_handle(device))
-    ints = _ints(info.domain, info.bus, info.device, info.pciDeviceId, info.pciSubSystemId)[0]
+    info = fake.nvmlDeviceGetPciInfo(as_handle(device))
+    ints = int_answer(info.domain, info.bus, info.device, info.pciDeviceId, info.pciSubSystemId)[0]
     return ints, _text(info.busId)
 
 
 def _memory(fake: FakeNvml, device: int, *_: Any) -> tuple[tuple[int, ...], None]:
-    memory = fake.nvmlDeviceGetMemoryInfo(_handle(device))
-    return _ints(memory.total, memory.free, memory.used)
+    memory = fake.nvmlDeviceGetMemoryInfo(as_handle(device))
+    return int_answer(memory.total, memory.free, memory.used)
 
 
 def _processes(fake: FakeNvml, device: int, *_: Any) -> tuple[tuple[int, ...], None]:
     rows: list[int] = []
-    for process in fake.nvmlDeviceGetComputeRunningProcesses_v3(_handle(device)):
+    for process in fake.nvmlDeviceGetComputeRunningProcesses_v3(as_handle(device)):
         memory = process.usedGpuMemory
         rows += [process.pid, _NOT_AVAILABLE if memory is None else memory]
         rows += [process.gpuInstanceId, process.computeInstanceId]
-    return _ints(*rows)
+    return int_answer(*rows)
 
 
 def _mig_mode(fake: FakeNvml, device: int, *_: Any) -> tuple[tuple[int, ...], None]:
-    return _ints(*fake.nvmlDeviceGetMigMode(_handle(device)))
+    return int_answer(*fake.nvmlDeviceGetMigMode(as_handle(device)))
 
 
 # --- GPU instances -------------------------------------------------------------------------
 def _gi_profile_info(fake: FakeNvml, device: int, profile: int, *_: Any) -> tuple[tuple[int, ...], bytes]:
-    info = fake.nvmlDeviceGetGpuInstanceProfileInfo(_handle(device), profile)
-    ints = _ints(
+    info = fake.nvmlDeviceGetGpuInstanceProfileInfo(as_handle(device), profile)
+    ints = int_answer(
         info.id, info.isP2pSupported, info.sliceCount, info.instanceCount, info.multiprocessorCount,
         info.copyEngineCount, info.decoderCount, info.encoderCount, info.jpegCount, info.ofaCount,
         info.memorySizeMB,
@@ -108,10 +108,10 @@ def _placements(name: str, element: Any) -> Op:
     def op(fake: FakeNvml, owner: int, profile_id: int, *_: Any) -> tuple[tuple[int, ...], None]:
         query = getattr(fake, name)
         count = ctypes.c_uint(0)
-        query(_handle(owner), profile_id, None, ctypes.byref(count))
+        query(as_handle(owner), profile_id, None, ctypes.byref(count))
         buffer = (element * count.value)()
-        query(_handle(owner), profile_id, buffer, ctypes.byref(count))
-        return _ints(*(v for p in buffer[: count.value] for v in (p.start, p.size)))
+        query(as_handle(owner), profile_id, buffer, ctypes.byref(count))
+        return int_answer(*(v for p in buffer[: count.value] for v in (p.start, p.size)))
 
     return op
 
@@ -119,7 +119,7 @@ def _placements(name: str, element: Any) -> Op:
 def _handle_list(list_call: Callable[..., object], element: Any, owner: int, profile_id: int) -> tuple[int, ...]:
     buffer = (element * _LIST_CAPACITY)()
     count = ctypes.c_uint(_LIST_CAPACITY)
-    list_call(_handle(owner), profile_id, buffer, ctypes.byref(count))
+    list_call(as_handle(owner), profile_id, buffer, ctypes.byref(count))
     return tuple(_address(buffer[i]) for i in range(count.value))
 
 
@@ -129,19 +129,19 @@ def _gpu_instances(fake: FakeNvml, device: int, profile_id: int, *_: Any) -> tup
 
 def _create_gi_at(fake: FakeNvml, device: int, profile_id: int, start: int, size: int, _: Any) -> Any:
     placement = pynvml.c_nvmlGpuInstancePlacement_t(start, size)
-    gi = fake.nvmlDeviceCreateGpuInstanceWithPlacement(_handle(device), profile_id, ctypes.byref(placement))
-    return _ints(_address(gi))
+    gi = fake.nvmlDeviceCreateGpuInstanceWithPlacement(as_handle(device), profile_id, ctypes.byref(placement))
+    return int_answer(_address(gi))
 
 
 def _gi_info(fake: FakeNvml, gi: int, *_: Any) -> tuple[tuple[int, ...], None]:
-    info = fake.nvmlGpuInstanceGetInfo(_handle(gi))
-    return _ints(_address(info.device), info.id, info.profileId, info.placement.start, info.placement.size)
+    info = fake.nvmlGpuInstanceGetInfo(as_handle(gi))
+    return int_answer(_address(info.device), info.id, info.profileId, info.placement.start, info.placement.size)
 
 
 # --- compute instances ---------------------------------------------------------------------
 def _ci_profile_info(fake: FakeNvml, gi: int, profile: int, engine: int, *_: Any) -> tuple[tuple[int, ...], bytes]:
-    info = fake.nvmlGpuInstanceGetComputeInstanceProfileInfo(_handle(gi), profile, engine)
-    ints = _ints(
+    info = fake.nvmlGpuInstanceGetComputeInstanceProfileInfo(as_handle(gi), profile, engine)
+    ints = int_answer(
         info.id, info.sliceCount, info.instanceCount, info.multiprocessorCount, info.sharedCopyEngineCount,
         info.sharedDecoderCount, info.sharedEncoderCount, info.sharedJpegCount, info.sharedOfaCount,
     )[0]  # fmt: skip
@@ -154,13 +154,13 @@ def _compute_instances(fake: FakeNvml, gi: int, profile_id: int, *_: Any) -> tup
 
 def _create_ci_at(fake: FakeNvml, gi: int, profile_id: int, start: int, size: int, _: Any) -> Any:
     placement = pynvml.c_nvmlComputeInstancePlacement_t(start, size)
-    ci = fake.nvmlGpuInstanceCreateComputeInstanceWithPlacement(_handle(gi), profile_id, ctypes.byref(placement))
-    return _ints(_address(ci))
+    ci = fake.nvmlGpuInstanceCreateComputeInstanceWithPlacement(as_handle(gi), profile_id, ctypes.byref(placement))
+    return int_answer(_address(ci))
 
 
 def _ci_info(fake: FakeNvml, ci: int, *_: Any) -> tuple[tuple[int, ...], None]:
-    info = fake.nvmlComputeInstanceGetInfo(_handle(ci))
-    return _ints(
+    info = fake.nvmlComputeInstanceGetInfo(as_handle(ci))
+    return int_answer(
         _address(info.device), _address(info.gpuInstance), info.id, info.profileId,
         info.placement.start, info.placement.size,
     )  # fmt: skip
@@ -171,52 +171,52 @@ def _returns_handle(name: str, *, arguments: int = 1) -> Op:
     """A call taking a handle (and maybe one integer) that returns a handle."""
 
     def op(fake: FakeNvml, owner: int, value: int, *_: Any) -> tuple[tuple[int, ...], None]:
-        args = (_handle(owner), value)[:arguments]
-        return _ints(_address(getattr(fake, name)(*args)))
+        args = (as_handle(owner), value)[:arguments]
+        return int_answer(_address(getattr(fake, name)(*args)))
 
     return op
 
 
-def _returns_int(name: str, *, arguments: int = 1) -> Op:
+def returns_int(name: str, *, arguments: int = 1) -> Op:
     def op(fake: FakeNvml, owner: int, value: int, *_: Any) -> tuple[tuple[int, ...], None]:
-        result = getattr(fake, name)(*(_handle(owner), value)[:arguments])
-        return _ints(getattr(result, "value", result))  # IsMigDeviceHandle returns a c_uint
+        result = getattr(fake, name)(*(as_handle(owner), value)[:arguments])
+        return int_answer(getattr(result, "value", result))  # IsMigDeviceHandle returns a c_uint
 
     return op
 
 
 def _returns_text(name: str) -> Op:
     def op(fake: FakeNvml, owner: int, *_: Any) -> tuple[tuple[int, ...], bytes]:
-        return (), _text(getattr(fake, name)(_handle(owner)))
+        return (), _text(getattr(fake, name)(as_handle(owner)))
 
     return op
 
 
 def _by_text(name: str) -> Op:
     def op(fake: FakeNvml, _a0: int, _a1: int, _a2: int, _a3: int, text: str | None) -> tuple[tuple[int, ...], None]:
-        return _ints(_address(getattr(fake, name)(text or "")))
+        return int_answer(_address(getattr(fake, name)(text or "")))
 
     return op
 
 
 def _no_result(name: str) -> Op:
     def op(fake: FakeNvml, owner: int, *_: Any) -> tuple[tuple[int, ...], None]:
-        getattr(fake, name)(_handle(owner))
+        getattr(fake, name)(as_handle(owner))
         return (), None
 
     return op
 
 
 def _device_count(fake: FakeNvml, *_: Any) -> tuple[tuple[int, ...], None]:
-    return _ints(fake.nvmlDeviceGetCount())
+    return int_answer(fake.nvmlDeviceGetCount())
 
 
 def _handle_by_index(fake: FakeNvml, index: int, *_: Any) -> tuple[tuple[int, ...], None]:
-    return _ints(_address(fake.nvmlDeviceGetHandleByIndex(index)))
+    return int_answer(_address(fake.nvmlDeviceGetHandleByIndex(index)))
 
 
 def _set_mig_mode(fake: FakeNvml, device: int, mode: int, *_: Any) -> tuple[tuple[int, ...], None]:
-    return _ints(fake.nvmlDeviceSetMigMode(_handle(device), mode))
+    return int_answer(fake.nvmlDeviceSetMigMode(as_handle(device), mode))
 
 
 OPS: dict[str, Op] = {
@@ -240,7 +240,7 @@ OPS: dict[str, Op] = {
     "gi_possible_placements": _placements(
         "nvmlDeviceGetGpuInstancePossiblePlacements", pynvml.c_nvmlGpuInstancePlacement_t
     ),
-    "gi_remaining_capacity": _returns_int("nvmlDeviceGetGpuInstanceRemainingCapacity", arguments=2),
+    "gi_remaining_capacity": returns_int("nvmlDeviceGetGpuInstanceRemainingCapacity", arguments=2),
     "create_gi": _returns_handle("nvmlDeviceCreateGpuInstance", arguments=2),
     "create_gi_at": _create_gi_at,
     "gpu_instances": _gpu_instances,
@@ -251,17 +251,17 @@ OPS: dict[str, Op] = {
     "ci_possible_placements": _placements(
         "nvmlGpuInstanceGetComputeInstancePossiblePlacements", pynvml.c_nvmlComputeInstancePlacement_t
     ),
-    "ci_remaining_capacity": _returns_int("nvmlGpuInstanceGetComputeInstanceRemainingCapacity", arguments=2),
+    "ci_remaining_capacity": returns_int("nvmlGpuInstanceGetComputeInstanceRemainingCapacity", arguments=2),
     "create_ci": _returns_handle("nvmlGpuInstanceCreateComputeInstance", arguments=2),
     "create_ci_at": _create_ci_at,
     "compute_instances": _compute_instances,
     "ci_by_id": _returns_handle("nvmlGpuInstanceGetComputeInstanceById", arguments=2),
     "ci_info": _ci_info,
     "ci_destroy": _no_result("nvmlComputeInstanceDestroy"),
-    "max_mig_device_count": _returns_int("nvmlDeviceGetMaxMigDeviceCount"),
-    "gpu_instance_id": _returns_int("nvmlDeviceGetGpuInstanceId"),
-    "compute_instance_id": _returns_int("nvmlDeviceGetComputeInstanceId"),
-    "is_mig_device_handle": _returns_int("nvmlDeviceIsMigDeviceHandle"),
+    "max_mig_device_count": returns_int("nvmlDeviceGetMaxMigDeviceCount"),
+    "gpu_instance_id": returns_int("nvmlDeviceGetGpuInstanceId"),
+    "compute_instance_id": returns_int("nvmlDeviceGetComputeInstanceId"),
+    "is_mig_device_handle": returns_int("nvmlDeviceIsMigDeviceHandle"),
     "mig_device_handle_by_index": _returns_handle("nvmlDeviceGetMigDeviceHandleByIndex", arguments=2),
     "device_handle_from_mig_device_handle": _returns_handle("nvmlDeviceGetDeviceHandleFromMigDeviceHandle"),
 }
