@@ -154,20 +154,15 @@ class NodeReconcile:
         self._applying(reads.name)
         with self._in_phase(AgentPhase.OBSERVE):
             reads.layout()
-            reads.observation()
-        return self._resolve(reads)
-
-    def _applying(self, name: str) -> None:
-        self._layout = name
-        self._log = self._log.bind(layout=name, attempt=self._attempt)
-
-    def _resolve(self, reads: AttemptReads) -> Target:
-        self._applying(reads.name)
-        observation = reads.observation()
+            observation = reads.observation()
         with self._in_phase(AgentPhase.PLAN):
             desired = reads.desired()
             check_advertisable(desired, observation, self._settings.mig_strategy)
             return Target(reads.name, desired, observation, plan(observation, desired))
+
+    def _applying(self, name: str) -> None:
+        self._layout = name
+        self._log = self._log.bind(layout=name, attempt=self._attempt)
 
     def _decide(self, target: Target, reads: AttemptReads) -> Target:
         with self._in_phase(AgentPhase.PLAN):
@@ -224,11 +219,20 @@ class NodeReconcile:
                 Event.RECONFIGURING, f"label changed to {label}, which cannot be applied ({exc}); finishing"
                 f" {target.name} first",
             )
-            # The GPUs as just observed, planned for the layout in flight (still in PLAN, not observed again).
-            same = self._reads = AttemptReads(
-                target.name, config_file=self._settings.config_file, observe=reads.observation, list_pods=reads.pods,
-            )
-            return self._decide(self._resolve(same), same), Refused(label, exc)
+            return self._finishing(target, reads), Refused(label, exc)
+
+    def _finishing(self, target: Target, reads: AttemptReads) -> Target:
+        """The layout in flight planned from the GPUs as just observed (`reads`: the refused label's). It
+        is the layout as resolved when the change began, not read again: the file that came with the
+        refused label may be broken or may no longer hold it, and the GPUs it was resolved for are the same."""
+        self._applying(target.name)
+        same = self._reads = AttemptReads(
+            target.name, config_file=self._settings.config_file, observe=reads.observation, list_pods=reads.pods,
+        )
+        observation = same.observation()
+        with self._in_phase(AgentPhase.PLAN):
+            resumed = Target(target.name, target.desired, observation, plan(observation, target.desired))
+        return self._decide(resumed, same)
 
     def _change(self, target: Target, checkpoint: LabelCheckpoint) -> Outcome:
         """Drain, apply, re-advertise, report; LayoutSuperseded from any safe point on the way."""

@@ -149,6 +149,35 @@ def test_a_typo_label_mid_change_finishes_the_change_in_flight_before_reporting_
     assert node.kube.cordon_episodes == 1
 
 
+@pytest.mark.parametrize("file_now", ["version: v1\nmig-configs: {all-7g: [", "renamed"])
+def test_a_typo_label_with_a_new_layout_file_mid_change_still_finishes_the_layout_in_flight(
+    node: MemoryNode, file_now: str
+) -> None:
+    """The admin ships a new layouts file (broken, or without the layout in flight) and a label naming
+    none of it: the change in flight is finished from the layout as resolved when it began."""
+    before = node.layout_file.read_text(encoding="utf-8")
+    replacement = before.replace("all-balanced:", "balanced-v2:") if file_now == "renamed" else file_now
+
+    def admin(name: str) -> None:
+        if name == "destroy_gpu_instance" and node.label == "all-balanced":
+            node.layout_file.write_text(replacement, encoding="utf-8")
+            node.set_label("balanced-v3")
+
+    node.engine = ApplyEngine(InterceptingDriver(node.driver, after=admin), node.journal, clock=node.clock)
+    node.set_label("all-balanced")
+
+    report = node.reconcile()
+
+    assert report.outcome is Outcome.FAILED
+    status, reason, message = node.condition()
+    assert (status, reason) == ("False", "InvalidLayout")
+    assert "the change in flight to all-balanced was finished first, so the node holds all-balanced." in message
+    assert expected_resources(node.driver.observe(), strategy=MigStrategy.MIXED) == BALANCED
+    assert node.kube.allocatable == BALANCED
+    assert node.released()
+    assert node.kube.cordon_episodes == 1
+
+
 def test_a_typo_label_before_any_gpu_changed_is_refused_at_once_leaving_the_starting_layout(
     node: MemoryNode,
 ) -> None:
