@@ -5,7 +5,6 @@ naming the path and the errno (never 70), and no temporary file survives; a bad 
 from __future__ import annotations
 
 import json
-import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -21,15 +20,22 @@ REPO = Path(__file__).resolve().parents[3]
 LAYOUTS = REPO / "configs" / "mig-layouts" / "mig-layouts.yaml"
 
 
-def _apply(tmp_path: Path, config: str, *, file_limit_bytes: int | None = None) -> subprocess.CompletedProcess[str]:
-    def limit() -> None:
-        if file_limit_bytes is not None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit_bytes, resource.RLIM_INFINITY))
+# Sets the file-size limit, then becomes the apply (exec keeps the limit). Not a `preexec_fn`, which
+# Python calls unsafe in a process with threads (it makes subprocess fork() rather than vfork): in one
+# run after tests that ran gRPC servers in this process, two of these applies died of SIGABRT with
+# gRPC's "epoll_wait error: Bad file descriptor" (not reproduced since; no apply here needs the fork).
+_LIMITED = (
+    "import os, resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), resource.RLIM_INFINITY));"
+    " os.execv(sys.executable, [sys.executable, *sys.argv[2:]])"
+)
 
+
+def _apply(tmp_path: Path, config: str, *, file_limit_bytes: int | None = None) -> subprocess.CompletedProcess[str]:
+    limited = [] if file_limit_bytes is None else ["-c", _LIMITED, str(file_limit_bytes)]
     return subprocess.run(
-        [sys.executable, "-m", "migagent", "apply", "--state", str(tmp_path / "node.json"), "-f", str(LAYOUTS),
-         "-c", config],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False, preexec_fn=limit,
+        [sys.executable, *limited, "-m", "migagent", "apply", "--state", str(tmp_path / "node.json"),
+         "-f", str(LAYOUTS), "-c", config],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
     )
 
 
