@@ -15,7 +15,6 @@ from collections.abc import Sequence
 
 from migagent import __version__
 from migagent.cli import commands
-from migagent.cli.conflicts import ConflictingFlagsError, check_conflicts
 from migagent.cli.flags import Parser
 from migagent.errors import MigAgentError
 
@@ -64,6 +63,7 @@ def _main(words: list[str]) -> int:
     # Imported here, not at the top: `--version` needs neither (logging alone is ~5 ms to import).
     import logging  # noqa: PLC0415
 
+    from migagent.cli.conflicts import ConflictingFlagsError, check_conflicts  # noqa: PLC0415
     from migagent.durable import ignore_file_size_signal  # noqa: PLC0415
 
     ignore_file_size_signal()  # past `ulimit -f` a write fails with EFBIG, reported in one line, not a core dump

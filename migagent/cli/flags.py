@@ -17,8 +17,6 @@ TYPE_CHECKING = False  # as typing's, without importing typing: `migagent --vers
 if TYPE_CHECKING:
     from typing import Any
 
-from migagent.cli.conflicts import record_given
-
 HOST_CLIENTS_ENV = ("MIGAGENT_HOST_GPU_CLIENTS", "MIGAGENT_HOST_CLIENTS")
 
 
@@ -41,6 +39,9 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+        # Imported here: `--version` imports this module and needs neither dataclasses nor typing.
+        from migagent.cli.conflicts import record_given  # noqa: PLC0415
+
         record_given(self)  # which flags the command line gave, for `conflicts.check_conflicts`
 
 
