@@ -19,6 +19,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from migagent.errors import StorageError
@@ -79,10 +80,11 @@ def fsync_directory(directory: Path) -> None:
 
 
 def make_directory(directory: Path) -> None:
-    """`mkdir -p`, where a file in the way is ENOTDIR naming it (mkdir itself says EEXIST, which misleads)."""
+    """`mkdir -p`, where a file in the way is ENOTDIR naming that file (mkdir itself says EEXIST, which
+    misleads, or ENOTDIR naming the directory it could not make)."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
+    except (FileExistsError, NotADirectoryError):
         blocker = next((p for p in (directory, *directory.parents) if p.exists() and not p.is_dir()), directory)
         raise NotADirectoryError(errno_codes.ENOTDIR, os.strerror(errno_codes.ENOTDIR), str(blocker)) from None
 
@@ -164,25 +166,29 @@ def preallocate_durably(path: Path, size: int, *, what: str) -> None:
         raise storage_error(what, path, exc) from exc
 
 
-def probe_room(directory: Path, size: int, *, what: str) -> None:
-    """Prove that `size` bytes can be written and synced in `directory` now, then remove them.
+def probe_room(directory: Path, sizes: Sequence[int], *, what: str) -> None:
+    """Prove that files of `sizes` bytes can be written and synced in `directory` at once, then remove them.
 
     Catches what a later write would hit: a read-only or full file system, a directory without
-    write permission, a file-size limit (`ulimit -f`) below `size`."""
+    write permission, a file-size limit (`ulimit -f`) below a size. One file per size, all held
+    together, as the writes they stand for will be: a file system allocates whole blocks per file."""
     probe = directory / ".migagent-probe"
+    written: list[Path] = []
     try:
         make_directory(directory)
-        fd, temp = _create_temp(probe)
-        try:
+        for size in sizes:
+            fd, temp = _create_temp(probe)
+            written.append(temp)
             try:
                 _write_all(fd, b"\0" * max(1, size))
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        finally:
-            temp.unlink(missing_ok=True)
     except OSError as exc:
         raise storage_error(what, directory, exc) from exc
+    finally:
+        for temp in written:
+            temp.unlink(missing_ok=True)
 
 
 def sweep_stale_temp_files(path: Path) -> list[Path]:

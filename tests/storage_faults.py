@@ -51,8 +51,9 @@ def unwritable_directory(path: Path) -> Iterator[int]:
 
 
 @contextmanager
-def full_directory(path: Path) -> Iterator[bool]:
-    """`path` on a 64 KiB tmpfs filled up (True), or, where mounting is not allowed, unchanged (False)."""
+def full_directory(path: Path, *, room: int = 0) -> Iterator[bool]:
+    """`path` on a 64 KiB tmpfs filled up but for `room` bytes (True), or, where mounting is not allowed,
+    unchanged (False). A tmpfs allocates whole 4 KiB pages: `room=8192` holds two small files, not three."""
     path.mkdir(parents=True, exist_ok=True)
     if not _mount_tmpfs(path, "size=64k"):
         yield False
@@ -66,6 +67,8 @@ def full_directory(path: Path) -> Iterator[bool]:
             pass
         finally:
             os.close(fd)
+        filled = (path / "filler").stat().st_size
+        os.truncate(path / "filler", max(0, filled - room))
         yield True
     finally:
         _unmount(path)

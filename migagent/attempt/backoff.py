@@ -4,7 +4,8 @@ failed attempt depended on has changed since.
 What an attempt depends on: the label (kept apart, in the hold), the layout file's content, what the
 GPUs hold (instances and the processes on them), the pods on the node that hold GPU devices, and
 what the device plugin advertises. `depends_on` digests these; a failed attempt leaves a `RetryHold`
-(its retry time, the label and the digest, and how many attempts in a row failed) in the agent's
+(its retry time, the label and the digest, how many attempts in a row failed, and the blockers it
+met after its cordon: attempt.blockers) in the agent's
 memory and on the Node (`migagent.io/next-retry`), so a resync tick, a watch reconnect or a
 restarted agent all look at the same retry time: they start an attempt only once it has passed or
 the digest differs.
@@ -17,6 +18,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from migagent.attempt.blockers import Blocker
 from migagent.attempt.undo import AttemptMarker
 from migagent.layout.observed import Observation
 from migagent.node.names import is_gpu_resource
@@ -35,13 +37,19 @@ class RetryHold:
     """`depends_on` digest at the failed attempt's start; None: unknown (then only time and label count)."""
     failures: int
     """Consecutive failed attempts, this one included (the back-off's exponent)."""
+    blockers: tuple[Blocker, ...] = ()
+    """What the failed attempt met after its cordon and could not get past: looked for before the next."""
 
     def due(self, *, now: float, label: str | None) -> bool:
         """True when the hold no longer applies by time or by label (the digest is the caller's to compare)."""
         return now >= self.at or label != self.label
 
     def to_annotation(self) -> str:
-        data = {"at": self.at, "label": self.label, "depends": self.depends, "failures": self.failures}
+        data: dict[str, object] = {
+            "at": self.at, "label": self.label, "depends": self.depends, "failures": self.failures
+        }
+        if self.blockers:
+            data["blockers"] = [blocker.to_json() for blocker in self.blockers]
         return json.dumps(data, sort_keys=True)
 
     @classmethod
@@ -51,11 +59,14 @@ class RetryHold:
             return None
         try:
             data = json.loads(text)
+            blockers = data.get("blockers")
             return cls(
                 at=float(data["at"]),
                 label=None if data.get("label") is None else str(data["label"]),
                 depends=None if data.get("depends") is None else str(data["depends"]),
                 failures=int(data.get("failures", 1)),
+                blockers=tuple(b for item in (blockers if isinstance(blockers, list) else [])
+                               if (b := Blocker.from_json(item)) is not None),
             )
         except (ValueError, TypeError, KeyError):
             return None

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import structlog
 
 from migagent.attempt.backoff import RetryHold, depends_on
+from migagent.attempt.blockers import Blocker
 from migagent.attempt.notes import check_advertisable
 from migagent.attempt.ports import AgentPorts, AgentSettings
 from migagent.attempt.reads import AttemptReads
@@ -72,11 +73,13 @@ class BackoffCheck:
         return True
 
     def after_failure(
-        self, node: NodeView | None, reads: AttemptReads | None, *, depends: str | None, failures: int
+        self, node: NodeView | None, reads: AttemptReads | None, *, depends: str | None, failures: int,
+        blockers: tuple[Blocker, ...] = (),
     ) -> RetryHold:
         """The hold a failed attempt leaves. `depends`: its digest taken before its first write; None
         when it failed before disturbing anything, so the node is as it found it: digested from what
-        the attempt read (what it could not read is read now)."""
+        the attempt read (what it could not read is read now). `blockers`: what it met after its
+        cordon, for the next attempt to look for first."""
         label = reads.name if reads is not None else None
         if depends is None and node is not None and reads is not None:
             try:
@@ -84,4 +87,4 @@ class BackoffCheck:
             except Exception:  # unreadable now: then only the time and the label hold
                 depends = None
         delay = self._settings.retry.failure_delay(failures)
-        return RetryHold(self._p.clock.wall() + delay, label, depends, failures=failures)
+        return RetryHold(self._p.clock.wall() + delay, label, depends, failures=failures, blockers=blockers)

@@ -60,7 +60,7 @@ def _after_change(gpu: ObservedGpu, want: DesiredGpu | None) -> GpuDevices:
             if table is not None and gi_profile is not None and ci_profile is not None:
                 profiles.append(ci_profile_name(gi_profile, ci_profile, table))
     patterns = resource_patterns(table) if table is not None else ()
-    return GpuDevices(f"GPU {gpu.index}", want.mig_enabled, tuple(profiles), patterns)
+    return GpuDevices(gpu.index, want.mig_enabled, tuple(profiles), patterns)
 
 
 def plan_summary(plan: Plan) -> str:

@@ -32,6 +32,7 @@ import structlog
 from migagent.attempt.advertisement import Advertisement
 from migagent.attempt.backoff import RetryHold, attempt_number
 from migagent.attempt.backoff_check import BackoffCheck
+from migagent.attempt.blockers import learned_from, refuse_if_still_there
 from migagent.attempt.change_steps import apply_change, drain_for_change
 from migagent.attempt.change_window import ChangeWindow
 from migagent.attempt.first_write import FirstWriteGuard, WritePermit
@@ -42,8 +43,9 @@ from migagent.attempt.phases import AgentPhase, Outcome, PhaseOrder
 from migagent.attempt.ports import AgentPorts, AgentSettings, PhaseHook, ReconcileReport
 from migagent.attempt.preflight import Preflight
 from migagent.attempt.reads import AttemptReads
-from migagent.attempt.supersede import LabelCheckpoint, LayoutSuperseded
+from migagent.attempt.supersede import LabelCheckpoint, LayoutSuperseded, Refused
 from migagent.attempt.undo import ApplyFailedError, AttemptMarker, StopRequested, failure_reason
+from migagent.errors import PermanentError
 from migagent.node.names import ATTEMPT_ANNOTATION, MIG_CONFIG_LABEL, NEXT_RETRY_ANNOTATION
 from migagent.node.names import EventReason as Event
 from migagent.node.port import NodeView
@@ -149,6 +151,10 @@ class NodeReconcile:
             self._permit.require_lease()  # before the pod list: an attempt without the Lease runs again
             self._permit.grant(reads.pods())  # one list serves the sole-owner check, the gate and the digest
             target = self._decide(target, reads)
+        if self._hold is not None:  # what the last attempt met after its cordon: still in the way?
+            refuse_if_still_there(
+                self._hold.blockers, reads.pods(), evicting=target.evict, pausing=self._p.restarter.pauses
+            )
         return self._reconfigure(target, node, reads)
 
     def _read_node(self) -> NodeView:
@@ -173,8 +179,7 @@ class NodeReconcile:
         )
 
     def _observe_and_resolve(self, reads: AttemptReads) -> Target:
-        self._layout = reads.name
-        self._log = self._log.bind(layout=reads.name, attempt=self._attempt)
+        self._applying(reads.name)
         with self._in_phase(AgentPhase.OBSERVE):
             reads.layout()
             observation = reads.observation()
@@ -182,6 +187,10 @@ class NodeReconcile:
             desired = reads.desired()
             check_advertisable(desired, observation, self._settings.mig_strategy)
             return Target(reads.name, desired, observation, plan(observation, desired))
+
+    def _applying(self, name: str) -> None:
+        self._layout = name
+        self._log = self._log.bind(layout=name, attempt=self._attempt)
 
     def _decide(self, target: Target, reads: AttemptReads) -> Target:
         with self._in_phase(AgentPhase.PLAN):
@@ -198,21 +207,60 @@ class NodeReconcile:
             self._window.cordon(target.name)
         with self._in_phase(AgentPhase.PAUSE):
             self._window.pause()
+        refused: Refused | None = None
         while True:
-            checkpoint = LabelCheckpoint(self._current_label, target.name, heartbeat=self._heartbeat)
+            checkpoint = LabelCheckpoint(
+                self._current_label, target.name, heartbeat=self._heartbeat,
+                ignoring=None if refused is None else refused.label,
+            )
             try:
                 return self._change(target, checkpoint)
             except LayoutSuperseded as newer:
                 # One disruption per change: re-plan from what the GPUs hold now, keeping the window open.
-                self._log.info("layout_superseded", applying=target.name, now=newer.layout)
-                self._status.event(
-                    Event.RECONFIGURING, f"label changed to {newer.layout} while {target.name} was applied: re-planning"
-                )
-                reads = self._reads = self._read(newer.layout)  # the GPUs and the file as they are now
-                target = self._decide(self._observe_and_resolve(reads), reads)
+                target, refused = self._superseded(target, newer.layout, refused)
                 self._report.pending(target, attempt=self._attempt)
                 with self._in_phase(AgentPhase.PAUSE):
                     self._window.pause_again()
+
+    def _superseded(self, target: Target, label: str, refused: Refused | None) -> tuple[Target, Refused | None]:
+        """The target after the label changed to `label` mid-change, and the label refused meanwhile.
+
+        A label no layout answers (a typo, a layout that does not fit or would evict what cannot be
+        evicted) does not stop the change in flight half way: it is finished to the last valid
+        layout, and the refusal raised once it is (the success write meets that label again). Before
+        any GPU changed, the refusal is raised at once: the GPUs still hold the starting layout."""
+        self._log.info("layout_superseded", applying=target.name, now=label)
+        if label != (refused.label if refused is not None else None):
+            self._status.event(
+                Event.RECONFIGURING, f"label changed to {label} while {target.name} was applied: re-planning"
+            )
+        reads = self._reads = self._read(label)  # the GPUs and the file as they are now
+        try:
+            return self._decide(self._observe_and_resolve(reads), reads), None
+        except PermanentError as exc:
+            if not self._window.gpus_touched:
+                raise
+            if refused is not None and label == refused.label:  # only the success write sees it: finished
+                raise Refused(label, exc).after_finishing(target.name) from exc
+            self._log.warning("superseding_label_refused", label=label, finishing=target.name, error=str(exc))
+            self._status.event(
+                Event.RECONFIGURING, f"label changed to {label}, which cannot be applied ({exc}); finishing"
+                f" {target.name} first",
+            )
+            return self._finishing(target, reads), Refused(label, exc)
+
+    def _finishing(self, target: Target, reads: AttemptReads) -> Target:
+        """The layout in flight planned from the GPUs as just observed (`reads`: the refused label's). It
+        is the layout as resolved when the change began, not read again: the file that came with the
+        refused label may be broken or may no longer hold it, and the GPUs it was resolved for are the same."""
+        self._applying(target.name)
+        same = self._reads = AttemptReads(
+            target.name, config_file=self._settings.config_file, observe=reads.observation, list_pods=reads.pods,
+        )
+        observation = same.observation()
+        with self._in_phase(AgentPhase.PLAN):
+            resumed = Target(target.name, target.desired, observation, plan(observation, target.desired))
+        return self._decide(resumed, same)
 
     def _change(self, target: Target, checkpoint: LabelCheckpoint) -> Outcome:
         """Drain, apply, re-advertise, report; LayoutSuperseded from any safe point on the way."""
@@ -300,7 +348,9 @@ class NodeReconcile:
             message += f" (undo incomplete, retried next attempt: {'; '.join(undo_failures)})"
         reason = failure_reason(error)
         reads = self._reads if self._layout is not None else None
-        hold = self._backoff.after_failure(self._node, reads, depends=self._depends, failures=self._attempt)
+        hold = self._backoff.after_failure(
+            self._node, reads, depends=self._depends, failures=self._attempt, blockers=learned_from(error)
+        )
         self._log.error("attempt_failed", phase=phase, reason=str(reason), error=str(error), retry_at=hold.at)
         try:
             self._status.failed(reason, message, attempt=self._attempt, next_retry=hold.to_annotation())

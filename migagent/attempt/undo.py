@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from migagent.attempt.blockers import PluginStillNotPausedError
 from migagent.attempt.preflight import OtherMigOwnerError, StrategyMismatchError
 from migagent.errors import (
     DrainBlockedError,
@@ -28,9 +29,7 @@ from migagent.errors import (
     ResetRequiredError,
     StorageError,
 )
-from migagent.node.deviceplugin import (
-    AdvertisementTimeoutError,
-)
+from migagent.node.deviceplugin import AdvertisementTimeoutError, ComponentsNotPausedError
 from migagent.node.names import ConditionReason
 
 log = structlog.get_logger(__name__)
@@ -138,6 +137,8 @@ _REASONS: tuple[tuple[type[BaseException], ConditionReason], ...] = (
     (InvalidLayoutError, ConditionReason.INVALID_LAYOUT),
     (ResetRequiredError, ConditionReason.REBOOT_REQUIRED),
     (AdvertisementTimeoutError, ConditionReason.WAITING_FOR_DEVICE_PLUGIN),
+    (ComponentsNotPausedError, ConditionReason.DEVICE_PLUGIN_NOT_PAUSED),
+    (PluginStillNotPausedError, ConditionReason.DEVICE_PLUGIN_NOT_PAUSED),
     (StorageError, ConditionReason.STORAGE_UNWRITABLE),
     (OtherMigOwnerError, ConditionReason.OTHER_MIG_OWNER),
     (StrategyMismatchError, ConditionReason.STRATEGY_MISMATCH),

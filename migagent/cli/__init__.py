@@ -63,6 +63,7 @@ def _main(words: list[str]) -> int:
     # Imported here, not at the top: `--version` needs neither (logging alone is ~5 ms to import).
     import logging  # noqa: PLC0415
 
+    from migagent.cli.conflicts import ConflictingFlagsError, check_conflicts  # noqa: PLC0415
     from migagent.durable import ignore_file_size_signal  # noqa: PLC0415
 
     ignore_file_size_signal()  # past `ulimit -f` a write fails with EFBIG, reported in one line, not a core dump
@@ -78,7 +79,11 @@ def _main(words: list[str]) -> int:
         json_logs=getattr(args, "json_logs", None), level=level, progress=getattr(args, "progress", False)
     )
     try:
+        check_conflicts(args)
         code: int = args.handler(args)
+    except ConflictingFlagsError as exc:
+        print(f"migagent {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except MigAgentError as exc:
         print(f"migagent {args.command}: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -31,6 +31,7 @@ from migagent.cli.agent_flags import (
     add_where_arguments,
 )
 from migagent.cli.commands import summary
+from migagent.cli.conflicts import Conflict, Needs, refuse_together
 from migagent.cli.node import (
     add_node_arguments,
     add_reboot_arguments,
@@ -210,4 +211,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_operator_arguments(parser)
     add_metrics_arguments(parser)
     add_node_arguments(parser)
+    refuse_together(
+        parser,
+        Conflict("--no-device-plugin", _PLUGIN_CONFIG_FLAGS, "--no-device-plugin expects nothing in Node allocatable,"
+                 " the other says what the device plugin advertises there"),
+        Needs("--dra-namespace", "--dra-driver", "the DRA driver's pods are restarted only with --dra-driver"),
+        Needs("--dra-selector", "--dra-driver", "the DRA driver's pods are restarted only with --dra-driver"),
+    )
     parser.set_defaults(handler=_run_agent, log_level=logging.INFO)
+
+
+_PLUGIN_CONFIG_FLAGS = ("--device-plugin-config-map", "--device-plugin-config-file", "--device-plugin-config-default")

@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
-import threading
 from pathlib import Path
 
+from migagent.cli.apply_outcome import StopRequested, StopSignals, print_report, stopped
 from migagent.cli.commands import summary
+from migagent.cli.conflicts import Conflict, refuse_together
 from migagent.cli.flags import add_output_argument
 from migagent.cli.layout_args import add_config_file_argument, add_selected_config_argument, read_layout
 from migagent.cli.node import (
@@ -34,19 +34,17 @@ from migagent.errors import UsageError
 from migagent.layout.desired import DesiredNode
 from migagent.layout.observed import Observation
 from migagent.layout.parse import select_config
-from migagent.layout.resolve import identity_of, resolve_config, resolve_entries
+from migagent.layout.resolve import check_listed_devices, identity_of, resolve_config, resolve_entries
 from migagent.layout.spec import LayoutFile
 from migagent.planning import empty_observation, plan, plan_to_json, render_plan
-from migagent.planning.render import describe_step
 from migagent.reconcile.assertion import config_mismatches, mode_mismatches
 from migagent.reconcile.hooks import HookRunner, flag_environment, load_hooks_file
 from migagent.reconcile.machine import ApplyEngine
 from migagent.reconcile.ports import NodeDriver
-from migagent.reconcile.session import ApplySession, RebootPendingError, SessionReport
+from migagent.reconcile.session import ApplySession, RebootPendingError
 from migagent.sim.spec import NodeSpecError, parse_node_spec
 
 EXIT_REBOOT_REQUESTED = 3
-EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports a command SIGTERM stopped
 _TRUE = {"1", "t", "true", "yes", "on"}
 _FALSE = {"", "0", "f", "false", "no", "off"}
 
@@ -102,7 +100,9 @@ def _run_plan(args: argparse.Namespace) -> int:
     if args.gpu_model:
         observation = _offline_observation(args.gpu_model)
         identities = [identity_of(gpu) for gpu in observation.gpus]
-        desired = resolve_entries(select_config(layout, name), identities, config_name=name)
+        entries = select_config(layout, name)
+        check_listed_devices(layout.path, name, entries, identities)  # the offline node's GPUs are 0..n-1
+        desired = resolve_entries(entries, identities, config_name=name)
     else:
         with open_node(args) as driver:
             observation = driver.observe()
@@ -145,55 +145,25 @@ def _engine(args: argparse.Namespace, driver: NodeDriver) -> ApplyEngine:
     )
 
 
-def _print_report(report: SessionReport, observation: Observation) -> None:
-    # On a terminal each step was shown as it ended (progress_log): list them here only otherwise.
-    if not sys.stderr.isatty():
-        for result in report.results:
-            for step in result.steps_run:
-                print(f"  {describe_step(step, observation)}")
-    run = sum(len(result.steps_run) for result in report.results)
-    print(f"{run} operation(s) performed" if run else "nothing to change")
-
-
-class _Terminated(Exception):  # noqa: N818 - a stop request, not an error
-    """SIGTERM arrived: the apply stops at the next safe point (between two journaled steps)."""
-
-
 def _run_apply(args: argparse.Namespace) -> int:
     _read_env_flags(args)
     layout = read_layout(args.config_file)
     name = _config_name(layout, args.selected_config)
     hooks = _hook_runner(args, name)
-    terminated = threading.Event()
-
-    def checkpoint() -> None:
-        if terminated.is_set():
-            raise _Terminated
-
-    with (
-        state_locked(args, "migagent apply"),
-        open_node(args) as driver,
-        signals_handled({signal.SIGTERM: terminated.set}),
-    ):
+    stop = StopSignals()
+    with state_locked(args, "migagent apply"), open_node(args) as driver, signals_handled(stop.actions()):
         desired = _desired_on_node(layout, name, driver.observe())
-        session = ApplySession(
-            engine=_engine(args, driver), observe=driver.observe, hooks=hooks, checkpoint=checkpoint
-        )
+        engine = _engine(args, driver)
+        session = ApplySession(engine=engine, observe=driver.observe, hooks=hooks, checkpoint=stop.checkpoint)
         try:
             report = session.run(desired, config_name=name, mode_only=args.mode_only)
         except RebootPendingError as exc:
             print(f"migagent apply: {exc}", file=sys.stderr)
             return EXIT_REBOOT_REQUESTED
-        except _Terminated:
-            # The step in progress finished and is journaled; the next one never began.
-            print(
-                "migagent apply: stopped by SIGTERM between two steps; the GPUs and the journal agree:"
-                " run the same apply again to finish",
-                file=sys.stderr,
-            )
-            return EXIT_TERMINATED
+        except StopRequested:
+            return stopped(stop, engine)
         after = driver.observe()  # names the profiles of GPUs whose MIG mode just changed
-    _print_report(report, after)
+    print_report(report, after)
     if args.mode_only:
         print("MIG mode settings applied successfully")
     else:
@@ -262,6 +232,10 @@ def register_plan(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
     )
     add_output_argument(parser, choices=("text", "json"), default="text")
     add_node_arguments(parser)
+    refuse_together(parser, Conflict(
+        "--gpu-model", ("--simulate", "--state", "--driver-root"),
+        "--gpu-model plans offline on empty catalog GPUs, the other names the node to plan on",
+    ))
     parser.set_defaults(handler=_run_plan)
 
 
@@ -291,6 +265,11 @@ def register_apply(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     add_reboot_arguments(parser)
     add_lock_arguments(parser)
     add_node_arguments(parser)
+    refuse_together(parser, Conflict(
+        "--skip-reset", ("--allow-reboot",),
+        "--skip-reset leaves a MIG mode change pending until the next reset or reboot, --allow-reboot reboots the"
+        " node to activate it now",
+    ))
     parser.set_defaults(handler=_run_apply, progress=True)  # each step as it starts and ends, see progress_log
 
 
@@ -305,4 +284,8 @@ def register_assert(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
         help="only check that the file parses and the config exists (env MIG_PARTED_VALID_CONFIG)",
     )
     add_node_arguments(parser)
+    refuse_together(parser, Conflict(
+        "--valid-config", ("--simulate", "--state", "--driver-root"),
+        "--valid-config checks the file alone and reads no node, the other asks about the node",
+    ))
     parser.set_defaults(handler=_run_assert)

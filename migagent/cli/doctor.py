@@ -21,7 +21,8 @@ from typing import Any
 import yaml
 
 from migagent.catalog import CiProfile, GiProfile, GpuModel, ProfileTable, driver_variants, model_by_pci_device_id
-from migagent.cli.commands import summary
+from migagent.cli.commands import summary as command_summary
+from migagent.cli.doctor_view import NOTHING_BLOCKS, SIMULATED_NODE, Inline, readable_document, summary
 from migagent.cli.node import add_node_arguments, host_root, open_node
 from migagent.layout.catalog_diff import diff_profiles, gi_values
 from migagent.layout.profile import gi_profile_name
@@ -39,6 +40,8 @@ class _Dumper(yaml.SafeDumper):
 
 _Dumper.add_representer(_Pair, lambda dumper, pair: dumper.represent_sequence(
     "tag:yaml.org,2002:seq", list(pair), flow_style=True))
+_Dumper.add_representer(Inline, lambda dumper, mapping: dumper.represent_mapping(
+    "tag:yaml.org,2002:map", dict(mapping), flow_style=True))
 
 _CI_NOT_READ = (
     "not read: NVML lists CI profiles only inside an existing GPU instance, and doctor creates none"
@@ -132,15 +135,15 @@ def _on_off(value: bool | None) -> str:
 
 
 def node_document(report: NodeReport, *, reset_blockers: list[str] | None = None) -> dict[str, Any]:
+    """The node, one entry per GPU, after a summary; `reset_blockers` None: a simulated node (no host)."""
     document: dict[str, Any] = {
         "driver_version": report.driver_version,
         "nvml_version": report.nvml_version,
         "confidential_computing": report.confidential_computing or "unknown (NVML did not say)",
+        "reset_preconditions": [SIMULATED_NODE] if reset_blockers is None else reset_blockers or [NOTHING_BLOCKS],
+        "gpus": [gpu_document(gpu) for gpu in report.gpus],
     }
-    if reset_blockers is not None:
-        document["reset_preconditions"] = reset_blockers or ["nothing found that would block a GPU reset"]
-    document["gpus"] = [gpu_document(gpu) for gpu in report.gpus]
-    return document
+    return {"summary": summary(document), **document}
 
 
 def _reset_blockers(args: argparse.Namespace, report: NodeReport) -> list[str] | None:
@@ -157,13 +160,14 @@ def _run(args: argparse.Namespace) -> int:
     document = node_document(report, reset_blockers=_reset_blockers(args, report))
     if args.output == "json":
         print(json.dumps(document, indent=2))
-    else:
-        sys.stdout.write(yaml.dump(document, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120))
+    else:  # for people: identical GPUs once
+        readable = readable_document(document)
+        sys.stdout.write(yaml.dump(readable, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120))
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("doctor", help=summary("doctor"))
+    parser = subparsers.add_parser("doctor", help=command_summary("doctor"))
     parser.add_argument(
         "-o", "--output", choices=("yaml", "json"), default="yaml", help="output format"
     )

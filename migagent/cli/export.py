@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 
 import yaml
 
@@ -12,7 +13,7 @@ from migagent.cli.commands import summary
 from migagent.cli.flags import add_output_argument
 from migagent.cli.node import add_node_arguments, open_node
 from migagent.errors import MigAgentError
-from migagent.layout.export import ExportError, export_layout
+from migagent.layout.export import ExportError, export_layout, instances_not_shown
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -26,6 +27,9 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(document, indent=2))
     else:
         print(yaml.safe_dump(document, sort_keys=False, default_flow_style=False), end="")
+    hidden = instances_not_shown(observation)
+    if hidden is not None:  # the document stays mig-parted's; what it cannot hold is said beside it
+        print(f"migagent export: warning: {hidden}", file=sys.stderr)
     return 0
 
 

@@ -34,11 +34,15 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 class Parser(argparse.ArgumentParser):
-    """Every sub-command's parser: defaults shown in --help."""
+    """Every sub-command's parser: defaults shown in --help, the flags given recorded."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+        # Imported here: `--version` imports this module and needs neither dataclasses nor typing.
+        from migagent.cli.conflicts import record_given  # noqa: PLC0415
+
+        record_given(self)  # which flags the command line gave, for `conflicts.check_conflicts`
 
 
 def add_output_argument(

@@ -11,11 +11,13 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 from migagent.catalog import GpuModel, UnknownGpuModelError
+from migagent.cli.conflicts import Conflict, Needs, refuse_together
 from migagent.clock import SystemClock
 from migagent.errors import PermanentError, StorageError, UsageError
 from migagent.nvml.driver import GpuDriver
@@ -28,7 +30,7 @@ from migagent.reconcile.ports import RebootRequester
 from migagent.reconcile.reboot import CommandRebootRequester, RecordingRebootRequester
 from migagent.reconcile.statelock import StateLock
 from migagent.sim.fake_nvml import FakeNvml
-from migagent.sim.persistence import persist_after_each_mutation, sigkill_after_mutations
+from migagent.sim.persistence import persist_after_each_mutation, signal_after_mutations
 from migagent.sim.reset import SimResetRunner
 from migagent.sim.spec import NodeSpecError, parse_node_spec
 from migagent.sim.state import StateFormatError
@@ -37,6 +39,7 @@ from migagent.sim.state_check import check_profiles, check_spec_matches
 DEFAULT_JOURNAL_DIR = "/var/lib/migagent"
 FAKE_NVML_STATE_ENV = "MIGAGENT_FAKE_NVML_STATE"  # the fake libnvidia-ml.so.1's node (migagent_sim/fakelib/node.py)
 SIGKILL_AFTER_MUTATIONS_ENV = "MIGAGENT_SIM_SIGKILL_AFTER_MUTATIONS"
+SIGINT_AFTER_MUTATIONS_ENV = "MIGAGENT_SIM_SIGINT_AFTER_MUTATIONS"
 HOST_ROOT_ENV = "MIGAGENT_HOST_ROOT"
 
 
@@ -62,6 +65,10 @@ def add_node_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("MIGAGENT_SIM_STATE"),
         help="simulator state file: loaded if it exists, saved after every change and after the command",
     )
+    refuse_together(parser, Conflict(
+        "--driver-root", ("--simulate", "--state"),
+        "--driver-root finds the NVIDIA driver of real GPUs, and a simulated node has none",
+    ))
 
 
 def journal_for(args: argparse.Namespace) -> Journal:
@@ -106,7 +113,12 @@ def state_locked(args: argparse.Namespace, command: str) -> Iterator[None]:
         return
     if args.lock_timeout < 0:
         raise UsageError("--lock-timeout must be zero or a positive number of seconds")
-    lock.acquire(timeout_s=args.lock_timeout, clock=SystemClock())
+    try:
+        lock.acquire(timeout_s=args.lock_timeout, clock=SystemClock())
+    except StorageError as exc:
+        if getattr(args, "journal_dir", None):  # the user's own path: name the flag that gave it
+            raise StorageError(f"--journal-dir {args.journal_dir}: {exc}", path=exc.path, errno=exc.errno) from exc
+        raise
     try:
         yield
     finally:
@@ -125,6 +137,12 @@ def add_reboot_arguments(parser: argparse.ArgumentParser) -> None:
         "--reboot-command",
         default=os.environ.get("MIGAGENT_REBOOT_COMMAND", "systemctl reboot"),
         help="command that queues the reboot (in a container, e.g. 'chroot /host systemctl reboot')",
+    )
+    refuse_together(
+        parser,
+        Needs("--reboot-command", "--allow-reboot", "only an allowed reboot runs it (env MIGAGENT_ALLOW_REBOOT)"),
+        Conflict("--reboot-command", ("--simulate", "--state"), "a simulated node never reboots this host, it only"
+                 " records the request"),
     )
 
 
@@ -176,15 +194,18 @@ def _save_fake(fake: FakeNvml, state: Path, *, quiet: bool) -> None:
 
 
 def _crash_fault_from_environment(fake: FakeNvml) -> None:
-    """Crash testing only: MIGAGENT_SIM_SIGKILL_AFTER_MUTATIONS=N kills the process after its Nth
-    mutating call on the simulated node (see sim.persistence)."""
-    raw = os.environ.get(SIGKILL_AFTER_MUTATIONS_ENV)
-    if raw is None:
-        return
-    try:
-        sigkill_after_mutations(fake, int(raw))
-    except ValueError as exc:
-        raise UsageError(f"{SIGKILL_AFTER_MUTATIONS_ENV}={raw!r}: expected a count of 1 or more") from exc
+    """Crash and stop testing only: MIGAGENT_SIM_SIGKILL_AFTER_MUTATIONS=N kills the process after its
+    Nth mutating call on the simulated node, MIGAGENT_SIM_SIGINT_AFTER_MUTATIONS=N presses Ctrl-C
+    there (see sim.persistence)."""
+    faults = ((SIGKILL_AFTER_MUTATIONS_ENV, signal.SIGKILL), (SIGINT_AFTER_MUTATIONS_ENV, signal.SIGINT))
+    for variable, signum in faults:
+        raw = os.environ.get(variable)
+        if raw is None:
+            continue
+        try:
+            signal_after_mutations(fake, int(raw), signum)
+        except ValueError as exc:
+            raise UsageError(f"{variable}={raw!r}: expected a count of 1 or more") from exc
 
 
 @contextmanager

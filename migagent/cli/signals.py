@@ -1,4 +1,4 @@
-"""Signal handling for the long-running commands (`agent`, `host`) and `apply` (SIGTERM stops it at a safe point)."""
+"""Signal handling for the long-running commands (`agent`, `host`) and `apply` (SIGTERM, SIGINT: a safe stop)."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from migagent.cli.commands import summary
+from migagent.cli.conflicts import Needs, refuse_together
 from migagent.clock import Clock, SystemClock
 from migagent.errors import TransientError
 from migagent.kube.client import make_api_client
@@ -173,4 +174,5 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--watch-for", type=float, metavar="SECONDS", help="with --watch: stop after this long (default: never)"
     )
+    refuse_together(parser, Needs("--watch-for", "--watch", "it says when a watch stops"))
     parser.set_defaults(handler=_run_status)

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Sequence
 
 from migagent.catalog import UnknownGpuModelError, model_by_key
 from migagent.cli.commands import summary
 from migagent.cli.layout_args import add_config_file_argument, add_selected_config_argument, read_layout
 from migagent.errors import InvalidLayoutError, UsageError
+from migagent.layout.gpus import gpu_ranges
 from migagent.layout.parse import cap_problems
 from migagent.planning.validation import ConfigReport, ConfigStatus, validate_layout
 
@@ -34,16 +36,38 @@ def _line(report: ConfigReport) -> str:
     return f"{report.name}: INVALID{fits}: {len(report.problems)} problem(s), listed below"
 
 
+_WIDTH = 100
+
+
+def _wrapped(text: str) -> str:
+    """A detail of -v, wrapped under its config: a list of 17 models or 200 entries stays readable."""
+    return textwrap.fill(text, width=_WIDTH, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False)
+
+
+def _models(models: Sequence[str]) -> str:
+    return f"{len(models)} models: {', '.join(models)}" if len(models) > 1 else models[0]
+
+
+def _details(report: ConfigReport) -> list[str]:
+    """Models grouped by the entries checked on them, and by why they were skipped."""
+    by_entries: dict[str, list[str]] = {}
+    for model, entries in report.checked.items():
+        by_entries.setdefault(gpu_ranges(entries), []).append(model)
+    by_reason: dict[str, list[str]] = {}
+    for model, reason in report.skipped().items():
+        by_reason.setdefault(reason, []).append(model)
+    lines = [f"checked entries [{entries}] on {_models(models)}" for entries, models in by_entries.items()]
+    lines += [f"skipped {_models(models)}; why: {reason}" for reason, models in by_reason.items()]
+    return [_wrapped(line) for line in lines]
+
+
 def _print_config(report: ConfigReport, *, verbose: bool) -> None:
-    print(_line(report))
     if verbose:
-        by_reason: dict[str, list[str]] = {}
-        for model, reason in report.skipped().items():
-            by_reason.setdefault(reason, []).append(model)
-        for reason, models in by_reason.items():
-            print(f"  skipped {', '.join(models)}: {reason}")
-        for model, entries in report.checked.items():
-            print(f"  checked on {model}: entries {', '.join(f'[{i}]' for i in entries)}")
+        print(textwrap.fill(_line(report), width=_WIDTH, subsequent_indent="    ", break_on_hyphens=False))
+        for detail in _details(report):
+            print(detail)
+    else:
+        print(_line(report))  # one line per config, for scripts
     for warning in report.warnings:
         print(f"  warning: {warning}", file=sys.stderr)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from migagent.catalog.model import ProfileTable
 from migagent.layout.observed import Observation, ObservedGi, ObservedGpu
-from migagent.layout.profile import ci_profile_name
+from migagent.layout.profile import ci_profile_name, gi_profile_name
 from migagent.layout.spec import format_pci_id
 
 
@@ -85,3 +85,35 @@ def _render(entry: _Entry, models: set[int], gpus_per_model: Counter[int]) -> di
     if entry.mig_enabled:
         doc["mig-devices"] = entry.mig_devices
     return doc
+
+
+_NAMED = 8
+
+
+def instances_not_shown(observation: Observation) -> str | None:
+    """GPU instances without a compute instance, which the exported layout cannot show, or None.
+
+    mig-parted's format counts MIG devices, i.e. compute instances, by profile name (its own export
+    walks the CIs of each GI), so a GI without one has no name to be counted under. It holds slices
+    and memory all the same, and the next apply destroys it: the user must hear of it."""
+    bare = [
+        f"GPU {gpu.index}: {_gi_text(gpu, gi)}"
+        for gpu in sorted(observation.gpus, key=lambda g: g.index)
+        if gpu.mig_current
+        for gi in gpu.gpu_instances
+        if not gi.compute_instances
+    ]
+    if not bare:
+        return None
+    more = f" and {len(bare) - _NAMED} more" if len(bare) > _NAMED else ""
+    return (
+        f"{len(bare)} GPU instance(s) without a compute instance, which mig-parted's format (compute instances"
+        f" counted by profile) cannot show: {'; '.join(bare[:_NAMED])}{more}; the next apply destroys them"
+    )
+
+
+def _gi_text(gpu: ObservedGpu, gi: ObservedGi) -> str:
+    table = gpu.profiles
+    profile = table.gi_profile(gi.profile_id) if table is not None else None
+    name = f"profile id {gi.profile_id}" if table is None or profile is None else str(gi_profile_name(profile, table))
+    return f"GPU instance {gi.id} ({name} at slot {gi.placement.start})"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -104,14 +105,27 @@ def select_config(layout: LayoutFile, name: str | None) -> tuple[LayoutEntry, ..
         if len(layout.configs) == 1:
             return next(iter(layout.configs.values()))
         raise InvalidLayoutError(
-            f"{layout.path}: no config selected and the file holds {len(layout.configs)}; "
-            f"choose one of: {', '.join(layout.names)}"
+            f"{layout.path}: no config selected, and the file holds more than one;"
+            f" choose one of {some_names(layout.names)}"
         )
     if name not in layout.configs:
+        close = difflib.get_close_matches(name, layout.names, n=_CLOSEST, cutoff=0.6)
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
         raise InvalidLayoutError(
-            f"{layout.path}: selected mig-config not present: {name}; available configs: {', '.join(layout.names)}"
+            f"{layout.path}: selected mig-config not present: {name}; {hint}the file holds {some_names(layout.names)}"
         )
     return layout.configs[name]
+
+
+_CLOSEST = 3
+_SHOWN = 6
+
+
+def some_names(names: Sequence[str]) -> str:
+    """A few config names and how many more: a file of 81 configs named in full drowns the answer."""
+    if len(names) <= _SHOWN:
+        return ", ".join(names)
+    return f"{len(names)} configs: {', '.join(names[:_SHOWN])} and {len(names) - _SHOWN} more"
 
 
 def _show(value: object) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from migagent.catalog import GpuModel, ProfileTable, all_models, model_by_key, rows_for_pci_device_id
 from migagent.errors import LayoutDoesNotFitError, LayoutSelectsNoGpuError
 from migagent.layout.desired import DesiredGi, DesiredGpu, DesiredNode
+from migagent.layout.gpus import gpus_named
 from migagent.layout.observed import ObservedGpu
 from migagent.layout.packing import (
     ProfileNotOfferedError,
@@ -59,13 +60,15 @@ def resolve_config(layout: LayoutFile, name: str | None, gpus: Sequence[GpuIdent
     """Select config `name` (see `select_config`) and resolve it for this node's GPUs.
 
     A config that selects none of them is an error (`LayoutSelectsNoGpuError`), raised before
-    anything is touched: mig-parted would report success for it.
+    anything is touched: mig-parted would report success for it; so is an entry listing a GPU index
+    that selects no GPU (`check_listed_devices`).
     """
     entries = select_config(layout, name)
     config_name = name if name is not None else layout.names[0]
     desired = resolve_entries(entries, gpus, config_name=config_name)
     if not desired.gpus:
         raise LayoutSelectsNoGpuError(selects_no_gpu_message(layout.path, config_name, entries, gpus))
+    check_listed_devices(layout.path, config_name, entries, gpus)
     return desired
 
 
@@ -79,6 +82,42 @@ def selects_no_gpu_message(
         f"{path}: config {config_name!r} selects none of this node's GPUs; its entries select {asked}; "
         f"the node has {node}. Check the config's devices and device-filter, or the name it was selected by"
     )
+
+
+def check_listed_devices(
+    path: str, config_name: str, entries: Sequence[LayoutEntry], gpus: Sequence[GpuIdentity]
+) -> None:
+    """Raise LayoutSelectsNoGpuError when an entry lists a GPU index that selects no GPU of this node:
+    an index the node lacks (`devices: [0, 9]` on two GPUs), or a GPU the entry's device-filter does
+    not match. mig-parted skips such an index without a word, and the GPU meant is left as it was.
+
+    An entry whose device-filter matches none of the node's GPUs is meant for other hardware (the
+    default config file holds one entry per model in one config) and is not checked here; a config
+    none of whose entries selects a GPU is `resolve_config`'s error."""
+    problems = [problem for entry in entries for problem in _unselected_indices(entry, gpus, config_name)]
+    if problems:
+        raise LayoutSelectsNoGpuError(f"{path}: " + "; ".join(problems))
+
+
+def _unselected_indices(entry: LayoutEntry, gpus: Sequence[GpuIdentity], config_name: str) -> list[str]:
+    if entry.devices == ALL_DEVICES:
+        return []
+    matched = [gpu for gpu in gpus if entry.matches_pci(gpu.pci_device_id, gpu.subsystem_id)]
+    if not matched:
+        return []
+    by_index = {gpu.index: gpu for gpu in gpus}
+    where = f"mig-configs.{path_part(config_name)}[{entry.index}]"
+    problems = []
+    for index in entry.devices:
+        gpu = by_index.get(index)
+        if gpu is None:
+            problems.append(f"{where} lists GPU {index}, which this node does not have (it has {gpus_named(by_index)})")
+        elif gpu not in matched:
+            problems.append(
+                f"{where} lists GPU {index}, which its device-filter {', '.join(str(f) for f in entry.device_filter)}"
+                f" does not match ({gpu.label} is {format_pci_id(gpu.pci_device_id)})"
+            )
+    return problems
 
 
 def _selection(entry: LayoutEntry) -> str:

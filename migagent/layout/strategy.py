@@ -21,11 +21,12 @@ simulator's device plugin read the same rules from here, from a `GpuDevices` vie
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from migagent.catalog import ProfileTable
+from migagent.layout.gpus import gpus_named
 from migagent.layout.profile import MigProfile, gi_profile_name
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -56,13 +57,17 @@ def mig_resource_name(profile: MigProfile | str) -> str:
 class GpuDevices:
     """One GPU as the device plugin sees it: MIG on or off, and the profile of each MIG device (CI)."""
 
-    label: str
-    """How messages name the GPU, e.g. `GPU 0`."""
+    index: int
     mig_enabled: bool
     profiles: tuple[MigProfile, ...] = ()
     patterns: tuple[str, ...] = ()
     """The mixed strategy's resource patterns for this GPU (`resource_patterns`); () when unknown:
     then a full profile is named after itself and any other matches nothing."""
+
+    @property
+    def label(self) -> str:
+        """How messages name the GPU, e.g. `GPU 0`."""
+        return f"GPU {self.index}"
 
 
 def resource_patterns(table: ProfileTable) -> tuple[str, ...]:
@@ -80,15 +85,28 @@ def mixed_resource_name(profile: MigProfile, patterns: Sequence[str]) -> str | N
     return next((mig_resource_name(pattern) for pattern in patterns if pattern in name), None)
 
 
+def _which(gpus: Iterable[GpuDevices], *, verb: tuple[str, str] | None = None) -> str:
+    """`GPU 3` or `GPUs 0-7` (a refusal names a whole node's GPUs in a few words); with `verb`
+    (singular, plural) the verb that agrees: `GPUs 0-7 have`."""
+    indices = [gpu.index for gpu in gpus]
+    named = gpus_named(indices)
+    return named if verb is None else f"{named} {verb[0] if len(set(indices)) == 1 else verb[1]}"
+
+
+def _unmatched(gpu: GpuDevices) -> set[MigProfile]:
+    """The GPU's MIG device profiles that none of the mixed strategy's patterns names (the plugin exits)."""
+    return {profile for profile in gpu.profiles if mixed_resource_name(profile, gpu.patterns) is None}
+
+
 def strategy_problems(strategy: MigStrategy, gpus: Sequence[GpuDevices]) -> list[str]:
     """Why the plugin, run with `strategy`, would exit on these GPUs (empty: it advertises them)."""
     if strategy is MigStrategy.MIXED:
         return [
-            f"{gpu.label} has MIG devices of profile {profile}, which matches none of the device plugin's"
-            f" resource patterns. Use {profile.gi_name} (one compute instance per GPU instance) instead"
-            for gpu in gpus
-            for profile in sorted(set(gpu.profiles), key=str)
-            if mixed_resource_name(profile, gpu.patterns) is None
+            f"{_which(holders, verb=('has', 'have'))} MIG devices of profile {profile}, which matches none of the"
+            f" device plugin's resource patterns. Use {profile.gi_name} (one compute instance per GPU instance)"
+            " instead"
+            for profile in sorted({p for gpu in gpus for p in _unmatched(gpu)}, key=str)
+            for holders in [[gpu for gpu in gpus if profile in _unmatched(gpu)]]
         ]
     if strategy is MigStrategy.SINGLE:
         return _single_problems(gpus)
@@ -99,15 +117,15 @@ def _single_problems(gpus: Sequence[GpuDevices]) -> list[str]:
     problems: list[str] = []
     modes = {gpu.mig_enabled for gpu in gpus}
     if len(modes) > 1:
-        on = ", ".join(g.label for g in gpus if g.mig_enabled)
-        off = ", ".join(g.label for g in gpus if not g.mig_enabled)
+        on = _which(g for g in gpus if g.mig_enabled)
+        off = _which(g for g in gpus if not g.mig_enabled)
         problems.append(f"all GPUs of the node must have the same MIG mode (MIG on: {on}; MIG off: {off})")
-    problems += [f"{g.label} has MIG enabled but no MIG devices" for g in gpus if g.mig_enabled and not g.profiles]
+    empty = [g for g in gpus if g.mig_enabled and not g.profiles]
+    if empty:
+        problems.append(f"{_which(empty, verb=('has', 'have'))} MIG enabled but no MIG devices")
     kinds = Counter(str(profile) for gpu in gpus for profile in gpu.profiles)
     if len(kinds) > 1:
-        holders = {
-            name: ", ".join(g.label for g in gpus if name in {str(p) for p in g.profiles}) for name in sorted(kinds)
-        }
+        holders = {name: _which(g for g in gpus if name in {str(p) for p in g.profiles}) for name in sorted(kinds)}
         problems.append(
             "more than one MIG device type on the node ("
             + "; ".join(f"{kinds[name]}x {name} on {where}" for name, where in holders.items())

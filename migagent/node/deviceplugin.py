@@ -70,6 +70,15 @@ class AdvertisementTimeoutError(TransientError):
         self.diff = dict(diff)
 
 
+class ComponentsNotPausedError(TransientError):
+    """Pods of paused components stayed on the node: their DaemonSet may lack the pause condition.
+    `pods`: those pods as seen last, for the next attempt to look for before it cordons (attempt.blockers)."""
+
+    def __init__(self, message: str, *, pods: tuple[PodView, ...]) -> None:
+        super().__init__(message)
+        self.pods = pods
+
+
 @dataclass(frozen=True)
 class PausedComponents:
     """What a pause changed: deploy label -> the value `resume` puts back. Empty when nothing changed."""
@@ -78,6 +87,9 @@ class PausedComponents:
 
 
 class DevicePluginRestarter(Protocol):
+    pauses: bool
+    """Whether `pause` waits for components to leave the node (a blocker there is looked for before a cordon)."""
+
     def pause(self) -> PausedComponents:
         """Before the apply: stop what holds GPU handles. Returns what to hand to `resume`."""
         ...
@@ -97,6 +109,8 @@ def paused_deploy_labels(node: NodeView) -> dict[str, str]:
 
 
 class NoRestart:
+    pauses = False
+
     def pause(self) -> PausedComponents:
         return PausedComponents()
 
@@ -110,6 +124,7 @@ class AlsoRestart:
     def __init__(self, first: DevicePluginRestarter, also: DevicePluginRestarter) -> None:
         self._first = first
         self._also = also
+        self.pauses = first.pauses
 
     def pause(self) -> PausedComponents:
         return self._first.pause()
@@ -120,6 +135,8 @@ class AlsoRestart:
 
 
 class GpuOperatorPause:
+    pauses = True
+
     def __init__(
         self,
         api: DevicePluginPort,
@@ -193,10 +210,13 @@ class GpuOperatorPause:
             first_interval_s=FIRST_POLL_S,
         )
         if not in_time:
-            names = ", ".join(str(pod.ref) for pod in self._remaining(selectors))
-            raise TransientError(
+            remaining = self._remaining(selectors)
+            names = ", ".join(str(pod.ref) for pod in remaining)
+            raise ComponentsNotPausedError(
                 f"GPU Operator components did not leave the node within {self._timeout_s:g}s after pausing"
-                f" (namespace {self._namespace}): {names}"
+                f" (namespace {self._namespace}): {names}; a DaemonSet without the pause condition (a node selector"
+                " or affinity on its nvidia.com/gpu.deploy.* label) keeps its pod there",
+                pods=tuple(remaining),
             )
 
     def _remaining(self, selectors: Sequence[str]) -> list[PodView]:
@@ -216,6 +236,8 @@ class GpuOperatorPause:
 
 
 class DeletePod:
+    pauses = False
+
     def __init__(
         self,
         api: DevicePluginPort,

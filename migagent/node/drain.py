@@ -85,6 +85,16 @@ class _PodProgress:
     """After a 429: the PodDisruptionBudgets it named (maybe none); None when the last try was no 429."""
 
 
+class PodsStuckTerminatingError(DrainBlockedError):
+    """The drain timed out on pods Terminating past their grace period: their kubelet cannot finish them
+    (a finalizer, a hung container or volume). `stuck`: those pods, each by UID, for the next attempt to
+    look for before it cordons (attempt.blockers)."""
+
+    def __init__(self, message: str, *, pods: tuple[str, ...], stuck: tuple[PodRef, ...]) -> None:
+        super().__init__(message, pods=pods)
+        self.stuck = stuck
+
+
 class Drainer:
     def __init__(
         self,
@@ -155,16 +165,19 @@ class Drainer:
             self._request(item, force_delete=force_delete)
 
     def _check_gone(self, leaving: list[_PodProgress]) -> None:
-        """One list of the node's pods settles every evicted pod: gone when absent or another UID."""
+        """One list of the node's pods settles every evicted pod: gone when absent or another UID. One
+        still there is seen as it is now (its deletionTimestamp: when its grace period ends)."""
         if not leaving:
             return
-        present = {(p.ref.namespace, p.ref.name): p.ref.uid for p in self._api.list_pods_on_node()}
+        present = {(p.ref.namespace, p.ref.name): p for p in self._api.list_pods_on_node()}
         for item in leaving:
             ref = item.pod.ref
-            key = (ref.namespace, ref.name)
-            item.done = key not in present or present[key] != ref.uid
+            now = present.get((ref.namespace, ref.name))
+            item.done = now is None or now.ref.uid != ref.uid
             if item.done:
                 log.info("pod_gone", pod=str(ref))
+            elif now is not None and now.deletion_deadline is not None:
+                item.pod = now
 
     def _request(self, item: _PodProgress, *, force_delete: bool) -> None:
         ref = item.pod.ref
@@ -202,16 +215,23 @@ class Drainer:
     def _blocked(self, remaining: list[_PodProgress], timeout_s: float) -> DrainBlockedError:
         lines = [self._describe(item) for item in remaining]
         names = tuple(str(item.pod.ref) for item in remaining)
-        return DrainBlockedError(
+        message = (
             f"drain timed out after {timeout_s:g}s with {len(remaining)} pod(s) still holding devices the change"
             f" needs: {'; '.join(lines)}. Relax the PodDisruptionBudget(s), move the pod(s) away, raise the drain"
-            " timeout, or allow --force-delete",
-            pods=names,
+            " timeout, or allow --force-delete"
         )
+        stuck = tuple(item.pod.ref for item in remaining if self._past_grace(item))
+        if stuck:
+            return PodsStuckTerminatingError(message, pods=names, stuck=stuck)
+        return DrainBlockedError(message, pods=names)
+
+    def _past_grace(self, item: _PodProgress) -> bool:
+        deadline = item.pod.deletion_deadline
+        return item.requested and deadline is not None and self._clock.wall() > deadline
 
     def _describe(self, item: _PodProgress) -> str:
         deadline = item.pod.deletion_deadline
-        if item.requested and deadline is not None and self._clock.wall() > deadline:
+        if deadline is not None and self._past_grace(item):
             late = self._clock.wall() - deadline
             return (
                 f"pod {item.pod.ref} is Terminating {late:.0f}s past its grace period (a stuck kubelet, container"

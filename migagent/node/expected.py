@@ -59,7 +59,7 @@ def observed_devices(observation: Observation) -> list[GpuDevices]:
     """Each observed GPU as the device plugin sees it: MIG mode and the profile of every MIG device."""
     return [
         GpuDevices(
-            f"GPU {gpu.index}",
+            gpu.index,
             gpu.mig_current,
             tuple(p for gi in gpu.gpu_instances for p in _gi_profiles(gpu, gi)) if gpu.mig_current else (),
             resource_patterns(gpu.profiles) if gpu.profiles is not None else (),

@@ -124,7 +124,7 @@ class ConditionReason(enum.StrEnum):
     INVALID_LAYOUT = (
         "InvalidLayout",
         "The label names a layout the file lacks, the file is invalid, or the plugin could not advertise it.",
-        "fix the nvidia.com/mig.config label or the layout file (migagent validate); nothing was changed",
+        "fix the nvidia.com/mig.config label or the layout file (migagent validate); nothing was changed for it",
     )
     LAYOUT_SELECTS_NO_GPU = (
         "LayoutSelectsNoGpu",
@@ -140,6 +140,12 @@ class ConditionReason(enum.StrEnum):
         "RebootRequired",
         "A MIG mode change needs a GPU reset the platform refuses, so only a reboot activates it.",
         "reboot the node, or allow migagent to (--allow-reboot)",
+    )
+    DEVICE_PLUGIN_NOT_PAUSED = (
+        "DevicePluginNotPaused",
+        "A paused component's pod (the device plugin) stayed on the node: its DaemonSet lacks the pause condition.",
+        "give the DaemonSet the pause condition (a node selector or affinity on nvidia.com/gpu.deploy.device-plugin;"
+        " deploy/README.md), or run the agent with --device-plugin-restart=delete-pod",
     )
     WAITING_FOR_DRIVER = "WaitingForDriver", "The agent waits for the GPU Operator's driver to be ready."
     STORAGE_UNWRITABLE = (

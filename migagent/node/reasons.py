@@ -20,6 +20,7 @@ REASON_STATES: Mapping[ConditionReason, str] = {
     ConditionReason.LAYOUT_SELECTS_NO_GPU: "failed",
     ConditionReason.LAYOUT_DOES_NOT_FIT: "failed",
     ConditionReason.REBOOT_REQUIRED: "failed or rebooting",
+    ConditionReason.DEVICE_PLUGIN_NOT_PAUSED: "failed",
     ConditionReason.WAITING_FOR_DRIVER: "-",
     ConditionReason.STORAGE_UNWRITABLE: "failed",
     ConditionReason.NVML_UNAVAILABLE: "failed",

@@ -146,15 +146,18 @@ class StatusReporter:
         annotations = {LAST_ERROR_ANNOTATION: message[:_MAX_ERROR_ANNOTATION], ATTEMPT_ANNOTATION: str(attempt)}
         if next_retry is not None:
             annotations[NEXT_RETRY_ANNOTATION] = next_retry
-        self.report(
-            state=MigConfigState.FAILED,
-            status=ConditionStatus.FALSE,
-            reason=reason,
-            message=with_action(reason, message),
-            annotations=annotations,
-            event=_FAILURE_EVENTS.get(reason, EventReason.FAILED),
-            warning=True,
-        )
+        shown = with_action(reason, message)
+        event = _FAILURE_EVENTS.get(reason, EventReason.FAILED)
+        try:
+            self.report(
+                state=MigConfigState.FAILED, status=ConditionStatus.FALSE, reason=reason, message=shown,
+                annotations=annotations,
+            )
+        except Exception as refused:
+            # The Event is the admin's other channel: tried even when every status write is refused.
+            self.event(event, f"{shown} (the Node's status could not be written: {refused})", warning=True)
+            raise
+        self.event(event, shown, warning=True)
 
     def nothing_desired(self, message: str) -> None:
         """No layout is asked for: no state label, no attempt, retry or error left over; condition True."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from migagent.catalog.model import Placement, ProfileTable
+from migagent.layout.gpus import gpu_ranges
 from migagent.layout.observed import Observation, ObservedGi, ObservedGpu
 from migagent.planning.model import GpuPlan, Plan
 from migagent.planning.naming import ci_name, describe_gi, gi_name, step_text
@@ -127,17 +128,6 @@ def _block(gpu_plan: GpuPlan, plan: Plan, observation: Observation) -> tuple[_Gp
         steps=steps,
     )
     return block, rows
-
-
-def gpu_ranges(indices: list[int]) -> str:
-    """`0-3, 5, 7-8`: sorted GPU indices, runs joined."""
-    runs: list[list[int]] = []
-    for index in sorted(indices):
-        if runs and index == runs[-1][-1] + 1:
-            runs[-1].append(index)
-        else:
-            runs.append([index])
-    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 def render_plan(plan: Plan, observation: Observation) -> str:

@@ -19,11 +19,12 @@ from enum import StrEnum
 from migagent.catalog import GpuModel, all_models, driver_variants
 from migagent.errors import LayoutDoesNotFitError
 from migagent.layout.desired import DesiredNode
+from migagent.layout.gpus import gpu_ranges, gpus_named
 from migagent.layout.packing import ProfileNotOfferedError, offered_gi_names, resolve_profile
 from migagent.layout.parse import select_config
 from migagent.layout.profile import MigProfile
 from migagent.layout.resolve import GpuIdentity, resolve_entry
-from migagent.layout.spec import LayoutEntry, LayoutFile, PciFilter
+from migagent.layout.spec import ALL_DEVICES, LayoutEntry, LayoutFile, PciFilter
 from migagent.layout.strict_yaml import path_part
 from migagent.planning.offline import empty_observation
 from migagent.planning.planner import plan
@@ -53,6 +54,8 @@ class ConfigReport:
     unchecked_entries: list[str] = field(default_factory=list)  # "[i] why it was checked nowhere"
     warnings: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    misfits: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    """(model, why) -> unfiltered entries that fit elsewhere but would fail on that model, so stated once."""
 
     @property
     def status(self) -> ConfigStatus:
@@ -64,13 +67,23 @@ class ConfigReport:
 
     def skipped(self) -> dict[str, str]:
         """Models no entry was checked on, with the reason, in catalog order."""
-        return {model: _skip_reason(reasons) for model, reasons in self.skip_reasons.items()
+        return {model: self._skip_reason(model, reasons) for model, reasons in self.skip_reasons.items()
                 if model not in self.checked}
 
+    def _skip_reason(self, model: str, reasons: list[str]) -> str:
+        specific = [r for r in dict.fromkeys(reasons) if r != NO_FILTER_MATCH]
+        misfit = sorted({index for (key, _), indices in self.misfits.items() if key == model for index in indices})
+        if misfit:
+            specific.append(f"[{gpu_ranges(misfit)}] {'does' if len(misfit) == 1 else 'do'} not fit (see warning)")
+        return "; ".join(specific) if specific else NO_FILTER_MATCH
 
-def _skip_reason(reasons: list[str]) -> str:
-    specific = [r for r in dict.fromkeys(reasons) if r != NO_FILTER_MATCH]
-    return "; ".join(specific) if specific else NO_FILTER_MATCH
+    def misfit_warnings(self) -> list[str]:
+        """One warning per model and reason, naming every entry it holds for (`[0-199]`)."""
+        where = f"mig-configs.{path_part(self.name)}"
+        return [
+            f"{where}[{gpu_ranges(indices)}] would fail on {key} (no device-filter keeps it off that model): {error}"
+            for (key, error), indices in self.misfits.items()
+        ]
 
 
 def _identity(model: GpuModel, entry: LayoutEntry) -> GpuIdentity:
@@ -235,10 +248,28 @@ def _check_entry(
     # an unfiltered `1g.10gb: 7` for 80 GB parts): elsewhere it would fail at apply time, so say so.
     if lenient and len(misfits) < len(candidates):
         for key, error in misfits:
-            report.skip_reasons.setdefault(key, []).append(f"[{entry.index}] does not fit (see warning)")
-            report.warnings.append(f"{where} would fail on {key} (no device-filter keeps it off that model): {error}")
+            report.skip_reasons.setdefault(key, [])
+            report.misfits.setdefault((key, str(error)), []).append(entry.index)
     else:
         report.problems.extend(f"{where} on {key}: {exc}" for key, exc in misfits)
+
+
+BOARD_GPUS = 8
+"""GPUs on one HGX or DGX baseboard, the usual MIG node: indices 0-7."""
+
+
+def _warn_beyond_a_board(entry: LayoutEntry, report: ConfigReport) -> None:
+    """A GPU index past a baseboard's is often a typo (`[0, 9]` for `[0, 1]`). Which GPUs a node has is
+    known only on the node, where apply refuses an index that selects none; offline, it is a warning."""
+    if entry.devices == ALL_DEVICES:
+        return
+    beyond = [index for index in entry.devices if index >= BOARD_GPUS]
+    if beyond:
+        where = f"mig-configs.{path_part(report.name)}[{entry.index}]"
+        report.warnings.append(
+            f"{where} lists {gpus_named(beyond)}, which only a node of {max(beyond) + 1} or more GPUs has (an HGX"
+            f" board has GPUs 0-{BOARD_GPUS - 1}); on a node without, apply refuses this config"
+        )
 
 
 def validate_layout(
@@ -254,6 +285,8 @@ def validate_layout(
         for entry in select_config(layout, name):
             _check_entry(entry, considered, strict=bool(models), report=report,
                          variants=() if models else driver_variants(), outcomes=outcomes)
+            _warn_beyond_a_board(entry, report)
+        report.warnings.extend(report.misfit_warnings())
         shown = [*considered, *([] if models else driver_variants())]
         report.checked = {m.key: report.checked[m.key] for m in shown if m.key in report.checked}
         reports.append(report)

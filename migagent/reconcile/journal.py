@@ -250,9 +250,11 @@ class FileJournal:
             raise storage_error("the journal", self.path, exc) from exc
 
     def check_writable(self, plan: Plan | None) -> None:
-        """Write and sync as many bytes as the record with `plan` and a progress line per step take,
-        in the journal's directory, and remove them: a full, read-only or unwritable directory, a
-        size limit, or a journal path that is a directory shows here, before anything is changed."""
+        """Write and sync as many bytes as the journal of an attempt at `plan` holds at its peak (its
+        record, the final record written beside it, a progress line per step), in the journal's
+        directory, and remove them: a full, read-only or unwritable directory, a size limit, or a
+        journal path that is a directory shows here, before anything is changed, and not after the
+        last step, when only the final record is missing."""
         sweep_stale_temp_files(self.path)
         try:
             refuse_directory(self.path)
@@ -260,7 +262,9 @@ class FileJournal:
         except OSError as exc:
             raise storage_error("the journal", self.path, exc) from exc
         record_bytes = 512 + (0 if plan is None else len(json.dumps(plan.to_json(), separators=(",", ":"))))
-        probe_room(self.directory, record_bytes + SLOT_BYTES * _progress_slots(plan), what="the journal directory")
+        # The most the journal holds at once: a record, the next one being written beside it, and the log.
+        peak = (record_bytes, record_bytes, SLOT_BYTES * _progress_slots(plan))
+        probe_room(self.directory, peak, what="the journal directory")
 
 
 def _progress_slots(plan: Plan | None) -> int:

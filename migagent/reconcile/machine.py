@@ -24,6 +24,7 @@ from migagent.errors import (
     NotSupportedError,
     PermanentError,
     ResetRequiredError,
+    StorageError,
     TransientError,
 )
 from migagent.layout.desired import DesiredNode
@@ -46,6 +47,7 @@ from migagent.reconcile.safety import check_nothing_in_use
 from migagent.reconcile.settle import destroy_bare_instances
 from migagent.reconcile.signals import RebootNeeded, Replan, ResetSkipped
 from migagent.reconcile.states import RESUMABLE, Phase, transition
+from migagent.reconcile.where_stopped import GpuState, observe_where_stopped, with_gpu_state
 
 Planner = Callable[[Observation, DesiredNode], Plan]
 
@@ -95,6 +97,8 @@ class _Attempt:
     planner: Planner = _DEFAULT_PLANNER  # `plan` the function; the field `plan` above shadows it here
     checkpoint: Callable[[], None] | None = None
     planned: Planned | None = None
+    before: Observation | None = None
+    """The node as this call first observed it: what a refused write's message compares against."""
 
     def result(self, outcome: ApplyOutcome, error: str | None = None) -> ApplyResult:
         return ApplyResult(outcome, tuple(self.steps_run), tuple(self.steps_skipped), error, self.plan)
@@ -125,6 +129,12 @@ class ApplyEngine:
         self._retry = retry or RetryPolicy()
         self._skip_reset = skip_reset
         self._planner = planner
+
+    def journal_unsettled(self) -> bool:
+        """Whether the journal holds an attempt that did not end converged or idle (applying, failed,
+        reboot-requested): an apply that finds nothing left to do runs anyway, to record convergence."""
+        record = self._journal.load()
+        return record is not None and record.phase not in (Phase.CONVERGED, Phase.IDLE)
 
     def check_storage(self, plan: Plan | None) -> None:
         """Raise StorageError unless the journal can hold an attempt at `plan` now (called before
@@ -160,8 +170,16 @@ class ApplyEngine:
         with unit_of_work(self._driver):
             try:
                 return self._run(attempt, desired)
+            except StorageError as exc:
+                return self._fail(attempt, with_gpu_state(exc, self._where_stopped(attempt, desired)))
             except MigAgentError as exc:
                 return self._fail(attempt, exc)
+
+    def _where_stopped(self, a: _Attempt, desired: DesiredNode) -> GpuState:
+        return observe_where_stopped(
+            self._driver, lambda now: a.planner(now, desired).is_empty, before=a.before, config_name=a.config_name,
+            plan=a.plan, steps_done=a.step_index, log=a.log,
+        )
 
     def settle(self) -> tuple[str, ...]:
         """An abandoned change: leave no GPU instance without compute instances (reconcile.settle)."""
@@ -172,7 +190,7 @@ class ApplyEngine:
     def _run(self, a: _Attempt, desired: DesiredNode) -> ApplyResult:
         self._move(a, Phase.OBSERVING)
         self._load_journal(a)
-        observation = self._driver.observe()
+        observation = a.before = self._driver.observe()
         self._check_reboot_outcome(a, observation, desired)
         if self._can_resume(a, observation):
             self._move(a, Phase.APPLYING)
@@ -341,9 +359,10 @@ class ApplyEngine:
         return Observation(gpus=(self._driver.observe_gpu(step.gpu),))
 
     def _converged(self, a: _Attempt) -> ApplyResult:
-        self._move(a, Phase.CONVERGED)
         a.attempts, a.reboot_requested = 0, False
+        # A phase is entered once its record is durable: a record the disk refuses fails from VERIFYING.
         self._save(a, Phase.CONVERGED)
+        self._move(a, Phase.CONVERGED)
         a.log.info(
             "apply_converged", steps_run=len(a.steps_run), steps_skipped=len(a.steps_skipped),
             gpus_changed=sorted({step.gpu for step in a.steps_run}),
@@ -374,16 +393,16 @@ class ApplyEngine:
             raise ResetRequiredError(f"{reason}; reboot the node, or allow migagent to (--allow-reboot)")
         if self._reboot_already_tried(a):
             raise PermanentError(f"reboot did not activate MIG mode: {reason}")
-        self._move(a, Phase.REBOOT_REQUESTED)
         a.reboot_requested = True
         self._save(a, Phase.REBOOT_REQUESTED)
+        self._move(a, Phase.REBOOT_REQUESTED)
         a.log.warning("reboot_requested", reason=reason)
         self._reboot_requester.request_reboot(reason)
         return a.result(ApplyOutcome.REBOOT_REQUESTED, reason)
 
     def _stop_before_reset(self, a: _Attempt, step: Step) -> ApplyResult:
-        self._move(a, Phase.IDLE)
         self._save(a, Phase.IDLE)
+        self._move(a, Phase.IDLE)
         reason = f"{step.describe()} skipped (skip-reset): the mode change activates at the next reset or reboot"
         a.log.info("reset_skipped", gpu=step.gpu)
         return a.result(ApplyOutcome.RESET_PENDING, reason)

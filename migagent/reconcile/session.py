@@ -58,8 +58,7 @@ class ApplySession:
         report = SessionReport()
         try:
             self._hook("apply-start", report)
-            if not mode_only:
-                refuse_before_any_change(self.observe(), desired)
+            self._refuse_before_any_change(desired, mode_only=mode_only)
             self._mode_part(desired, config_name=config_name, report=report, mode_only=mode_only)
             if not mode_only:
                 self._config_part(desired, config_name=config_name, report=report)
@@ -69,12 +68,30 @@ class ApplySession:
         self._hook("apply-exit", report)
         return report
 
+    def _refuse_before_any_change(self, desired: DesiredNode, *, mode_only: bool) -> None:
+        """Raise what the config part would raise half way, and a journal that cannot hold this apply
+        (full, read-only disk), before the mode part changes anything.
+
+        The mode and config parts are separate engine runs, so without this a layout that does not fit
+        one GPU (or would destroy a busy GI) would still switch MIG modes, and reset Ampere GPUs,
+        before being refused. Planning is pure, so this costs no NVML call beyond the observation.
+        """
+        observation = self.observe()
+        target = mode_only_target(observation, desired) if mode_only else desired
+        whole = plan(observation, _checkable(observation, target))
+        if not mode_only:
+            check_nothing_in_use(whole.steps, observation)
+        if not whole.is_empty or self.engine.journal_unsettled():  # else nothing will be written
+            self.engine.check_storage(whole)
+
     def _mode_part(self, desired: DesiredNode, *, config_name: str, report: SessionReport, mode_only: bool) -> None:
         observation = self.observe()
-        if not mode_mismatches(observation, desired):
-            return
-        self._hook("pre-apply-mode", report)
         target = mode_only_target(observation, desired)
+        if mode_mismatches(observation, desired):
+            self._hook("pre-apply-mode", report)
+        elif not (mode_only and self.engine.journal_unsettled()):
+            return
+        # Nothing to do but an earlier attempt's record open (applying, failed): the run records convergence.
         report.mode = self.engine.apply(
             target, layout_hash=f"mode:{desired_node_hash(target)}", config_name=config_name,
             checkpoint=self.checkpoint,
@@ -82,9 +99,11 @@ class ApplySession:
         _raise_unless_done(report.mode, allow_reset_pending=mode_only)
 
     def _config_part(self, desired: DesiredNode, *, config_name: str, report: SessionReport) -> None:
-        if not config_mismatches(self.observe(), desired):
+        if config_mismatches(self.observe(), desired):
+            self._hook("pre-apply-config", report)
+        elif not self.engine.journal_unsettled():
             return
-        self._hook("pre-apply-config", report)
+        # As in the mode part: an apply with nothing left to do still closes a record left open.
         report.config = self.engine.apply(
             desired, layout_hash=desired_node_hash(desired), config_name=config_name, checkpoint=self.checkpoint
         )
@@ -102,22 +121,15 @@ class ApplySession:
             log.error("apply_exit_hook_failed", error=str(exc))
 
 
-def _checkable(observation: Observation, want: DesiredGpu) -> bool:
+def _judged_now(observation: Observation, want: DesiredGpu) -> bool:
     """Whether the fit of this GPU's entry can be judged now (its profile table is known, or it
     asks for no instances); a GPU whose table appears only once MIG is on is judged by the config part."""
     gpu = next((g for g in observation.gpus if g.index == want.index), None)
     return gpu is None or gpu.profiles is not None or not want.gpu_instances
 
 
-def refuse_before_any_change(observation: Observation, desired: DesiredNode) -> None:
-    """Raise what the config part would raise half-way, before the mode part changes anything.
-
-    The mode and config parts are separate engine runs, so without this a layout that does not fit
-    one GPU (or would destroy a busy GI) would still switch MIG modes, and reset Ampere GPUs,
-    before being refused. Planning is pure, so this costs no NVML call beyond the observation.
-    """
-    checkable = DesiredNode(gpus=tuple(g for g in desired.gpus if _checkable(observation, g)))
-    check_nothing_in_use(plan(observation, checkable).steps, observation)
+def _checkable(observation: Observation, desired: DesiredNode) -> DesiredNode:
+    return DesiredNode(gpus=tuple(g for g in desired.gpus if _judged_now(observation, g)))
 
 
 def _raise_unless_done(result: ApplyResult, *, allow_reset_pending: bool) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 import structlog
 
 from migagent.clock import Clock
+from migagent.durable import make_directory, storage_error
 from migagent.errors import MigAgentError
 from migagent.retrying import poll_until
 
@@ -49,11 +50,11 @@ class StateLock:
         if self._fd is not None:
             return True
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_directory(self.path.parent)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            if exc.errno not in _UNWRITABLE:
-                raise
+            if exc.errno not in _UNWRITABLE:  # a directory that cannot be: a file in the way, a path under /proc
+                raise storage_error("the state directory", Path(exc.filename or self.path), exc) from exc
             # A directory nobody can write holds no journal either: the storage check refuses every
             # change there (StorageUnwritable) before the node is touched, so no lock is needed to stay safe.
             log.warning("state_lock_unwritable", path=str(self.path), error=errno.errorcode.get(exc.errno or 0, ""))
@@ -64,8 +65,12 @@ class StateLock:
         except BlockingIOError:
             os.close(fd)
             return False
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid={os.getpid()} command={self._command}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid={os.getpid()} command={self._command}\n".encode(), 0)
+        except OSError as exc:  # a full disk: the lock holds all the same, only its holder goes unnamed
+            code = errno.errorcode.get(exc.errno or 0, "")
+            log.warning("state_lock_holder_unwritten", path=str(self.path), error=code)
         self._fd = fd
         log.info("state_lock_taken", path=str(self.path))
         return True

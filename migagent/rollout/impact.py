@@ -83,7 +83,7 @@ def _devices(gpu: ObservedGpu) -> GpuDevices:
             ci_profile = gi_profile.ci_profile(ci.profile_id) if gi_profile is not None else None
             if table is not None and gi_profile is not None and ci_profile is not None:
                 profiles.append(ci_profile_name(gi_profile, ci_profile, table))
-    return GpuDevices(f"GPU {gpu.index}", gpu.mig_current, tuple(profiles))
+    return GpuDevices(gpu.index, gpu.mig_current, tuple(profiles))
 
 
 def _desired_devices(gpu: ObservedGpu, want: DesiredGpu) -> GpuDevices:
@@ -95,7 +95,7 @@ def _desired_devices(gpu: ObservedGpu, want: DesiredGpu) -> GpuDevices:
             ci_profile = gi_profile.ci_profile(ci_id) if gi_profile is not None else None
             if table is not None and gi_profile is not None and ci_profile is not None:
                 profiles.append(ci_profile_name(gi_profile, ci_profile, table))
-    return GpuDevices(f"GPU {gpu.index}", want.mig_enabled, tuple(profiles))
+    return GpuDevices(gpu.index, want.mig_enabled, tuple(profiles))
 
 
 def capacity(observation: Observation) -> dict[str, int]:

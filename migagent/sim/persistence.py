@@ -5,8 +5,9 @@ mutating NVML call, so a process killed at any instant leaves the GPUs as real o
 every call that returned done, whatever its journal says. Used by the CLI's `--state` and by
 anything else that backs NVML with the simulator (a fake libnvidia-ml.so included).
 
-`sigkill_after_mutations` is crash fault injection for tests: the process SIGKILLs itself right
-after the Nth mutating call has been persisted, before its caller learns that the call returned.
+`signal_after_mutations` is fault injection for tests: the process signals itself right after the
+Nth mutating call has been persisted, before its caller learns that the call returned: SIGKILL is a
+crash, SIGINT the user's Ctrl-C.
 """
 
 from __future__ import annotations
@@ -27,16 +28,17 @@ def persist_after_each_mutation(fake: FakeNvml, path: Path) -> None:
     fake.sim_after_each_mutation(save)
 
 
-def sigkill_after_mutations(fake: FakeNvml, count: int) -> None:
-    """SIGKILL this process right after the `count`th mutating call from now on (1 = the first)."""
+def signal_after_mutations(fake: FakeNvml, count: int, signum: signal.Signals) -> None:
+    """Send this process `signum` right after the `count`th mutating call from now on (1 = the first):
+    SIGKILL is a crash; SIGINT or SIGTERM is the user's Ctrl-C or systemd's stop, mid-apply."""
     if count < 1:
-        raise ValueError(f"the mutation to be killed after must be 1 or more, got {count}")
+        raise ValueError(f"the mutation to be signalled after must be 1 or more, got {count}")
     seen = 0
 
-    def kill(_name: str) -> None:
+    def send(_name: str) -> None:
         nonlocal seen
         seen += 1
         if seen == count:
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), signum)
 
-    fake.sim_after_each_mutation(kill)
+    fake.sim_after_each_mutation(send)

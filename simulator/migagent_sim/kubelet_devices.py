@@ -123,7 +123,7 @@ def read_inventory(fake: FakeNvml, strategy: MigStrategy = MigStrategy.MIXED) ->
     mig_devices = list(_mig_devices(fake))
     gpus = tuple(
         GpuDevices(
-            f"GPU {index}",
+            index,
             gpu.mig_current == MIG_ENABLE,
             tuple(d.profile for d in mig_devices if d.gpu_index == index and d.profile is not None),
             resource_patterns(fake.model(index).profiles),

@@ -104,11 +104,13 @@ def free_port() -> int:
 
 @dataclass(frozen=True)
 class Identity:
-    """How a client authenticates: a client certificate, or a bearer token."""
+    """How a client authenticates: a client certificate, or a bearer token; `impersonate`: the user (and
+    groups) it acts as (Impersonate-User/-Group headers), whose user info then has no `extra` at all."""
 
     name: str
     cert: CertPair | None = None
     token: str | None = None
+    impersonate: tuple[str, tuple[str, ...]] | None = None
 
 
 AUDIT_POLICY = {
@@ -353,7 +355,7 @@ class ControlPlane:
 
     def rest(self, identity: Identity) -> Rest:
         """Plain JSON requests as `identity` (what the harness sends)."""
-        return Rest(self.url, self.ssl_context(identity), token=identity.token)
+        return Rest(self.url, self.ssl_context(identity), token=identity.token, impersonate=identity.impersonate)
 
     def node_identity(self, node: str) -> Identity:
         """The kubelet of `node`: `system:node:<node>` in `system:nodes`, by client certificate."""

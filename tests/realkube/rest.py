@@ -33,12 +33,29 @@ class HttpError(Exception):
 
 
 class Rest:
-    def __init__(self, url: str, context: ssl.SSLContext, *, token: str | None = None) -> None:
+    def __init__(
+        self, url: str, context: ssl.SSLContext, *, token: str | None = None,
+        impersonate: tuple[str, tuple[str, ...]] | None = None,
+    ) -> None:
         parsed = urllib.parse.urlsplit(url)
         self._host = parsed.hostname or "127.0.0.1"
         self._port = parsed.port
         self._context = context
         self._token = token
+        self._impersonate = impersonate
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if self._token is not None:
+            headers["Authorization"] = f"Bearer {self._token}"
+        if self._impersonate is not None:
+            user, groups = self._impersonate
+            headers["Impersonate-User"] = user
+            # http.client sends one header per name: groups as one comma list is not the protocol,
+            # so only the first group is named (enough for the cases here).
+            if groups:
+                headers["Impersonate-Group"] = groups[0]
+        return headers
 
     def request(
         self,
@@ -52,9 +69,7 @@ class Rest:
     ) -> JsonDict:
         if query:
             path = f"{path}?{urllib.parse.urlencode(query)}"
-        headers = {"Accept": "application/json"}
-        if self._token is not None:
-            headers["Authorization"] = f"Bearer {self._token}"
+        headers = self._headers()
         data = None
         if body is not None:
             data = json.dumps(body).encode()
@@ -89,9 +104,7 @@ class Rest:
     def watch(self, path: str, *, resource_version: str, timeout_s: int, **query: str) -> Iterator[JsonDict]:
         """Events of a watch from `resource_version` until the server ends it (after `timeout_s`)."""
         params = {"watch": "1", "resourceVersion": resource_version, "timeoutSeconds": str(timeout_s), **query}
-        headers = {"Accept": "application/json"}
-        if self._token is not None:
-            headers["Authorization"] = f"Bearer {self._token}"
+        headers = self._headers()
         connection = http.client.HTTPSConnection(self._host, self._port, context=self._context, timeout=timeout_s + 10)
         try:
             connection.request("GET", f"{path}?{urllib.parse.urlencode(params)}", headers=headers)

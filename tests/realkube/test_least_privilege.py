@@ -148,6 +148,33 @@ def test_a_token_without_the_node_claim_is_refused_with_the_reason(
     assert "authentication.kubernetes.io/node-name" in error.message
 
 
+def _without_extra(plane: ControlPlane) -> Identity:
+    """The agent's service account with no `extra` in its user info at all, as the admin impersonating
+    it presents it (a legacy token's user has none either): RBAC grants it the agent's roles."""
+    agent = ("system:serviceaccount:migagent:migagent", ("system:serviceaccounts:migagent",))
+    return Identity("agent-without-extra", plane.admin.cert, plane.admin.token, impersonate=agent)
+
+
+def test_a_user_without_extra_is_refused_with_the_policys_reason_not_an_evaluation_error(
+    control_plane: ControlPlane, operator_agent: Identity
+) -> None:
+    agent = _without_extra(control_plane)
+    assert "extra" not in control_plane.whoami(agent)
+    error = agent_update(control_plane, agent, ALLOWED[0])
+    assert_refused_by(error, NODE_POLICY)
+    assert error is not None
+    assert "carries no node claim (authentication.kubernetes.io/node-name)" in error.message
+    assert "fails to evaluate" not in error.message, error.message
+    name = "target-without-extra"
+    create_pod(control_plane, pod_object(POD_CASES[0], name))
+    pod = f"/api/v1/namespaces/{POD_CASES[0].namespace}/pods/{name}"
+    with pytest.raises(HttpError) as refused:
+        control_plane.rest(agent).delete(pod, {"gracePeriodSeconds": 0})
+    control_plane.rest(control_plane.admin).delete(pod, {"gracePeriodSeconds": 0})
+    assert_refused_by(refused.value, POD_POLICY)
+    assert "carries no node claim" in refused.value.message
+
+
 def test_the_admin_is_not_judged_by_the_policy(control_plane: ControlPlane, operator_agent: Identity) -> None:
     driver_off = next(case for case in ESCALATIONS if "gpu.deploy.driver=false" in case.what)
     assert agent_update(control_plane, control_plane.admin, driver_off) is None

@@ -122,7 +122,11 @@ class _Evaluation:
 
 
 class PolicyEvaluationError(Exception):
-    """A CEL expression could not be compiled or evaluated."""
+    """A CEL expression could not be compiled or evaluated; `expression`: the validation or condition it was."""
+
+    def __init__(self, message: str, *, expression: str = "") -> None:
+        super().__init__(message)
+        self.expression = expression
 
 
 @dataclass(frozen=True)
@@ -138,21 +142,43 @@ def evaluate_policy(policy: JsonDict, request: AdmissionRequest, authorize: Auth
     if not _matches_constraints(spec.get("matchConstraints") or {}, request):
         return Verdict(judged=False, allowed=True, messages=())
     evaluation = _Evaluation(request, authorize)
+    expression = ""
     try:
-        if not all(_true(evaluation.evaluate(c["expression"])) for c in spec.get("matchConditions") or []):
-            return Verdict(judged=False, allowed=True, messages=())
-        variables: dict[celtypes.StringType, Any] = {}
-        for variable in spec.get("variables") or []:
-            variables[celtypes.StringType(variable["name"])] = evaluation.evaluate(variable["expression"])
-            evaluation.activation["variables"] = celtypes.MapType(dict(variables))
-        messages = [
-            _message(evaluation, v)
-            for v in spec.get("validations") or []
-            if not _true(evaluation.evaluate(v["expression"]))
-        ]
+        for condition in spec.get("matchConditions") or []:
+            expression = condition["expression"]
+            if not _true(evaluation.evaluate(expression)):
+                return Verdict(judged=False, allowed=True, messages=())
+        failed = _variables(evaluation, spec.get("variables") or [])
+        messages = []
+        for validation in spec.get("validations") or []:
+            expression = validation["expression"]
+            # As cel-go's lazy variables: only an expression that uses a failed variable fails with it.
+            used = next((name for name in failed if f"variables.{name}" in expression), None)
+            if used is not None:
+                raise PolicyEvaluationError(failed[used], expression=expression)
+            if not _true(evaluation.evaluate(expression)):
+                messages.append(_message(evaluation, validation))
     except (CELParseError, CELEvalError, KeyError, TypeError) as error:
-        raise PolicyEvaluationError(f"{type(error).__name__}: {error}") from error
+        raise PolicyEvaluationError(f"{type(error).__name__}: {error}", expression=expression) from error
     return Verdict(judged=True, allowed=not messages, messages=tuple(messages))
+
+
+def _variables(evaluation: _Evaluation, variables: list[JsonDict]) -> dict[str, str]:
+    """Evaluate the policy's variables in order into the activation; those that fail, with why."""
+    values: dict[celtypes.StringType, Any] = {}
+    failed: dict[str, str] = {}
+    for variable in variables:
+        name = variable["name"]
+        if any(f"variables.{other}" in variable["expression"] for other in failed):
+            failed[name] = f'composited variable "{name}" fails to evaluate: a variable it uses failed'
+            continue
+        try:
+            values[celtypes.StringType(name)] = evaluation.evaluate(variable["expression"])
+        except (CELEvalError, KeyError, TypeError) as error:
+            failed[name] = f'composited variable "{name}" fails to evaluate: {error}'
+            continue
+        evaluation.activation["variables"] = celtypes.MapType(dict(values))
+    return failed
 
 
 def _true(value: Any) -> bool:
@@ -211,8 +237,12 @@ class AdmissionChain:
         except PolicyEvaluationError as error:
             if (policy.get("spec") or {}).get("failurePolicy", "Fail") == "Ignore":
                 return
-            message = f"{subject} is forbidden: {names} denied request: expression failed: {error}"
-            raise ApiError(403, message, name=request.name, kind=request.resource, group=request.group) from error
+            # The real server answers an expression that fails to evaluate with 422, naming it.
+            message = (
+                f"{subject} is forbidden: {names} denied request: expression '{error.expression}' resulted in"
+                f" error: {error}"
+            )
+            raise ApiError(422, message, name=request.name, kind=request.resource, group=request.group) from error
         if not verdict.allowed:
             denied = f"{names} denied request: {verdict.messages[0]}"
             # The admission plugin's Status names the denial once more as its one cause (a message, no reason).

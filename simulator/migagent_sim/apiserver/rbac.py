@@ -40,12 +40,12 @@ class UserInfo:
         return cls(f"{_SA_PREFIX}{namespace}:{name}", groups, extra)
 
     def as_admission(self) -> JsonDict:
-        """`request.userInfo` as admission sees it."""
-        return {
-            "username": self.username,
-            "groups": list(self.groups),
-            "extra": {k: list(v) for k, v in self.extra.items()},
-        }
+        """`request.userInfo` as admission sees it: `extra` only when the user has some (the API's
+        `omitempty`), so `request.userInfo.extra` fails to evaluate for one without, as on the real server."""
+        info: JsonDict = {"username": self.username, "groups": list(self.groups)}
+        if self.extra:
+            info["extra"] = {k: list(v) for k, v in self.extra.items()}
+        return info
 
 
 @dataclass(frozen=True)

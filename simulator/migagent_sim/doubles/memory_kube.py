@@ -5,7 +5,8 @@ and the drainer run against it in milliseconds. It refuses what the API server r
 agent relies on it, with the errors `KubeApi` raises for those answers:
 * a conditional write at a stale resourceVersion: `NodeChangedError` (HTTP 409), nothing written;
 * a Node that does not exist: `PermanentError` naming HTTP 404, on every read and write;
-* an eviction a PodDisruptionBudget refuses: `BLOCKED` (HTTP 429); of a pod that is gone: `GONE`.
+* an eviction a PodDisruptionBudget refuses: `BLOCKED` (HTTP 429); of a pod that is gone: `GONE`;
+  of a pod in `stuck_terminating`: accepted, and the pod stays Terminating past its grace period.
 Every write bumps the resourceVersion. `fail(call, error, times)` makes the next calls of one port
 method raise; `advertise` stands for the kubelet: when the device plugin's deploy label goes back
 to `true`, Node allocatable becomes what it returns (the plugin re-enumerated the GPUs).
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from migagent.errors import MigAgentError, PermanentError
 from migagent.node.budgets import PdbView, guarding
@@ -59,6 +60,8 @@ class MemoryKube:
     writes: list[str] = field(default_factory=list)
     """Every accepted write, in order, as "<call> <detail>" (cordon, uncordon, labels {...}, ...)."""
     evictions: list[PodRef] = field(default_factory=list)
+    stuck_terminating: set[PodRef] = field(default_factory=set)
+    """Pods an eviction leaves Terminating for ever (a finalizer, a hung container): past their grace period."""
     calls: list[str] = field(default_factory=list)
     """Every call made to the port, reads included, in order ("get_node", "list_pods_on_node", ...)."""
     _faults: dict[str, list[MigAgentError]] = field(default_factory=dict)
@@ -166,7 +169,10 @@ class MemoryKube:
                 EvictionStatus.BLOCKED, "Cannot evict pod as it would violate the pod's disruption budget.",
                 budgets=tuple(blocking),
             )
-        del self.pods[ref]
+        if ref in self.stuck_terminating:  # deletionTimestamp set long ago; the kubelet never finishes it
+            self.pods[ref] = replace(pod, deleting=True, deletion_deadline=0.0)
+        else:
+            del self.pods[ref]
         return EvictionOutcome(EvictionStatus.EVICTED, f"pod {ref} evicted")
 
     def delete_pod(self, ref: PodRef, *, grace_period_s: int | None = None) -> None:

@@ -122,7 +122,7 @@ def test_single_refuses_a_layout_that_mixes_profiles_before_anything_on_the_node
     assert found["reason"] == "InvalidLayout"
     assert "single strategy" in found["message"]
     assert "more than one MIG device type" in found["message"]
-    assert "on GPU 0, GPU 1" in found["message"]
+    assert "on GPUs 0-1" in found["message"]
     assert cluster.driver().observe() == before
     assert_released(cluster)
     assert request_counts(cluster)["create pods/eviction"] == 0

@@ -17,8 +17,10 @@ from migagent_sim.doubles.intercept import InterceptingDriver
 from tests.integration.agent.support import (
     BLOCKING_FOR_NOW,
     SMALL_ALL_1G,
+    SMALL_BALANCED,
     JsonDict,
     advertised,
+    condition,
     eventually,
     workload_names,
 )
@@ -156,7 +158,9 @@ def test_a_conditional_write_at_a_stale_resource_version_is_refused_with_409(clu
     assert written.labels[MIG_CONFIG_STATE_LABEL] == "pending"
 
 
-def test_a_typo_label_mid_apply_leaves_every_gpu_consistent_and_the_node_released(cluster: SimCluster) -> None:
+def test_a_typo_label_mid_apply_finishes_the_change_in_flight_then_reports_it_and_releases_the_node(
+    cluster: SimCluster,
+) -> None:
     source_box: list[NodeLabelSource] = []
     typed: list[str] = []
 
@@ -188,8 +192,13 @@ def test_a_typo_label_mid_apply_leaves_every_gpu_consistent_and_the_node_release
         if not gi.compute_instances
     ]
     assert bare == [], "a GPU instance was left without compute instances"
-    devices = sum(len(gi.compute_instances) for gpu in cluster.fake.state.gpus for gi in gpu.gpu_instances)
-    eventually(lambda: sum(advertised(cluster).values()) == devices, what="every MIG device advertised")
+    # The last valid layout, advertised: never a mix of all-1g.10gb and all-balanced that no one asked for.
+    eventually(lambda: advertised(cluster) == SMALL_BALANCED, what="all-balanced advertised")
     labels = cluster.node()["metadata"]["labels"]
     assert labels[MIG_CONFIG_STATE_LABEL] == "failed"
     assert not cluster.node()["spec"].get("unschedulable")
+    found = condition(cluster)
+    assert found["reason"] == "InvalidLayout"
+    message = found["message"]
+    assert "the label asks for all-balancd: " in message
+    assert "the change in flight to all-balanced was finished first, so the node holds all-balanced" in message

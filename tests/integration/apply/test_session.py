@@ -7,6 +7,7 @@ from structlog.testing import capture_logs
 
 from migagent.errors import InUseError, LayoutDoesNotFitError
 from migagent.reconcile.session import ApplySession
+from migagent.reconcile.states import Phase
 from tests.integration.apply.support import SimNode
 
 MakeNode = Callable[[str], SimNode]
@@ -44,3 +45,24 @@ def test_a_busy_gi_on_one_gpu_stops_a_mode_change_on_another_before_any_mutation
     assert node.fake.sim_mutations == []
     gpu0 = node.observe().gpu(0)
     assert (gpu0.mig_current, gpu0.mig_pending) == (False, False)
+
+
+@pytest.mark.parametrize("left", [Phase.APPLYING, Phase.FAILED, Phase.REBOOT_REQUESTED])
+@pytest.mark.parametrize("mode_only", [False, True])
+def test_an_apply_with_nothing_left_to_do_closes_the_record_an_earlier_attempt_left_open(
+    make_node: MakeNode, left: Phase, mode_only: bool
+) -> None:
+    node = make_node("2xH100-80GB-SXM")
+    _run(node, "h100-2x3g")
+    # An earlier attempt got the GPUs there but its last record never landed (a full disk, a kill).
+    journal = node.journal()
+    record = journal.load()
+    assert record is not None
+    journal.save(record.evolve(phase=left, last_error="cannot write the journal: No space left on device (ENOSPC)"))
+    node.fake.sim_mutations = []
+    _run(node, "h100-2x3g", mode_only=mode_only)
+    assert node.fake.sim_mutations == []  # nothing was left to do on the GPUs
+    closed = node.journal().load()
+    assert closed is not None
+    assert closed.phase is Phase.CONVERGED
+    assert closed.last_error is None

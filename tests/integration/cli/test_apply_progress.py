@@ -87,3 +87,23 @@ def test_apply_on_a_terminal_prints_short_progress_lines_and_the_summary(tmp_pat
     assert lines[-1].startswith("applied config all-balanced: ")
     assert " step(s) on GPU 0, 1 in " in lines[-1]
     assert not any(line.startswith("{") for line in lines)  # no JSON on a terminal
+
+
+def test_apply_states_one_count_of_steps_that_agrees_with_plan_and_says_what_each_part_did(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "node.json"
+    assert main(["plan", *_apply_argv(state, "all-balanced")[1:]]) == 0
+    planned = capsys.readouterr().out.splitlines()[-1]
+    assert planned == "20 step(s) in all"
+    assert main(_apply_argv(state, "all-balanced")) == 0
+    out, err = capsys.readouterr()
+    converged = [json.loads(line) for line in err.splitlines() if '"apply_converged"' in line]
+    # Set MIG on and reset each GPU (GPU 1's reset ran with GPU 0's: nvidia-smi -r -i A,B); the instances.
+    assert [(e["steps_run"], e["steps_skipped"]) for e in converged] == [(3, 1), (16, 0)]
+    summary = [line for line in out.splitlines() if "step(s)" in line]
+    assert summary == [
+        "20 step(s) in all: 4 for MIG modes, then 16 for the instances; 1 of them found already done (a GPU reset"
+        " with another, or by an earlier run)"
+    ]
+    assert "operation" not in out

@@ -1,10 +1,12 @@
-"""`migagent apply` and SIGTERM: the apply stops at the next safe point (between two journaled steps)
-with one line and exit 143, and the same apply run again finishes from where it stopped. With the
-fake NVML library (MIGAGENT_FAKE_NVML_STATE), the journal defaults to beside its state file."""
+"""`migagent apply` and SIGTERM or SIGINT (Ctrl-C): the apply stops at the next safe point (between two
+journaled steps, no GPU instance left without compute instances) with one line and exit 143 or 130,
+and the same apply run again finishes from where it stopped. With the fake NVML library
+(MIGAGENT_FAKE_NVML_STATE), the journal defaults to beside its state file."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,8 +14,11 @@ from pathlib import Path
 import pytest
 
 from migagent.cli import main
-from migagent.cli.node import journal_for
+from migagent.cli.node import SIGINT_AFTER_MUTATIONS_ENV, journal_for
+from migagent.nvml.driver import GpuDriver
 from migagent.reconcile.journal import FileJournal
+from migagent.sim.fake_nvml import FakeNvml
+from migagent.sim.reset import SimResetRunner
 
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = str(ROOT / "configs/mig-layouts/mig-layouts.yaml")
@@ -27,9 +32,13 @@ hooks:
 """
 
 
-def _apply(state: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "migagent", "apply", "--state", str(state), "-f", SHIPPED, "-c", "all-balanced"]
-    return subprocess.run([*argv, *extra], capture_output=True, text=True, check=False, timeout=120, cwd=ROOT)
+def _apply(state: Path, *extra: str, config: str = "all-balanced", env: dict[str, str] | None = None
+           ) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "migagent", "apply", "--state", str(state), "-f", SHIPPED, "-c", config]
+    return subprocess.run(
+        [*argv, *extra], capture_output=True, text=True, check=False, timeout=120, cwd=ROOT,
+        env=None if env is None else {**os.environ, **env},
+    )
 
 
 def test_sigterm_stops_the_apply_at_a_safe_point_with_one_line_and_143_and_a_rerun_finishes(tmp_path: Path) -> None:
@@ -38,16 +47,49 @@ def test_sigterm_stops_the_apply_at_a_safe_point_with_one_line_and_143_and_a_rer
     hooks.write_text(HOOKS, encoding="utf-8")
     stopped = _apply(state, "--simulate", "1xH100-80GB-SXM", "-k", str(hooks))
     assert stopped.returncode == 143
-    assert stopped.stderr.splitlines()[-1] == (
-        "migagent apply: stopped by SIGTERM between two steps; the GPUs and the journal agree:"
-        " run the same apply again to finish"
-    )
+    last = stopped.stderr.splitlines()[-1]
+    # The stop lands at the first step of the device part, or (the signal's thread being late) the next.
+    assert last.startswith("migagent apply: stopped by SIGTERM between two steps")
+    assert last.endswith(": run the same apply again to finish")
     assert [line for line in stopped.stderr.splitlines() if line.startswith("migagent apply:")] == [
-        stopped.stderr.splitlines()[-1]
+        "migagent apply: SIGTERM: stopping after the step in progress", last
     ]
     assert "MIG configuration applied successfully" not in stopped.stdout
-    # MIG mode was set (before the hook), no GPU instance was created: the rerun creates them all.
+    assert _bare_instances(state) == []
+    # MIG mode was set (before the hook), no GPU instance is left half made: the rerun creates them all.
     assert main(["assert", "--state", str(state), "-f", SHIPPED, "-c", "all-balanced"]) == 1
+    finished = _apply(state)
+    assert finished.returncode == 0, finished.stderr
+    assert main(["assert", "--state", str(state), "-f", SHIPPED, "-c", "all-balanced"]) == 0
+
+
+def _bare_instances(state: Path) -> list[tuple[int, int]]:
+    """(GPU, GI id) of every GPU instance on the saved node that has no compute instance."""
+    fake = FakeNvml.load(state)
+    with GpuDriver(fake, reset_runner=SimResetRunner(fake)) as driver:
+        observation = driver.observe()
+    return [(gpu.index, gi.id) for gpu in observation.gpus for gi in gpu.gpu_instances if not gi.compute_instances]
+
+
+def test_ctrl_c_mid_change_stops_at_a_safe_point_leaving_no_gpu_instance_without_compute_instances(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "node.json"
+    assert _apply(state, "--simulate", "2xH100-80GB-SXM", config="all-1g.10gb").returncode == 0
+    # all-1g.10gb -> all-balanced destroys 6 CIs, then their GIs, then creates: Ctrl-C after the 3rd CI destroy.
+    stopped = _apply(state, env={SIGINT_AFTER_MUTATIONS_ENV: "3"})
+    assert stopped.returncode == 130, stopped.stderr
+    said = [line for line in stopped.stderr.splitlines() if line.startswith("migagent apply:")]
+    assert said[0] == "migagent apply: SIGINT (Ctrl-C): stopping after the step in progress"
+    assert said[-1].startswith("migagent apply: stopped by SIGINT (Ctrl-C) between two steps; destroyed ")
+    assert said[-1].endswith(
+        " GPU instance(s) the stop left without compute instances: run the same apply again to finish"
+    )
+    assert _bare_instances(state) == []
+    exported = subprocess.run([sys.executable, "-m", "migagent", "export", "--state", str(state)],
+                              capture_output=True, text=True, check=False, timeout=120, cwd=ROOT)
+    assert exported.returncode == 0
+    assert "warning" not in exported.stderr
     finished = _apply(state)
     assert finished.returncode == 0, finished.stderr
     assert main(["assert", "--state", str(state), "-f", SHIPPED, "-c", "all-balanced"]) == 0

@@ -152,7 +152,7 @@ def test_an_unfiltered_entry_that_fits_some_models_is_valid_with_a_warning_for_t
     assert main(["validate", "-f", str(path), "-c", "all-1g.10gb", "-v"]) == 0
     captured = capsys.readouterr()
     assert "all-1g.10gb: valid on A100-80GB, H100-80GB-SXM, H100-80GB-PCIe\n" in captured.out
-    assert "  skipped A100-40GB: [0] does not fit (see warning)\n" in captured.out
+    assert "  skipped A100-40GB; why: [0] does not fit (see warning)\n" in captured.out
     assert "mig-configs.all-1g.10gb[0] would fail on A100-40GB" in captured.err
     assert main(["validate", "-f", str(path), "-c", "all-1g.10gb", "--gpu-model", "A100-40GB"]) == 1
     assert main(["validate", "-f", str(path), "-c", "fits-nowhere"]) == 1

@@ -12,6 +12,7 @@ import yaml
 from migagent.cli import main
 from migagent.cli.doctor import node_document
 from migagent.nvml import GpuDriver
+from migagent.nvml.reset_checks import HostResetChecks
 from migagent.sim import FakeNvml
 from migagent.sim.reset import SimResetRunner
 
@@ -77,3 +78,47 @@ def test_a_gpu_that_is_not_mig_capable_is_said_to_be_so_not_missing_from_the_cat
         (gpu,) = node_document(driver.inspect())["gpus"]
     assert gpu["mig"] == {"capable": False, "current": False, "pending": False}
     assert gpu["diff_against_catalog"] == ["not MIG capable: nvmlDeviceGetMigMode answers NOT_SUPPORTED"]
+
+
+def test_identical_gpus_are_shown_once_after_a_summary_with_the_reset_section_as_the_readme_promises(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = _applied_node(tmp_path, "8xH100-80GB-SXM", "all-balanced")
+    capsys.readouterr()
+    assert main(["doctor", "--state", str(state)]) == 0
+    text = capsys.readouterr().out
+    report = yaml.safe_load(text)
+
+    assert list(report)[:2] == ["summary", "driver_version"]
+    assert report["summary"] == [
+        "GPUs 0-7: NVIDIA H100 80GB HBM3 (H100-80GB-SXM), MIG on; as the catalog says",
+        "GPU reset: not checked: a simulated node has no host to check (kernel modules, nvidia-persistenced,"
+        " processes holding /dev/nvidia*)",
+    ]
+    assert report["reset_preconditions"] == [report["summary"][1].removeprefix("GPU reset: ")]
+    (group,) = report["gpus"]
+    assert group["indices"] == "0-7"
+    assert [gpu["index"] for gpu in group["gpus"]] == list(range(8))
+    assert len({gpu["uuid"] for gpu in group["gpus"]}) == 8
+    assert group["catalog_row"] == "H100-80GB-SXM"
+    assert len(text.splitlines()) < 260  # one GPU's profile table, not eight
+    # Programs get one entry per GPU, after the same summary.
+    assert main(["doctor", "--state", str(state), "-o", "json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["summary"] == report["summary"]
+    assert [gpu["index"] for gpu in printed["gpus"]] == list(range(8))
+
+
+def test_doctor_on_the_host_lists_what_would_block_a_reset(tmp_path: Path) -> None:
+    fake = FakeNvml.from_spec("2xA100-40GB")
+    host = tmp_path / "host"
+    (host / "sys/module/nvidia_drm").mkdir(parents=True)
+    with GpuDriver(fake, reset_runner=SimResetRunner(fake)) as driver:
+        report = driver.inspect()
+    blockers = [str(b) for b in HostResetChecks(host).blockers()]
+    document = node_document(report, reset_blockers=blockers)
+    assert document["summary"][-1] == "GPU reset: 1 thing(s) would block it, listed under reset_preconditions"
+    assert document["reset_preconditions"][0].startswith("the nvidia_drm kernel module is loaded")
+    assert node_document(report, reset_blockers=[])["summary"][-1] == (
+        "GPU reset: nothing found that would block a GPU reset"
+    )

@@ -53,7 +53,7 @@ def test_skipped_and_unchecked_configs_are_not_counted_as_valid(
     assert capsys.readouterr().out.splitlines()[-1] == f"{layouts}: 0 config(s) valid, 1 partly checked"
     assert main(["validate", "-f", str(layouts), "-c", "unfiltered-1g.6gb", "-v"]) == 0
     out = capsys.readouterr().out
-    assert "unfiltered-1g.6gb: valid on A30-24GB\n  skipped A100-40GB, A100-80GB, H100-80GB-SXM" in out
+    assert "unfiltered-1g.6gb: valid on A30-24GB\n  checked entries [0] on A30-24GB\n  skipped " in out
 
 
 def test_with_named_models_a_filter_for_another_model_says_so_instead_of_matching_no_catalog_model(
@@ -82,3 +82,23 @@ def test_a_profile_no_model_offers_fails_validation_with_the_profiles_of_that_si
     assert "mig-configs.typo[0]: profile '1g.11gb' is offered by no catalog GPU model (1g profiles: 1g.5gb," in (
         captured.err
     )
+
+
+def test_verbose_output_of_a_large_config_is_grouped_and_wrapped_not_one_line_per_detail(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    entries = "".join(
+        f"    - devices: [{i % 8}]\n      mig-enabled: true\n      mig-devices: {{\"1g.10gb\": 7}}\n"
+        for i in range(200)
+    )
+    path = tmp_path / "large.yaml"
+    path.write_text(f"version: v1\nmig-configs:\n  large:\n{entries}", encoding="utf-8")
+    assert main(["validate", "-f", str(path), "-v"]) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert "  checked entries [0-199] on 3 models: A100-80GB, H100-80GB-SXM, H100-80GB-PCIe" in lines
+    assert "  skipped A100-40GB; why: [0-199] do not fit (see warning)" in lines
+    assert len(lines) < 12
+    (warning,) = captured.err.splitlines()  # the same misfit of 200 entries, said once
+    assert warning.startswith("  warning: mig-configs.large[0-199] would fail on A100-40GB")

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from migagent_sim.apiserver.access import ADMIN, AccessControl
-from migagent_sim.apiserver.admission import AdmissionRequest
+from migagent_sim.apiserver.admission import AdmissionChain, AdmissionRequest
 from migagent_sim.apiserver.errors import ApiError
 from migagent_sim.apiserver.rbac import Attributes, UserInfo
 from tests.integration.deploy.access import agent_identity
@@ -85,7 +85,7 @@ def test_every_other_change_of_its_own_node_is_denied_as_cel_python_evaluates_it
     assert error is not None
     assert error.code == 403
     assert "ValidatingAdmissionPolicy 'migagent-own-node-only'" in error.message
-    assert "expression failed" not in error.message  # denied by a rule, not by a broken expression
+    assert "resulted in error" not in error.message  # denied by a rule, not by a broken expression
 
 
 @pytest.mark.parametrize("case", ALLOWED[:3] + ALLOWED[-1:], ids=lambda c: c.what)
@@ -97,14 +97,50 @@ def test_the_agent_may_not_change_another_node_even_where_its_own_would_be_allow
     assert "migagent running on node gpu-1 may not change node gpu-2" in error.message
 
 
-def test_a_token_without_the_node_claim_is_refused_with_the_reason_as_cel_python_evaluates_it(
-    rendered: list[Obj],
+@pytest.mark.parametrize(
+    "extra",
+    [{"authentication.kubernetes.io/credential-id": ("JTI=1",)}, {}],
+    ids=["a token not bound to a pod", "no extra at all (impersonation, a legacy token)"],
+)
+def test_a_user_without_the_node_claim_is_refused_with_the_reason_as_cel_python_evaluates_it(
+    rendered: list[Obj], extra: dict[str, tuple[str, ...]]
 ) -> None:
     account = agent_identity(rendered, NODE)
-    unbound = UserInfo(account.username, account.groups, {})
+    unbound = UserInfo(account.username, account.groups, extra)
+    assert ("extra" in unbound.as_admission()) == bool(extra)  # omitted when empty, as the real API does
     error = decide(rendered, unbound, ALLOWED[0])
     assert error is not None
-    assert "authentication.kubernetes.io/node-name" in error.message
+    assert error.code == 403, error.message  # the policy's own reason, not a 422 evaluation error
+    assert "carries no node claim (authentication.kubernetes.io/node-name)" in error.message
+    assert "resulted in error" not in error.message
+
+
+def test_an_expression_that_fails_to_evaluate_is_a_422_naming_it_as_on_the_real_server() -> None:
+    policy = {
+        "metadata": {"name": "unguarded"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}
+            ]},
+            "variables": [{"name": "tokenNode", "expression": "request.userInfo.extra['k']"}],
+            "validations": [{"expression": "size(variables.tokenNode) == 1"}],
+        },
+    }
+    binding = {"metadata": {"name": "unguarded"}, "spec": {"policyName": "unguarded", "validationActions": ["Deny"]}}
+    chain = AdmissionChain(
+        [{"kind": "ValidatingAdmissionPolicy", **policy}, {"kind": "ValidatingAdmissionPolicyBinding", **binding}],
+        lambda _user, _attributes: True,
+    )
+    request = AdmissionRequest(
+        operation="UPDATE", group="", version="v1", resource="nodes", subresource="", namespace="", name=NODE,
+        user=UserInfo("someone", ()), object=stored_node(), old_object=stored_node(),
+    )
+    with pytest.raises(ApiError) as refused:
+        chain.admit(request)
+    assert refused.value.code == 422
+    assert "expression 'size(variables.tokenNode) == 1' resulted in error:" in refused.value.message
+    assert 'composited variable "tokenNode" fails to evaluate:' in refused.value.message
 
 
 OTHERS = [
@@ -224,7 +260,7 @@ def test_pod_deletes_are_decided_as_on_the_real_server_as_cel_python_evaluates_i
     for error in (plain, forced):
         if error is not None:
             assert "ValidatingAdmissionPolicy 'migagent-own-node-pods'" in error.message
-            assert "expression failed" not in error.message
+            assert "resulted in error" not in error.message
 
 
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)

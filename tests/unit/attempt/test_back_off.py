@@ -106,6 +106,24 @@ def test_a_node_whose_status_writes_are_refused_still_backs_off_and_further_each
     node.clock.advance(30.0)
     assert agent.reconcile_once() is Outcome.FAILED
     assert agent.retry_in_s == pytest.approx(60.0), "counted in memory: the delay still doubles"
+    # The Event is the admin's other channel: tried at each failure although no status write lands.
+    failed = [e for e in node.kube.events if e.reason == "MigDrainBlocked"]
+    assert len(failed) == 2
+    assert all(e.warning for e in failed)
+    assert "the Node's status could not be written: patch node gpu-node-1: HTTP 403: forbidden" in failed[0].message
+
+
+def test_when_every_status_write_is_refused_a_mig_config_failed_event_is_still_emitted(tmp_path: Path) -> None:
+    node = MemoryNode(tmp_path)
+    forbidden = PermanentError("patch node gpu-node-1: HTTP 403: forbidden")
+    for call in ("patch_metadata", "set_condition", "patch_annotations"):
+        node.kube.fail(call, forbidden, times=1000)
+    node.set_label("all-balanced")
+    assert node.agent().reconcile_once() is Outcome.FAILED
+    (event,) = node.kube.events
+    assert (event.reason, event.warning) == ("MigConfigFailed", True)
+    assert "HTTP 403: forbidden" in event.message
+    assert node.released()  # nothing was cordoned: the first write was refused
 
 
 def test_an_unreadable_hold_annotation_holds_nothing() -> None:

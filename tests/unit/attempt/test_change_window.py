@@ -23,6 +23,8 @@ PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
 class RecordingRestarter:
     """Pauses like the GPU Operator (through the real GpuOperatorPause) and records every resume."""
 
+    pauses = True
+
     def __init__(self, kube: MemoryKube, *, fail_pause_after_labels: bool = False) -> None:
         self._real = GpuOperatorPause(kube, clock=FakeClock(), timeout_s=1.0)
         self._kube = kube

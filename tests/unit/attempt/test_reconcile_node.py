@@ -16,7 +16,7 @@ from migagent.node.names import ATTEMPT_ANNOTATION, HANDED_OVER_ANNOTATION, LAST
 from migagent.node.port import NodeChangedError
 from migagent.reconcile.machine import ApplyEngine
 from migagent_sim.doubles.intercept import InterceptingDriver
-from migagent_sim.doubles.memory_node import ALL_7G, BALANCED, MemoryNode
+from migagent_sim.doubles.memory_node import ALL_1G, ALL_7G, BALANCED, MemoryNode
 
 
 @pytest.fixture
@@ -108,36 +108,115 @@ def test_a_stop_after_the_label_was_removed_abandons_the_change_and_releases_the
     assert node.condition()[:2] == ("True", "NoDesiredLayout")
 
 
-def test_a_typo_label_between_a_gi_and_its_cis_leaves_every_gpu_consistent_before_the_undo(
-    node: MemoryNode,
+def _typo_after(node: MemoryNode, mutation: str, count: int, label: str = "all-balancd") -> list[str]:
+    """The admin writes `label` right after the engine's `count`th `mutation` (1 = the first)."""
+    seen: list[str] = []
+
+    def admin_typos(name: str) -> None:
+        if name == mutation:
+            seen.append(name)
+            if len(seen) == count:
+                node.set_label(label)
+
+    node.engine = ApplyEngine(InterceptingDriver(node.driver, after=admin_typos), node.journal, clock=node.clock)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("mutation", "count"),
+    [("destroy_compute_instance", 1), ("destroy_gpu_instance", 2), ("create_gpu_instance", 1),
+     ("create_compute_instance", 3)],
+)
+def test_a_typo_label_mid_change_finishes_the_change_in_flight_before_reporting_invalid_layout(
+    node: MemoryNode, mutation: str, count: int
 ) -> None:
-    typed: list[str] = []
-
-    def admin_typos_after_the_first_new_gi(mutation: str) -> None:
-        if mutation == "create_gpu_instance" and not typed:
-            typed.append(mutation)
-            node.set_label("all-balancd")
-
-    node.engine = ApplyEngine(
-        InterceptingDriver(node.driver, after=admin_typos_after_the_first_new_gi), node.journal, clock=node.clock
-    )
+    seen = _typo_after(node, mutation, count)
     node.set_label("all-balanced")
 
     report = node.reconcile()
 
-    assert typed, "the typo came between a create-GI step and its create-CI step"
+    assert len(seen) >= count, "the typo came mid-change"
+    assert report.outcome is Outcome.FAILED
+    status, reason, message = node.condition()
+    assert (status, reason) == ("False", "InvalidLayout")
+    assert message.startswith("plan: the label asks for all-balancd: ")
+    assert "the change in flight to all-balanced was finished first, so the node holds all-balanced." in message
+    assert node.state == "failed"
+    # The GPUs hold the last valid layout, advertised; not a mix of all-1g.10gb and all-balanced.
+    assert expected_resources(node.driver.observe(), strategy=MigStrategy.MIXED) == BALANCED
+    assert node.kube.allocatable == BALANCED
+    assert node.released()
+    assert node.kube.cordon_episodes == 1
+
+
+@pytest.mark.parametrize("file_now", ["version: v1\nmig-configs: {all-7g: [", "renamed"])
+def test_a_typo_label_with_a_new_layout_file_mid_change_still_finishes_the_layout_in_flight(
+    node: MemoryNode, file_now: str
+) -> None:
+    """The admin ships a new layouts file (broken, or without the layout in flight) and a label naming
+    none of it: the change in flight is finished from the layout as resolved when it began."""
+    before = node.layout_file.read_text(encoding="utf-8")
+    replacement = before.replace("all-balanced:", "balanced-v2:") if file_now == "renamed" else file_now
+
+    def admin(name: str) -> None:
+        if name == "destroy_gpu_instance" and node.label == "all-balanced":
+            node.layout_file.write_text(replacement, encoding="utf-8")
+            node.set_label("balanced-v3")
+
+    node.engine = ApplyEngine(InterceptingDriver(node.driver, after=admin), node.journal, clock=node.clock)
+    node.set_label("all-balanced")
+
+    report = node.reconcile()
+
+    assert report.outcome is Outcome.FAILED
+    status, reason, message = node.condition()
+    assert (status, reason) == ("False", "InvalidLayout")
+    assert "the change in flight to all-balanced was finished first, so the node holds all-balanced." in message
+    assert expected_resources(node.driver.observe(), strategy=MigStrategy.MIXED) == BALANCED
+    assert node.kube.allocatable == BALANCED
+    assert node.released()
+    assert node.kube.cordon_episodes == 1
+
+
+def test_a_typo_label_before_any_gpu_changed_is_refused_at_once_leaving_the_starting_layout(
+    node: MemoryNode,
+) -> None:
+    node.gpu_pod("held", gpu=0, slot=4)
+    node.blocking_pdb({"app": "held"})  # the drain waits, a safe point each turn
+
+    def admin_typos_while_draining(phase: AgentPhase) -> None:
+        if phase is AgentPhase.DRAIN:
+            node.set_label("all-balancd")
+
+    node.set_label("all-balanced")
+    node.fake.sim_mutations = []
+    report = node.reconcile(on_phase=admin_typos_while_draining)
+
     assert report.outcome is Outcome.FAILED
     assert node.condition()[1] == "InvalidLayout"
-    bare = [
-        (gpu.index, gi.placement.start)
-        for gpu in node.driver.observe().gpus
-        for gi in gpu.gpu_instances
-        if not gi.compute_instances
-    ]
-    assert bare == [], "a GPU instance was left without compute instances"
+    assert node.fake.sim_mutations == []
+    assert node.kube.allocatable == ALL_1G
+    assert expected_resources(node.driver.observe(), strategy=MigStrategy.MIXED) == ALL_1G
     assert node.released()
-    advertised = expected_resources(node.driver.observe(), strategy=MigStrategy.MIXED)
-    assert node.kube.allocatable == advertised, "the plugin re-enumerated what the GPUs hold"
+
+
+def test_a_typo_fixed_while_the_change_in_flight_finishes_is_applied_in_the_same_cordon(node: MemoryNode) -> None:
+    def admin(name: str) -> None:
+        if name == "destroy_gpu_instance" and node.label == "all-balanced":
+            node.set_label("all-balancd")  # the typo, mid-change
+        elif name == "create_gpu_instance" and node.label == "all-balancd":
+            node.set_label("all-7g")  # fixed (to another layout) while the first change finishes
+
+    node.engine = ApplyEngine(InterceptingDriver(node.driver, after=admin), node.journal, clock=node.clock)
+    node.set_label("all-balanced")
+
+    report = node.reconcile()
+
+    assert report.outcome is Outcome.APPLIED
+    assert node.state == "success"
+    assert node.kube.allocatable == ALL_7G
+    assert node.released()
+    assert node.kube.cordon_episodes == 1
 
 
 def test_a_success_write_refused_as_stale_is_read_again_and_written(node: MemoryNode) -> None:

@@ -7,7 +7,7 @@ from migagent.layout.strategy import GpuDevices, MigStrategy, advertised_counts,
 
 
 def _gpu(index: int, *profiles: str, mig: bool = True) -> GpuDevices:
-    return GpuDevices(f"GPU {index}", mig, tuple(MigProfile.parse(p) for p in profiles))
+    return GpuDevices(index, mig, tuple(MigProfile.parse(p) for p in profiles))
 
 
 BALANCED = [_gpu(0, "1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb"), _gpu(1, "1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb")]
@@ -60,3 +60,19 @@ def test_without_mig_every_strategy_advertises_whole_gpus() -> None:
     for strategy in MigStrategy:
         assert strategy_problems(strategy, gpus) == []
         assert advertised_counts(strategy, gpus) == {"nvidia.com/gpu": 2}
+
+
+def test_refusals_name_a_nodes_gpus_as_ranges_not_one_by_one() -> None:
+    eight = [_gpu(i, "1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb") for i in range(8)]
+    (single,) = strategy_problems(MigStrategy.SINGLE, eight)
+    assert "16x 1g.10gb on GPUs 0-7; 8x 2g.20gb on GPUs 0-7; 8x 3g.40gb on GPUs 0-7" in single
+    assert "GPU 1," not in single
+    split = [_gpu(i, "7g.80gb") for i in range(4)] + [_gpu(i, mig=False) for i in (4, 5, 7)] + [_gpu(6)]
+    problems = strategy_problems(MigStrategy.SINGLE, split)
+    assert "(MIG on: GPUs 0-3, 6; MIG off: GPUs 4-5, 7)" in problems[0]
+    assert "GPU 6 has MIG enabled but no MIG devices" in problems
+    small = [_gpu(i, "1c.3g.40gb", "3g.40gb") for i in range(8)]
+    (mixed,) = strategy_problems(MigStrategy.MIXED, small)
+    assert mixed.startswith(
+        "GPUs 0-7 have MIG devices of profile 1c.3g.40gb, which matches none of the device plugin's resource patterns."
+    )

@@ -115,9 +115,27 @@ def test_select_config_names_the_missing_config_and_lists_the_available_ones(lay
 
 
 def test_select_config_needs_a_name_when_the_file_holds_several(layout: LayoutFile) -> None:
-    expected = "no config selected and the file holds 9; choose one of: all-disabled"
+    expected = "no config selected, and the file holds more than one; choose one of 9 configs: all-disabled"
     with pytest.raises(InvalidLayoutError, match=expected):
         select_config(layout, None)
+
+
+def test_a_missing_config_name_shows_the_closest_names_and_a_few_others_not_the_whole_file() -> None:
+    names = [f"all-{g}g.{g * 10}gb" for g in range(1, 8)] + [f"team-{i}" for i in range(70)] + ["all-balanced"]
+    configs = "".join(f"  {n}:\n    - {{devices: all, mig-enabled: false}}\n" for n in names)
+    text = "version: v1\nmig-configs:\n" + configs
+    layout = parse_layout(text, source="many.yaml")
+    with pytest.raises(InvalidLayoutError) as info:
+        select_config(layout, "all-balancd")
+    message = str(info.value)
+    assert "did you mean all-balanced?" in message
+    shown = "all-1g.10gb, all-2g.20gb, all-3g.30gb, all-4g.40gb, all-5g.50gb, all-6g.60gb"
+    assert f"78 configs: {shown} and 72 more" in message
+    assert "team-69" not in message
+    assert len(message) < 300
+    with pytest.raises(InvalidLayoutError) as info:
+        select_config(layout, "xyzzy")
+    assert "did you mean" not in str(info.value)
 
 
 def test_select_config_without_a_name_takes_the_only_config() -> None:

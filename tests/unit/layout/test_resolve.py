@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from migagent.catalog import GpuModel, all_models, model_by_key
-from migagent.errors import LayoutDoesNotFitError
+from migagent.errors import LayoutDoesNotFitError, LayoutSelectsNoGpuError
 from migagent.layout.desired import DesiredGi, DesiredGpu, DesiredNode
 from migagent.layout.observed import ObservedGpu
 from migagent.layout.parse import load_layout_file, parse_layout
@@ -133,9 +133,19 @@ def test_gpus_no_entry_selects_are_absent_and_left_untouched(fixture_file: Layou
 
 
 def test_custom_config_splits_one_3g_into_three_compute_instances(fixture_file: LayoutFile) -> None:
-    desired = resolve_config(fixture_file, "custom-config", [gpu(3, "A100-40GB")])
-    (only,) = desired.gpus
-    assert only.gpu_instances == (DesiredGi(GI_3G, (2,)), DesiredGi(GI_3G, (0, 0, 0)))
+    desired = resolve_config(fixture_file, "custom-config", [gpu(i, "A100-40GB") for i in range(4)])
+    third = desired.gpu(3)
+    assert third is not None
+    assert third.gpu_instances == (DesiredGi(GI_3G, (2,)), DesiredGi(GI_3G, (0, 0, 0)))
+
+
+def test_an_index_the_node_lacks_is_refused_naming_each_and_the_nodes_gpus(fixture_file: LayoutFile) -> None:
+    with pytest.raises(LayoutSelectsNoGpuError) as refused:
+        resolve_config(fixture_file, "custom-config", [gpu(2, "A100-40GB"), gpu(3, "A100-40GB")])
+    assert str(refused.value).endswith(
+        "mig-configs.custom-config[0] lists GPU 0, which this node does not have (it has GPUs 2-3);"
+        " mig-configs.custom-config[0] lists GPU 1, which this node does not have (it has GPUs 2-3)"
+    )
 
 
 def test_mig_enabled_with_no_devices_keeps_mig_on_with_no_instances(fixture_file: LayoutFile) -> None:

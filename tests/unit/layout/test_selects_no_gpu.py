@@ -20,7 +20,8 @@ LAYOUT = parse_layout(
     "  h100-only:\n"
     '    - {device-filter: "0x233010DE", devices: all, mig-enabled: true, mig-devices: {"1g.10gb": 7}}\n'
     "  gpu-9:\n    - {devices: [9], mig-enabled: false}\n"
-    "  gpu-1-of-two:\n    - {devices: [9], mig-enabled: false}\n    - {devices: [1], mig-enabled: false}\n",
+    "  gpu-1-of-two:\n    - {devices: [9], mig-enabled: false}\n    - {devices: [1], mig-enabled: false}\n"
+    "  gpu-1:\n    - {devices: [1], mig-enabled: false}\n",
     source="layouts.yaml",
 )
 TWO_A100 = [gpu(0, "A100-40GB"), gpu(1, "A100-40GB")]
@@ -46,9 +47,16 @@ def test_an_index_past_the_nodes_gpus_selects_no_gpu() -> None:
     assert "config 'gpu-9' selects none of this node's GPUs; its entries select [0] devices: [9];" in message
 
 
-def test_a_config_that_selects_some_gpus_is_not_refused() -> None:
-    desired = resolve_config(LAYOUT, "gpu-1-of-two", TWO_A100)
+def test_a_config_that_selects_some_of_the_nodes_gpus_is_not_refused() -> None:
+    desired = resolve_config(LAYOUT, "gpu-1", TWO_A100)
     assert [g.index for g in desired.gpus] == [1]
+
+
+def test_an_index_the_node_lacks_is_refused_even_when_another_entry_selects_a_gpu() -> None:
+    # mig-parted skips GPU 9 without a word (issue 28): the GPU meant is left as it was.
+    assert refusal(LAYOUT, "gpu-1-of-two") == (
+        "layouts.yaml: mig-configs.gpu-1-of-two[0] lists GPU 9, which this node does not have (it has GPUs 0-1)"
+    )
 
 
 def test_a_node_without_gpus_is_named_as_such() -> None:

@@ -53,7 +53,7 @@ def test_compute_instances_smaller_than_their_gi_count_as_the_gi_as_nvidia_plugi
 
 
 def test_a_device_no_pattern_matches_is_refused_because_the_plugin_exits_on_it() -> None:
-    gpu = GpuDevices("GPU 0", True, (MigProfile.parse("1c.3g.20gb"),), patterns=("1g.5gb",))
+    gpu = GpuDevices(0, True, (MigProfile.parse("1c.3g.20gb"),), patterns=("1g.5gb",))
     assert strategy_problems(MigStrategy.MIXED, [gpu]) == [
         "GPU 0 has MIG devices of profile 1c.3g.20gb, which matches none of the device plugin's resource patterns."
         " Use 3g.20gb (one compute instance per GPU instance) instead"

@@ -136,6 +136,23 @@ def test_a_full_directory_fails_the_check_with_enospc_and_leaves_no_temporary_fi
         assert sorted(p.name for p in directory.iterdir()) == ["filler"]
 
 
+def test_room_for_a_record_and_its_log_but_not_the_final_record_beside_them_fails_the_check(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "journal"
+    with full_directory(directory, room=2 * 4096) as full:
+        if not full:
+            pytest.skip("mounting a tmpfs is not allowed here: tests/storage_faults.full_directory")
+        journal = FileJournal(directory)
+        # The first record and its progress log would fit (a page each); the final record, written
+        # beside the first before it replaces it, would not: refused before anything is changed.
+        with pytest.raises(StorageError, match="ENOSPC"):
+            journal.check_writable(_PLAN)
+        journal.save(_record())
+        with pytest.raises(StorageError, match="ENOSPC"):
+            journal.save(_record().evolve(phase=Phase.CONVERGED))
+
+
 def test_the_writability_check_leaves_nothing_behind(tmp_path: Path) -> None:
     FileJournal(tmp_path / "j").check_writable(_PLAN)
     assert list((tmp_path / "j").iterdir()) == []
