@@ -13,6 +13,7 @@ from kubernetes.client import CoreV1Api, V1ConfigMap, V1ObjectMeta
 from kubernetes.client.exceptions import ApiException
 
 from migagent.kube.names import MIG_CONFIG_LABEL
+from migagent.rollout.controller import run_controller
 from migagent.rollout.state import Phase
 from migagent_sim.apiserver.access import AccessControl
 from migagent_sim.apiserver.rbac import UserInfo
@@ -50,8 +51,8 @@ def test_the_component_grants_exactly_what_the_controller_calls(objects: list[Ob
         ("list", "", "nodes", None), ("patch", "", "nodes", None), ("list", "", "pods", None),
         ("list", "policy", "poddisruptionbudgets", None),
         ("layout-label-only", "migagent.io", "rolloutcontrollers", None),
-        ("get", "", "configmaps", "migagent"), ("list", "", "configmaps", "migagent"),
-        ("update", "", "configmaps", "migagent"),
+        ("get", "", "configmaps", "migagent-rollouts"), ("list", "", "configmaps", "migagent-rollouts"),
+        ("update", "", "configmaps", "migagent-rollouts"), ("create", "", "events", "default"),
     }
     deployment = next(
         o for o in of_kind(objects, "Deployment") if o["metadata"]["name"] == "migagent-rollout-controller"
@@ -69,7 +70,6 @@ def test_the_controller_drives_a_rollout_under_its_own_rbac_and_admission(pool: 
     controller_api = api(pool, CONTROLLER)
     stop = threading.Event()
     recorder = Recorder()
-    from migagent.cli.rollout import run_controller
 
     thread = threading.Thread(
         target=run_controller, args=(controller_api,),
@@ -114,13 +114,19 @@ def test_the_controller_may_change_nothing_on_a_node_but_the_layout_label(pool: 
     assert "migagent-rollout-layout-label-only" in str(refused.value.body)
 
 
-def test_the_controller_neither_creates_nor_deletes_configmaps(pool: SimPool) -> None:
+def test_the_controller_reaches_no_configmap_but_its_state_objects(pool: SimPool) -> None:
+    """Not the layouts (namespace migagent), not another namespace's; and it neither creates nor deletes."""
     core = CoreV1Api(pool.client(CONTROLLER))
     calls: list[Callable[[], object]] = [
         lambda: core.create_namespaced_config_map(
-            "migagent", V1ConfigMap(metadata=V1ObjectMeta(name="migagent-rollout-x"), data={})
+            "migagent-rollouts", V1ConfigMap(metadata=V1ObjectMeta(name="migagent-rollout-x"), data={})
         ),
         lambda: core.delete_namespaced_config_map("migagent-layouts-sim", "migagent"),
+        lambda: core.read_namespaced_config_map("migagent-layouts-sim", "migagent"),
+        lambda: core.list_namespaced_config_map("migagent"),
+        lambda: core.replace_namespaced_config_map(
+            "migagent-layouts-sim", "migagent", V1ConfigMap(metadata=V1ObjectMeta(name="migagent-layouts-sim"))
+        ),
         lambda: core.list_namespaced_config_map("default"),
     ]
     for call in calls:
