@@ -145,14 +145,19 @@ def _existing(args: argparse.Namespace, state: RolloutState) -> None:
 
 
 def _run_start(args: argparse.Namespace) -> int:
+    given = file_layouts(args)
     clock = SystemClock()
+    return run_start(args, _api(args, clock), clock, given)
+
+
+def run_start(args: argparse.Namespace, api: RolloutApi, clock: Clock, given: Layouts | None) -> int:
+    """Create the rollout (or find it) and drive it; of two starts that find no object, one drives and the
+    other is told who does (AlreadyStartedError)."""
     holder = new_holder()
     spec = RolloutSpec(
         selector=args.selector, layout=args.layout, max_unavailable=args.max_unavailable,
         canary=args.canary, soak_s=args.soak, failure_budget=args.failure_budget, lease_s=args.lease,
     )
-    given = file_layouts(args)
-    api = _api(args, clock)
     stored = api.read_state(args.name)
     if stored is None:
         layouts = layouts_of(args, api, given)
