@@ -28,8 +28,8 @@ from pathlib import Path
 
 from bench.agent_scaling import pods_table, size_table
 from bench.tables import Cell, render_table
-from migagent.kube.names import CONDITION_TYPE, DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
-from migagent.runtime.logging import configure_logging
+from migagent.node.names import CONDITION_TYPE, DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
+from migagent.plumbing.logging import configure_logging
 from migagent.sources.node_label import WatchSettings
 from migagent_sim.cluster import SimCluster, SimClusterConfig
 

@@ -29,15 +29,15 @@ from pathlib import Path
 
 from bench.chaos_metrics import AttemptLog, NodeTimeline, check_backoff, evicted_pods, evictions
 from bench.tables import Cell, percent, render_table
+from migagent.attempt.listener import AgentPhase, Outcome
 from migagent.catalog import Placement
-from migagent.kube.expected import advertisement_matches, expected_resources
 from migagent.layout.strategy import MigStrategy
+from migagent.node.expected import advertisement_matches, expected_resources
 from migagent.nvml.driver import GpuDriver
 from migagent.nvml.mode import ModeActivation
+from migagent.plumbing.logging import configure_logging
 from migagent.reconcile.ports import NodeDriver
 from migagent.reconcile.retry import RetryPolicy
-from migagent.runtime.listener import AgentPhase, Outcome
-from migagent.runtime.logging import configure_logging
 from migagent.sim.fakelib_backend import nvml_for
 from migagent.sim.reset import SimResetRunner
 from migagent.sources.node_label import WatchSettings

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from migagent.kube.names import DEPLOY_LABEL_PREFIX, PAUSED_FOR_MIG_CHANGE
+from migagent.attempt.listener import NullListener, Outcome
+from migagent.node.names import DEPLOY_LABEL_PREFIX, PAUSED_FOR_MIG_CHANGE
 from migagent.reconcile.retry import RetryPolicy
-from migagent.runtime.listener import NullListener, Outcome
 from migagent_sim.cluster import SimCluster
 
 JsonDict = dict[str, Any]

@@ -32,7 +32,7 @@ def _simcluster() -> Any:
 
 
 def _quiet() -> None:
-    from migagent.runtime.logging import configure_logging
+    from migagent.plumbing.logging import configure_logging
 
     configure_logging(json_logs=False, level=logging.WARNING)
     for name in ("urllib3.connectionpool", "kubernetes.client.rest"):
@@ -40,7 +40,7 @@ def _quiet() -> None:
 
 
 def _applied(cluster: Any, layout: str) -> bool:
-    from migagent.kube.names import CONDITION_TYPE, DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
+    from migagent.node.names import CONDITION_TYPE, DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
 
     node = cluster.node()
     labels, notes = node["metadata"].get("labels", {}), node["metadata"].get("annotations", {})

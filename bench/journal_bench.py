@@ -22,10 +22,10 @@ from migagent.clock import FakeClock
 from migagent.layout.parse import parse_layout
 from migagent.layout.resolve import identity_of, resolve_config
 from migagent.nvml.driver import GpuDriver
+from migagent.plumbing.logging import configure_logging
 from migagent.reconcile.bootid import FixedBootId
 from migagent.reconcile.journal import FileJournal, JournalRecord, desired_node_hash
 from migagent.reconcile.machine import ApplyEngine
-from migagent.runtime.logging import configure_logging
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.reset import SimResetRunner
 

@@ -61,7 +61,7 @@ def _main(words: list[str]) -> int:
     parser = build_parser(words)
     args = parser.parse_args(words)
     # structlog is imported here, not at the top: `--version` and `--help` need none of it.
-    from migagent.runtime.logging import configure_logging  # noqa: PLC0415
+    from migagent.plumbing.logging import configure_logging  # noqa: PLC0415
 
     debug = bool(args.debug) or os.environ.get("MIG_PARTED_DEBUG", "").lower() in ("1", "true")
     # Sub-commands that run as daemons set `log_level` (INFO) with set_defaults; one-shot ones log warnings.

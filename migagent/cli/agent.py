@@ -2,7 +2,7 @@
 
 Flags mirror nvidia-mig-manager where one exists (NODE_NAME, CONFIG_FILE, KUBECONFIG). The agent
 applies the layout named by its Node's `nvidia.com/mig.config` label from the mounted layout file,
-draining only the pods whose MIG devices change; see migagent.runtime.reconcile_node.
+draining only the pods whose MIG devices change; see migagent.attempt.reconcile_node.
 The flags resolve to `migagent.wiring.AgentOptions`; `migagent.wiring.build_agent` assembles the agent
 (shared with the simulator's `migagent demo`, which runs the same wiring).
 """
@@ -18,6 +18,9 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
+from migagent.attempt.gate import GateSettings
+from migagent.attempt.listener import MetricsListener, NullListener
+from migagent.attempt.ports import AgentSettings
 from migagent.cli.commands import summary
 from migagent.cli.node import (
     DEFAULT_JOURNAL_DIR,
@@ -33,21 +36,18 @@ from migagent.clock import SystemClock
 from migagent.errors import UsageError
 from migagent.kube.adapter import KubeApi
 from migagent.kube.client import make_api_client
-from migagent.kube.dra import DRA_NAMESPACE, DRA_PLUGIN_SELECTOR
-from migagent.kube.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_SELECTOR, ConditionReason
-from migagent.kube.owners import CLUSTER_POLICY_NAME
-from migagent.kube.sharing_source import SharingSettings
 from migagent.kube.timeouts import DEFAULT_REQUEST_TIMEOUT_S
 from migagent.layout.sharing import SharingConfigError
 from migagent.layout.strategy import MIG_STRATEGIES, MigStrategy
+from migagent.loops.unable import reported_if_unable
+from migagent.node.dra import DRA_NAMESPACE, DRA_PLUGIN_SELECTOR
+from migagent.node.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_SELECTOR, ConditionReason
+from migagent.node.owners import CLUSTER_POLICY_NAME
+from migagent.node.sharing_source import SharingSettings
+from migagent.plumbing.health import DEFAULT_STALE_AFTER_S, HealthState
+from migagent.plumbing.serve import start_observability
 from migagent.podresources.client import DEFAULT_SOCKET_PATH
 from migagent.reconcile.retry import RetryPolicy
-from migagent.runtime.gate import GateSettings
-from migagent.runtime.health import DEFAULT_STALE_AFTER_S, HealthState
-from migagent.runtime.listener import MetricsListener, NullListener
-from migagent.runtime.ports import AgentSettings
-from migagent.runtime.serve import start_observability
-from migagent.runtime.unable import reported_if_unable
 from migagent.sources.node_label import WatchSettings
 from migagent.wiring import RESTART_STRATEGIES, AgentOptions, build_agent
 

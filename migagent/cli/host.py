@@ -1,7 +1,7 @@
 """`migagent host`: the long-running host mode run by systemd/migagent-host.service.
 
 Wires the file watch (sources.files), the apply engine with its file journal, the host GPU clients
-(systemctl, or a recording stand-in on a simulated node) and sd_notify into `runtime.host.HostAgent`,
+(systemctl, or a recording stand-in on a simulated node) and sd_notify into `loops.host.HostAgent`,
 and turns SIGTERM/SIGINT into a clean stop and SIGHUP into a re-apply.
 """
 
@@ -14,6 +14,7 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from migagent.attempt.services import HostClients, RecordingServiceManager, ServiceManager, SystemctlServiceManager
 from migagent.cli.commands import summary
 from migagent.cli.flags import add_host_clients_argument
 from migagent.cli.node import (
@@ -30,14 +31,13 @@ from migagent.cli.signals import CtrlC, signals_handled
 from migagent.clock import SystemClock
 from migagent.errors import UsageError
 from migagent.layout.parse import load_layout_file
+from migagent.loops.host import HostAgent, HostSettings, Selection
 from migagent.nvml.driver import GpuDriver
+from migagent.plumbing.sdnotify import SdNotifier
 from migagent.reconcile.hooks import HookRunner, flag_environment, load_hooks_file
 from migagent.reconcile.machine import ApplyEngine
 from migagent.reconcile.retry import RetryPolicy
 from migagent.reconcile.session import ApplySession
-from migagent.runtime.host import HostAgent, HostSettings, Selection
-from migagent.runtime.sdnotify import SdNotifier
-from migagent.runtime.services import HostClients, RecordingServiceManager, ServiceManager, SystemctlServiceManager
 from migagent.sources.files import FileWatch, read_selected_layout
 
 DEFAULT_LAYOUT_FILE = "/etc/migagent/layouts.yaml"

@@ -1,7 +1,7 @@
 """`migagent agent` flags for GPU Operator nodes: ready markers, CDI spec, validator, host GPU clients.
 
-Each is off unless asked for; deploy/overlays/gpu-operator turns them on (see runtime.post_change
-and runtime.operator_ready for what they do and why, step for step against NVIDIA's mig-manager).
+Each is off unless asked for; deploy/overlays/gpu-operator turns them on (see attempt.post_change
+and loops.operator_ready for what they do and why, step for step against NVIDIA's mig-manager).
 """
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from migagent.attempt.post_change import MANAGEMENT_SPEC, CdiSettings, PostChangeSteps
+from migagent.attempt.services import CommandResult, HostClients, SystemctlServiceManager, run_command
 from migagent.cli.flags import add_host_clients_argument
 from migagent.clock import Clock
 from migagent.kube.adapter import KubeApi
-from migagent.kube.names import ConditionReason
-from migagent.kube.status import StatusReporter
+from migagent.loops.operator_ready import DEFAULT_VALIDATIONS_DIR, wait_for_ready_markers
+from migagent.node.names import ConditionReason
+from migagent.node.status import StatusReporter
 from migagent.nvml.driver_root import DEFAULT_DRIVER_ROOT, find_driver_files
-from migagent.runtime.operator_ready import DEFAULT_VALIDATIONS_DIR, wait_for_ready_markers
-from migagent.runtime.post_change import MANAGEMENT_SPEC, CdiSettings, PostChangeSteps
-from migagent.runtime.services import CommandResult, HostClients, SystemctlServiceManager, run_command
 
 HOST_CLIENTS_STATE = Path("/var/lib/migagent/host-clients-stopped.json")
 

@@ -44,9 +44,9 @@ from migagent.cli.status import _default_kubeconfig
 from migagent.clock import Clock, SystemClock
 from migagent.errors import TransientError, UsageError
 from migagent.kube.client import make_api_client
-from migagent.kube.names import LAYOUTS_NAMESPACE
-from migagent.kube.port import NodeView
 from migagent.kube.rollout_api import RolloutApi
+from migagent.node.names import LAYOUTS_NAMESPACE
+from migagent.node.port import NodeView
 from migagent.rollout.codec import decode, encode
 from migagent.rollout.controller import run_controller
 from migagent.rollout.driver import RolloutDriver

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import NoReturn, TypeVar
 
 from migagent.cli.flags import Parser
-from migagent.kube.names import LAYOUTS_NAMESPACE, ROLLOUT_NAMESPACE
+from migagent.node.names import LAYOUTS_NAMESPACE, ROLLOUT_NAMESPACE
 from migagent.rollout.budget import MaxUnavailable
 from migagent.rollout.spec import namespace_name, node_count, positive_seconds, rollout_name, seconds
 

@@ -22,8 +22,8 @@ from migagent.clock import Clock, SystemClock
 from migagent.errors import TransientError
 from migagent.kube.client import make_api_client
 from migagent.kube.fleet import FleetReader
-from migagent.kube.fleet_rows import FleetRow, GpuHolding, fleet_row, is_mig_node
-from migagent.kube.port import NodeView, WatchExpired
+from migagent.node.fleet_rows import FleetRow, GpuHolding, fleet_row, is_mig_node
+from migagent.node.port import NodeView, WatchExpired
 
 COLUMNS = ("NODE", "DESIRED", "STATE", "REASON", "AGE", "GPUS", "ADVERTISED", "LAST ERROR")
 _ERROR_WIDTH = 100  # the table cuts long errors; -o json has them whole

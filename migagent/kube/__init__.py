@@ -1,5 +1,7 @@
-"""The Kubernetes side of migagent, and the only package (besides the simulator) that imports `kubernetes`.
+"""The Kubernetes client adapter: the only package (besides the simulator) that imports `kubernetes`.
 
-adapter.KubeApi implements port.KubePort over the real client; the rest of migagent sees only the
-typed values in port.py. names.py holds every label, annotation, condition and resource name.
+`adapter.KubeApi` implements `migagent.node.port.KubePort` over the real client; each resource has
+its module (nodes, pods, pdbs, lease, events, owners, cluster_reads, rollout_api), `classify` turns
+API errors into transient/permanent ones, `convert` turns client models into the port's typed views.
+What the agent does with those views (drain scope, status, advertisement) lives in `migagent.node`.
 """

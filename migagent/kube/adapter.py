@@ -12,15 +12,17 @@ from collections.abc import Iterator, Mapping
 from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api, PolicyV1Api
 
 from migagent.clock import Clock
-from migagent.kube.cluster_reads import ClusterReads, SliceDevice
+from migagent.kube.cluster_reads import ClusterReads
 from migagent.kube.events import EventOps
 from migagent.kube.lease import LeaseOps, NodeLease, lease_name
 from migagent.kube.nodes import NodeOps
 from migagent.kube.owners import OwnerReads
-from migagent.kube.pdbs import PdbOps, PdbView
+from migagent.kube.pdbs import PdbOps
 from migagent.kube.pods import PodOps
-from migagent.kube.port import EvictionOutcome, NodeEvent, NodeView, PodRef, PodView
 from migagent.kube.timeouts import RequestTimeout
+from migagent.node.budgets import PdbView
+from migagent.node.dra import SliceDevice
+from migagent.node.port import EvictionOutcome, NodeEvent, NodeView, PodRef, PodView
 
 
 class KubeApi:

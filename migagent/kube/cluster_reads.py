@@ -6,7 +6,6 @@ ResourceSlices. Each needs its own grant (deploy/: `get` on the one ConfigMap by
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from kubernetes.client import ApiClient, CoreV1Api, ResourceV1Api
 from kubernetes.client.exceptions import ApiException
@@ -14,16 +13,9 @@ from kubernetes.client.exceptions import ApiException
 from migagent.clock import Clock
 from migagent.kube.classify import call_with_retries, classified
 from migagent.kube.timeouts import RequestTimeout
+from migagent.node.dra import SliceDevice
 
 _HTTP_NOT_FOUND = 404
-
-
-@dataclass(frozen=True)
-class SliceDevice:
-    """One device of a ResourceSlice: its name and its string attributes (`type`, `uuid`, `profile`...)."""
-
-    name: str
-    attributes: Mapping[str, str] = field(default_factory=dict, hash=False)
 
 
 class ClusterReads:

@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping
 from kubernetes.client import V1Container, V1Node, V1NodeCondition, V1Pod
 from kubernetes.utils.quantity import parse_quantity
 
-from migagent.kube.names import MIRROR_POD_ANNOTATION, is_gpu_resource
-from migagent.kube.port import NodeCondition, NodeView, PodRef, PodView
+from migagent.node.names import MIRROR_POD_ANNOTATION, is_gpu_resource
+from migagent.node.port import NodeCondition, NodeView, PodRef, PodView
 
 
 def rfc3339(wall_seconds: float) -> str:

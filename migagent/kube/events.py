@@ -10,8 +10,8 @@ from kubernetes.client import CoreV1Api, CoreV1Event, V1EventSource, V1ObjectMet
 
 from migagent.clock import Clock
 from migagent.kube.classify import call_with_retries, classified
-from migagent.kube.names import EVENT_COMPONENT, EVENT_NAMESPACE
 from migagent.kube.timeouts import RequestTimeout
+from migagent.node.names import EVENT_COMPONENT, EVENT_NAMESPACE
 
 _MAX_MESSAGE = 1024  # the API server's limit on an event note
 

@@ -10,7 +10,7 @@ from kubernetes.client import ApiClient, CoreV1Api
 from migagent.kube.classify import classified
 from migagent.kube.convert import node_view
 from migagent.kube.nodes import watch_nodes
-from migagent.kube.port import NodeEvent, NodeView
+from migagent.node.port import NodeEvent, NodeView
 
 _TIMEOUT_S = (5.0, 30.0)  # connect, read
 

@@ -19,8 +19,8 @@ from migagent.clock import Clock
 from migagent.errors import TransientError
 from migagent.kube.classify import call_with_retries, classified, classify
 from migagent.kube.convert import node_view, rfc3339
-from migagent.kube.port import NodeChangedError, NodeEvent, NodeView, WatchExpired
 from migagent.kube.timeouts import RequestTimeout
+from migagent.node.port import NodeChangedError, NodeEvent, NodeView, WatchExpired
 
 _HTTP_GONE = 410
 _HTTP_CONFLICT = 409

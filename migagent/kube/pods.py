@@ -23,8 +23,8 @@ from kubernetes.client.exceptions import ApiException
 from migagent.clock import Clock
 from migagent.kube.classify import call_with_retries, classified, retry_after_s, status_message
 from migagent.kube.convert import pod_view
-from migagent.kube.port import EvictionOutcome, EvictionStatus, PodRef, PodView
 from migagent.kube.timeouts import RequestTimeout
+from migagent.node.port import EvictionOutcome, EvictionStatus, PodRef, PodView
 
 _HTTP_NOT_FOUND = 404
 _HTTP_CONFLICT = 409

@@ -19,7 +19,10 @@ from migagent.errors import PermanentError, TransientError
 from migagent.kube.classify import call_with_retries, classified
 from migagent.kube.convert import node_view, pod_view
 from migagent.kube.events import EventOps
-from migagent.kube.names import (
+from migagent.kube.pdbs import pdb_view
+from migagent.kube.timeouts import RequestTimeout
+from migagent.node.budgets import PdbView
+from migagent.node.names import (
     LAYOUTS_CONFIGMAP_KEY,
     LAYOUTS_CONFIGMAP_PREFIX,
     LAYOUTS_NAMESPACE,
@@ -28,9 +31,7 @@ from migagent.kube.names import (
     ROLLOUT_LABEL,
     ROLLOUT_NAMESPACE,
 )
-from migagent.kube.pdbs import PdbView, pdb_view
-from migagent.kube.port import NodeChangedError, NodeView, PodView
-from migagent.kube.timeouts import RequestTimeout
+from migagent.node.port import NodeChangedError, NodeView, PodView
 
 _TIMEOUT_S = (5.0, 30.0)
 _HTTP_NOT_FOUND = 404

@@ -58,7 +58,7 @@ log = structlog.get_logger(__name__)
 @dataclass(frozen=True)
 class JournalRecord:
     """One apply attempt's progress. The boot id is per boot. When a failed node is retried is not
-    the journal's: the agent keeps it on the Node (runtime.backoff), host mode in memory."""
+    the journal's: the agent keeps it on the Node (attempt.backoff), host mode in memory."""
 
     version: int
     boot_id: str

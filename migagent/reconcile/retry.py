@@ -5,7 +5,7 @@ that never waits less than the delay the error itself suggests. A failed attempt
 mode's) is tried again after `failure_delay(failures)`, doubling per consecutive failure up to a cap.
 The same `RetryPolicy` object, built once from the flags, is handed to the apply engine and to the
 agent or host loop, so there is one answer to "when is a failed node retried?". The agent keeps the
-retry time on the Node (runtime.backoff), so a restarted agent honours it.
+retry time on the Node (attempt.backoff), so a restarted agent honours it.
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ class Room:
 
 
 class DisruptionBudget(Protocol):
-    """A PodDisruptionBudget as the rollout needs it (kube.pdbs.PdbView satisfies it)."""
+    """A PodDisruptionBudget as the rollout needs it (node.budgets.PdbView satisfies it)."""
 
     @property
     def namespace(self) -> str: ...

@@ -25,7 +25,7 @@ import structlog
 
 from migagent.clock import Clock
 from migagent.errors import MigAgentError, TransientError
-from migagent.kube.port import NodeView, PodView
+from migagent.node.port import NodeView, PodView
 from migagent.rollout.budget import Room, choose_wave
 from migagent.rollout.codec import decode, encode
 from migagent.rollout.errors import HeldElsewhereError, RolloutError

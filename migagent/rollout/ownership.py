@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from migagent.kube.names import MIG_CONFIG_LABEL
-from migagent.kube.port import NodeView
+from migagent.node.names import MIG_CONFIG_LABEL
+from migagent.node.port import NodeView
 from migagent.rollout.state import NodeRecord, NodeStatus
 
 EVENT_REASON = "MigRolloutLeftNode"

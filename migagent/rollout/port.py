@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from migagent.kube.port import NodeView, PodView
+from migagent.node.port import NodeView, PodView
 from migagent.rollout.budget import DisruptionBudget
 from migagent.rollout.codec import StoredObject, decode, encode
 from migagent.rollout.errors import AlreadyStartedError

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import json
 
-from migagent.kube.names import (
+from migagent.node.names import (
     ATTEMPT_ANNOTATION,
     CONDITION_TYPE,
     DESIRED_ANNOTATION,
@@ -21,7 +21,7 @@ from migagent.kube.names import (
     ConditionStatus,
     MigConfigState,
 )
-from migagent.kube.port import NodeView
+from migagent.node.port import NodeView
 
 
 class AgentAnswer(enum.StrEnum):

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from migagent.kube.names import OBSERVED_ANNOTATION
-from migagent.kube.port import NodeView
 from migagent.layout.spec import LayoutFile
+from migagent.node.names import OBSERVED_ANNOTATION
+from migagent.node.port import NodeView
 from migagent.rollout.budget import Room
 from migagent.rollout.errors import RolloutError
 from migagent.rollout.impact import NodeImpact, predict, unreported

@@ -19,8 +19,8 @@ import structlog
 
 from migagent.clock import Clock
 from migagent.errors import MigAgentError
-from migagent.kube.names import MIG_CONFIG_LABEL
-from migagent.kube.port import NodeEvent, NodeView, WatchExpired
+from migagent.node.names import MIG_CONFIG_LABEL
+from migagent.node.port import NodeEvent, NodeView, WatchExpired
 
 log = structlog.get_logger(__name__)
 

@@ -1,4 +1,4 @@
-"""Wiring: from settings to ports, between `cli/` (flags only) and `runtime/` (the loops)."""
+"""Wiring: from settings to ports, between `cli/` (flags only) and `loops/` (the agent and host loops)."""
 
 from __future__ import annotations
 

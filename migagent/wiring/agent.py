@@ -13,27 +13,27 @@ import socket
 import uuid
 from dataclasses import dataclass, field
 
+from migagent.attempt.listener import MetricsListener, NullListener
+from migagent.attempt.ports import AgentPorts, AgentSettings, PhaseHook
+from migagent.attempt.post_change import PostChangeSteps
+from migagent.attempt.preflight import Preflight
 from migagent.clock import Clock
 from migagent.errors import UsageError
 from migagent.kube.adapter import KubeApi
-from migagent.kube.advertisement import ExpectedAdvertisement
-from migagent.kube.deviceplugin import AlsoRestart, DeletePod, DevicePluginRestarter, GpuOperatorPause, NoRestart
-from migagent.kube.dra import DRA_DRIVER, DRA_NAMESPACE, DRA_PLUGIN_SELECTOR, DraSlices
-from migagent.kube.drain import Drainer
-from migagent.kube.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_CONFIG_LABEL, DEVICE_PLUGIN_SELECTOR
-from migagent.kube.sharing_source import SharingSource
 from migagent.kube.timeouts import DEFAULT_REQUEST_TIMEOUT_S, RequestTimeout
+from migagent.loops.ownership import NodeOwnership, OwnedAgent
+from migagent.node.advertisement import ExpectedAdvertisement
+from migagent.node.deviceplugin import AlsoRestart, DeletePod, DevicePluginRestarter, GpuOperatorPause, NoRestart
+from migagent.node.dra import DRA_DRIVER, DRA_NAMESPACE, DRA_PLUGIN_SELECTOR, DraSlices
+from migagent.node.drain import Drainer
+from migagent.node.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_CONFIG_LABEL, DEVICE_PLUGIN_SELECTOR
+from migagent.node.sharing_source import SharingSource
+from migagent.plumbing.health import HealthState
 from migagent.podresources.client import DEFAULT_SOCKET_PATH, PodResourcesClient
 from migagent.reconcile.journal import FileJournal, Journal
 from migagent.reconcile.machine import ApplyEngine
 from migagent.reconcile.ports import NodeDriver, RebootRequester
 from migagent.reconcile.statelock import StateLock
-from migagent.runtime.health import HealthState
-from migagent.runtime.listener import MetricsListener, NullListener
-from migagent.runtime.ownership import NodeOwnership, OwnedAgent
-from migagent.runtime.ports import AgentPorts, AgentSettings, PhaseHook
-from migagent.runtime.post_change import PostChangeSteps
-from migagent.runtime.preflight import Preflight
 from migagent.sources.node_label import NodeLabelSource, WatchSettings
 
 RESTART_STRATEGIES = ("gpu-operator", "node-label", "delete-pod", "none")

@@ -18,25 +18,25 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from migagent.attempt.listener import MetricsListener
+from migagent.attempt.ports import AgentSettings, PhaseHook
+from migagent.attempt.post_change import PostChangeSteps
 from migagent.clock import Clock, FakeClock, SystemClock
 from migagent.kube.adapter import KubeApi
 from migagent.kube.client import make_api_client
-from migagent.kube.names import DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL, deploy_label
-from migagent.kube.sharing_source import SharingSettings
 from migagent.layout.parse import load_layout_file
 from migagent.layout.resolve import identity_of, resolve_config
 from migagent.layout.strategy import MigStrategy
+from migagent.loops.agent import Agent
+from migagent.loops.ownership import OwnedAgent
+from migagent.node.names import DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL, deploy_label
+from migagent.node.sharing_source import SharingSettings
 from migagent.nvml.driver import GpuDriver
+from migagent.plumbing.health import HealthState
 from migagent.reconcile.journal import FileJournal, MemoryJournal, desired_node_hash
 from migagent.reconcile.machine import ApplyEngine
 from migagent.reconcile.ports import NodeDriver, RebootRequester
 from migagent.reconcile.retry import RetryPolicy
-from migagent.runtime.agent import Agent
-from migagent.runtime.health import HealthState
-from migagent.runtime.listener import MetricsListener
-from migagent.runtime.ownership import OwnedAgent
-from migagent.runtime.ports import AgentSettings, PhaseHook
-from migagent.runtime.post_change import PostChangeSteps
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.fakelib_backend import nvml_for
 from migagent.sim.reset import SimResetRunner

@@ -36,8 +36,9 @@ from migagent.cli.agent import add_metrics_arguments, observability_from_args
 from migagent.cli.commands import summary
 from migagent.clock import SystemClock
 from migagent.errors import UsageError
-from migagent.kube.fleet_rows import gpu_holdings
-from migagent.kube.names import (
+from migagent.layout.strategy import MIG_STRATEGIES, MigStrategy
+from migagent.node.fleet_rows import gpu_holdings
+from migagent.node.names import (
     CONDITION_TYPE,
     DESIRED_ANNOTATION,
     MIG_CONFIG_LABEL,
@@ -45,8 +46,7 @@ from migagent.kube.names import (
     OBSERVED_ANNOTATION,
     deploy_label,
 )
-from migagent.layout.strategy import MIG_STRATEGIES, MigStrategy
-from migagent.runtime.health import HealthState
+from migagent.plumbing.health import HealthState
 from migagent_sim.cluster import PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig, time_slicing_config
 
 # The demo is a real-time show: one wall clock, through the seam like everything else.

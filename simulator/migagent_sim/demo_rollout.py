@@ -22,7 +22,7 @@ import pynvml
 from migagent.cli import build_parser
 from migagent.clock import SystemClock
 from migagent.errors import MigAgentError
-from migagent.runtime.logging import configure_logging
+from migagent.plumbing.logging import configure_logging
 from migagent_sim.pool import PoolMonitor, ReplicaScheduler, SimPool, SimPoolConfig
 
 _CLOCK = SystemClock()

@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from migagent.errors import MigAgentError, PermanentError
-from migagent.kube.names import PAUSED_FOR_MIG_CHANGE, deploy_label, is_gpu_resource
-from migagent.kube.pdbs import PdbView, guarding
-from migagent.kube.port import (
+from migagent.node.budgets import PdbView, guarding
+from migagent.node.names import PAUSED_FOR_MIG_CHANGE, deploy_label, is_gpu_resource
+from migagent.node.port import (
     EvictionOutcome,
     EvictionStatus,
     NodeChangedError,
@@ -43,7 +43,7 @@ class RecordedEvent:
 
 @dataclass
 class MemoryKube:
-    """Implements `migagent.kube.port.KubePort` (and so every narrower port of migagent.kube)."""
+    """Implements `migagent.node.port.KubePort` (and so every narrower port of migagent.kube)."""
 
     node_name: str = "gpu-node-1"
     labels: dict[str, str] = field(default_factory=dict)

@@ -23,7 +23,9 @@ from kubernetes.client import ApiClient
 from migagent.clock import FakeClock, SystemClock
 from migagent.kube.adapter import KubeApi
 from migagent.kube.client import make_api_client
-from migagent.kube.names import (
+from migagent.layout.parse import load_layout_file
+from migagent.layout.resolve import identity_of, resolve_config
+from migagent.node.names import (
     CONDITION_TYPE,
     DESIRED_ANNOTATION,
     LAYOUTS_CONFIGMAP_KEY,
@@ -31,8 +33,6 @@ from migagent.kube.names import (
     MIG_CONFIG_LABEL,
     MIG_CONFIG_STATE_LABEL,
 )
-from migagent.layout.parse import load_layout_file
-from migagent.layout.resolve import identity_of, resolve_config
 from migagent.nvml.driver import GpuDriver
 from migagent.reconcile.journal import FileJournal, MemoryJournal, desired_node_hash
 from migagent.reconcile.machine import ApplyEngine

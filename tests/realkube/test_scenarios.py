@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from migagent.kube.names import deploy_label
-from migagent.runtime.listener import Outcome
-from migagent.runtime.post_change import CdiSettings, PostChangeSteps
-from migagent.runtime.services import HostClients, RecordingServiceManager
+from migagent.attempt.listener import Outcome
+from migagent.attempt.post_change import CdiSettings, PostChangeSteps
+from migagent.attempt.services import HostClients, RecordingServiceManager
+from migagent.node.names import deploy_label
 from migagent_sim.cluster import SimCluster, SimClusterConfig
 from migagent_sim.kubelet import FakeKubelet
 from migagent_sim.nvidia_ctk import FakeNvidiaTools

@@ -8,16 +8,16 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from migagent.attempt.phases import AgentPhase
+from migagent.attempt.ports import PhaseHook
 from migagent.clock import SystemClock
-from migagent.kube.names import (
+from migagent.node.names import (
     CONDITION_TYPE,
     CORDONED_BY_MIGAGENT_ANNOTATION,
     DEPLOY_LABEL_PREFIX,
     MIG_CONFIG_STATE_LABEL,
     PAUSED_FOR_MIG_CHANGE,
 )
-from migagent.runtime.phases import AgentPhase
-from migagent.runtime.ports import PhaseHook
 from migagent_sim.cluster import PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig
 
 BLOCKING_FOR_NOW = PDB_BLOCKING_FOR_NOW

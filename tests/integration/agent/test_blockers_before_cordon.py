@@ -9,9 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from migagent.kube.names import NEXT_RETRY_ANNOTATION
-from migagent.runtime.gate import GateSettings
-from migagent.runtime.listener import Outcome
+from migagent.attempt.gate import GateSettings
+from migagent.attempt.listener import Outcome
+from migagent.node.names import NEXT_RETRY_ANNOTATION
 from migagent_sim.cluster import SimCluster
 from tests.integration.agent.support import SMALL_ALL_1G, advertised, assert_released, condition, state
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench.chaos import PERSISTENT, run_flip, run_kills, run_persistent
-from migagent.runtime.listener import AgentPhase
+from migagent.attempt.listener import AgentPhase
 
 REFUSED_UP_FRONT = ("two-pdbs-one-pod", "minavailable-50%-of-1", "strategy-mismatch", "host-process-on-gi")
 

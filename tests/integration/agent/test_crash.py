@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from migagent.kube.names import ATTEMPT_ANNOTATION, HANDED_OVER_ANNOTATION
-from migagent.runtime.phases import AgentPhase, Outcome
+from migagent.attempt.phases import AgentPhase, Outcome
+from migagent.node.names import ATTEMPT_ANNOTATION, HANDED_OVER_ANNOTATION
 from migagent_sim.cluster import SimCluster
 from tests.integration.agent.support import (
     BLOCKING_FOR_NOW,

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import itertools
 
+from migagent.attempt.listener import Outcome
 from migagent.clock import FakeClock
-from migagent.kube.names import MIG_CONFIG_STATE_LABEL
-from migagent.runtime.listener import Outcome
+from migagent.node.names import MIG_CONFIG_STATE_LABEL
 from migagent_sim.cluster import SimCluster
 from tests.integration.agent.support import SMALL_ALL_1G, JsonDict, advertised, condition, workload_names
 

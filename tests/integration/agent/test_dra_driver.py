@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from migagent.kube.names import DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
+from migagent.node.names import DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
 from migagent_sim.cluster import SimCluster, SimClusterConfig
 from tests.integration.agent.support import SMALL, JsonDict, eventually, state
 

@@ -6,10 +6,10 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from migagent.kube.names import ATTEMPT_ANNOTATION, LAST_ERROR_ANNOTATION, deploy_label
+from migagent.attempt.listener import Outcome
+from migagent.node.names import ATTEMPT_ANNOTATION, LAST_ERROR_ANNOTATION, deploy_label
 from migagent.reconcile.reboot import RecordingRebootRequester
 from migagent.reconcile.retry import RetryPolicy
-from migagent.runtime.listener import Outcome
 from migagent_sim.cluster import DEMO_LAYOUTS, SimCluster, SimClusterConfig
 from tests.integration.agent.support import (
     BLOCKING_FOR_NOW,

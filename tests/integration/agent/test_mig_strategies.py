@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from migagent.kube.names import deploy_label
+from migagent.attempt.listener import Outcome
 from migagent.layout.strategy import MigStrategy
-from migagent.runtime.listener import Outcome
+from migagent.node.names import deploy_label
 from migagent_sim.cluster import SimCluster, SimClusterConfig
 from tests.integration.agent.support import (
     SMALL,

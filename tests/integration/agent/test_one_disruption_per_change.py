@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from migagent.kube.names import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
-from migagent.kube.port import NodeChangedError
+from migagent.attempt.phases import AgentPhase, Outcome
+from migagent.node.names import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
+from migagent.node.port import NodeChangedError
 from migagent.reconcile.ports import NodeDriver
-from migagent.runtime.phases import AgentPhase, Outcome
 from migagent.sources.node_label import NodeLabelSource
 from migagent_sim.cluster import SimCluster
 from tests.integration.agent.support import (

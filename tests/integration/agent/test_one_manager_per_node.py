@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from migagent.attempt.listener import Outcome
 from migagent.nvml.driver import GpuDriver
 from migagent.reconcile.ports import NodeDriver
-from migagent.runtime.listener import Outcome
 from migagent_sim.cluster import SimCluster, SimClusterConfig
 from tests.integration.agent.support import (
     SMALL,

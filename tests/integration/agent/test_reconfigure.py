@@ -6,15 +6,15 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 
+from migagent.attempt.phases import AgentPhase, Outcome
 from migagent.clock import FakeClock
-from migagent.kube.names import (
+from migagent.node.names import (
     DESIRED_ANNOTATION,
     OBSERVED_ANNOTATION,
     PLAN_ANNOTATION,
     deploy_label,
 )
-from migagent.runtime.health import HealthState
-from migagent.runtime.phases import AgentPhase, Outcome
+from migagent.plumbing.health import HealthState
 from migagent_sim.cluster import SimCluster, SimClusterConfig
 from tests.integration.agent.support import (
     SMALL_ALL_1G,

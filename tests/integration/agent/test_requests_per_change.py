@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from migagent.runtime.listener import Outcome
+from migagent.attempt.listener import Outcome
 from migagent_sim.cluster import SimCluster
 from tests.integration.agent.support import SMALL_BALANCED, advertised, eventually, request_counts
 

@@ -3,7 +3,7 @@ LayoutSelectsNoGpu, before it touches anything: no cordon, no pause, no eviction
 
 from __future__ import annotations
 
-from migagent.runtime.listener import Outcome
+from migagent.attempt.listener import Outcome
 from migagent_sim.cluster import DEMO_LAYOUTS, SimCluster
 from tests.integration.agent.support import (
     SMALL_ALL_1G,

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from migagent.kube.names import deploy_label
-from migagent.runtime.phases import AgentPhase, Outcome
+from migagent.attempt.phases import AgentPhase, Outcome
+from migagent.node.names import deploy_label
 from migagent_sim.cluster import SimCluster, SimClusterConfig
 from migagent_sim.kubelet import FakeKubelet
 from tests.integration.agent.support import assert_released, condition, state

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import errno
 
-from migagent.kube.names import MIG_CONFIG_STATE_LABEL
-from migagent.runtime.listener import Outcome
+from migagent.attempt.listener import Outcome
+from migagent.node.names import MIG_CONFIG_STATE_LABEL
 from migagent_sim.cluster import SimCluster
 from tests.integration.agent.support import (
     SMALL_ALL_1G,

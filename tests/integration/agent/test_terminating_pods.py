@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from migagent.attempt.phases import AgentPhase, Outcome
 from migagent.podresources import PodResourcesClient
-from migagent.runtime.phases import AgentPhase, Outcome
 from migagent_sim.cluster import SimCluster
 
 

@@ -12,8 +12,8 @@ from dataclasses import replace
 
 import pytest
 
-from migagent.kube.names import CONDITION_TYPE, DESIRED_ANNOTATION
-from migagent.runtime.listener import Outcome
+from migagent.attempt.listener import Outcome
+from migagent.node.names import CONDITION_TYPE, DESIRED_ANNOTATION
 from migagent_sim.cluster import SimCluster, time_slicing_config
 from tests.integration.agent.support import SMALL, JsonDict, eventually, paused_labels, state
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from migagent.cli import main
-from migagent.kube.names import CONDITION_TYPE, LAST_ERROR_ANNOTATION, MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
+from migagent.node.names import CONDITION_TYPE, LAST_ERROR_ANNOTATION, MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
 from migagent_sim.cluster import SimCluster, time_slicing_config
 from tests.integration.agent.support import SMALL, eventually, state
 

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from migagent.attempt.post_change import CdiSettings, PostChangeSteps
 from migagent.cli import build_parser
-from migagent.kube.names import DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
 from migagent.layout.strategy import MigStrategy
-from migagent.runtime.post_change import CdiSettings, PostChangeSteps
+from migagent.node.names import DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
 from migagent_sim.apiserver.access import AccessControl
 from migagent_sim.apiserver.faults import RecordedRequest
 from migagent_sim.cluster import GPU_OPERATOR_LABELS, PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig

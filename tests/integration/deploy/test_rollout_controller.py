@@ -12,7 +12,7 @@ import pytest
 from kubernetes.client import CoreV1Api, V1ConfigMap, V1ObjectMeta
 from kubernetes.client.exceptions import ApiException
 
-from migagent.kube.names import MIG_CONFIG_LABEL
+from migagent.node.names import MIG_CONFIG_LABEL
 from migagent.rollout.controller import run_controller
 from migagent.rollout.state import Phase
 from migagent_sim.apiserver.access import AccessControl

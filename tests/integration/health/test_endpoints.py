@@ -8,13 +8,13 @@ from dataclasses import dataclass
 import pytest
 from structlog.testing import capture_logs
 
+from migagent.attempt.phases import AgentPhase, Outcome
 from migagent.cli import main
 from migagent.clock import FakeClock
 from migagent.errors import MigAgentError
-from migagent.runtime.health import HealthState
-from migagent.runtime.metrics import PrometheusMetrics
-from migagent.runtime.phases import AgentPhase, Outcome
-from migagent.runtime.serve import start_observability
+from migagent.plumbing.health import HealthState
+from migagent.plumbing.metrics import PrometheusMetrics
+from migagent.plumbing.serve import start_observability
 
 
 @dataclass(frozen=True)

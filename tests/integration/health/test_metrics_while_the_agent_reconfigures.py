@@ -1,7 +1,7 @@
 """/metrics, /healthz and /readyz of the real agent wiring while it reconfigures a simulated node.
 
 The agent is built exactly as `migagent agent` builds it (`cli.agent.build_agent`, the listener and
-health state from `runtime.serve.start_observability`), against the simulator `migagent demo` uses.
+health state from `plumbing.serve.start_observability`), against the simulator `migagent demo` uses.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from migagent.attempt.phases import AgentPhase
 from migagent.clock import SystemClock
-from migagent.kube.names import MIG_CONFIG_STATE_LABEL
+from migagent.node.names import MIG_CONFIG_STATE_LABEL
+from migagent.plumbing.health import HealthState
+from migagent.plumbing.serve import start_observability
 from migagent.reconcile.journal import FileJournal
-from migagent.runtime.health import HealthState
-from migagent.runtime.phases import AgentPhase
-from migagent.runtime.serve import start_observability
 from migagent.wiring import build_agent
 from migagent_sim.cluster import RunningAgent, SimCluster, SimClusterConfig
 

@@ -14,20 +14,20 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from migagent.attempt.services import HostClients, RecordingServiceManager, ServiceCall
 from migagent.clock import FakeClock, SystemClock
 from migagent.layout.observed import Observation
 from migagent.layout.parse import load_layout_file
 from migagent.layout.resolve import identity_of, resolve_config
+from migagent.loops.host import HostAgent, HostSettings, Selection
 from migagent.nvml.driver import GpuDriver
+from migagent.plumbing.sdnotify import Notifier, RecordingNotifier
 from migagent.reconcile.assertion import config_mismatches, mode_mismatches
 from migagent.reconcile.bootid import FixedBootId
 from migagent.reconcile.journal import FileJournal
 from migagent.reconcile.machine import ApplyEngine
 from migagent.reconcile.retry import RetryPolicy
 from migagent.reconcile.session import ApplySession
-from migagent.runtime.host import HostAgent, HostSettings, Selection
-from migagent.runtime.sdnotify import Notifier, RecordingNotifier
-from migagent.runtime.services import HostClients, RecordingServiceManager, ServiceCall
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.reset import SimResetRunner
 from migagent.sources.files import FileWatch, read_selected_layout

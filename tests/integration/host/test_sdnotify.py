@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from migagent.runtime.sdnotify import SdNotifier, socket_address
+from migagent.plumbing.sdnotify import SdNotifier, socket_address
 from tests.integration.host.support import WAIT_S, HostHarness
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from migagent.kube.adapter import KubeApi
-from migagent.kube.cordon import Cordon
-from migagent.kube.names import ConditionReason
-from migagent.kube.status import StatusReporter
+from migagent.node.cordon import Cordon
+from migagent.node.names import ConditionReason
+from migagent.node.status import StatusReporter
 from migagent_sim.apiserver import FakeApiServer
 
 from .conftest import NODE

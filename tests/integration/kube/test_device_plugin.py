@@ -9,7 +9,7 @@ import pytest
 
 from migagent.errors import TransientError
 from migagent.kube.adapter import KubeApi
-from migagent.kube.deviceplugin import (
+from migagent.node.deviceplugin import (
     AdvertisementTimeoutError,
     DeletePod,
     GpuOperatorPause,

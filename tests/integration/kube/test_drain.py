@@ -6,10 +6,10 @@ import pytest
 
 from migagent.errors import DrainBlockedError
 from migagent.kube.adapter import KubeApi
-from migagent.kube.drain import Drainer, DrainPlanner
 from migagent.layout.observed import Observation
+from migagent.node.drain import Drainer, DrainPlanner
 from migagent_sim.apiserver import FakeApiServer
-from tests.unit.kube.support import Holding, gpu_plan, mig_gpu, plan
+from tests.unit.node.support import Holding, gpu_plan, mig_gpu, plan
 
 from .conftest import NODE, HookedClock
 

@@ -12,7 +12,7 @@ from migagent.clock import FakeClock
 from migagent.errors import PermanentError, TransientError
 from migagent.kube.adapter import KubeApi
 from migagent.kube.client import make_api_client
-from migagent.kube.port import WatchExpired
+from migagent.node.port import WatchExpired
 from migagent_sim.apiserver import FakeApiServer
 
 from .conftest import NODE

@@ -11,10 +11,10 @@ from kubernetes.client import ApiClient
 
 from migagent.clock import FakeClock, SystemClock
 from migagent.kube.adapter import KubeApi
-from migagent.kube.deviceplugin import GpuOperatorPause, wait_for_advertisement
-from migagent.kube.drain import Drainer, DrainPlanner
-from migagent.kube.expected import advertisement_matches, expected_resources
 from migagent.layout.observed import Observation
+from migagent.node.deviceplugin import GpuOperatorPause, wait_for_advertisement
+from migagent.node.drain import Drainer, DrainPlanner
+from migagent.node.expected import advertisement_matches, expected_resources
 from migagent.nvml import GpuDriver
 from migagent.planning.model import GpuPlan, Plan
 from migagent.podresources import PodResourcesClient

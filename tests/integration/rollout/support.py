@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from migagent.clock import SystemClock
-from migagent.kube.names import MIG_CONFIG_STATE_LABEL, OBSERVED_ANNOTATION
 from migagent.kube.rollout_api import RolloutApi
+from migagent.node.names import MIG_CONFIG_STATE_LABEL, OBSERVED_ANNOTATION
 from migagent.rollout.budget import MaxUnavailable
 from migagent.rollout.codec import encode
 from migagent.rollout.driver import RolloutDriver

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from migagent.cli import main
-from migagent.runtime.logging import configure_logging
+from migagent.plumbing.logging import configure_logging
 from migagent_sim.cluster import DEMO_LAYOUTS
 from migagent_sim.pool import SimPool, SimPoolConfig
 from tests.integration.rollout.support import TARGET, wait_reported

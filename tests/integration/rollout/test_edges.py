@@ -15,8 +15,8 @@ import pytest
 from migagent.cli import build_parser, main
 from migagent.cli.rollout import run_start
 from migagent.cli.rollout_view import ending_lines
-from migagent.kube.names import MIG_CONFIG_LABEL, ROLLOUT_NAMESPACE
 from migagent.kube.rollout_api import RolloutApi, StoredState, state_object_name
+from migagent.node.names import MIG_CONFIG_LABEL, ROLLOUT_NAMESPACE
 from migagent.rollout.errors import AlreadyStartedError
 from migagent.rollout.ownership import EVENT_REASON
 from migagent.rollout.state import NodeStatus, Phase

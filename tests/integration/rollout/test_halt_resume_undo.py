@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pynvml
 
-from migagent.kube.names import MIG_CONFIG_LABEL
+from migagent.node.names import MIG_CONFIG_LABEL
 from migagent.rollout.codec import decode, encode
 from migagent.rollout.scope import resumed, undo_state
 from migagent.rollout.state import NodeStatus, Phase

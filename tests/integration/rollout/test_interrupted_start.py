@@ -12,8 +12,8 @@ import sys
 from collections.abc import Callable
 
 from migagent.cli import main
-from migagent.kube.names import MIG_CONFIG_LABEL, ROLLOUT_NAMESPACE
 from migagent.kube.rollout_api import state_object_name
+from migagent.node.names import MIG_CONFIG_LABEL, ROLLOUT_NAMESPACE
 from migagent.rollout.state import NodeStatus, Phase
 from migagent_sim.pool import PoolMonitor, SimPool, SimPoolConfig
 from tests.integration.rollout.support import CLOCK, TARGET, api, wait_reported

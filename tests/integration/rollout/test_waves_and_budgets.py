@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from migagent.kube.names import MIG_CONFIG_LABEL
+from migagent.node.names import MIG_CONFIG_LABEL
 from migagent.rollout.state import NodeStatus, Phase
 from migagent_sim.pool import PoolMonitor, ReplicaScheduler, SimPool, SimPoolConfig
 from tests.integration.rollout.support import TARGET, Recorder, create, drive, spec, wait_reported

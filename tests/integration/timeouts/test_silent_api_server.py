@@ -18,8 +18,8 @@ from migagent.clock import FakeClock
 from migagent.errors import TransientError
 from migagent.kube.adapter import KubeApi
 from migagent.kube.client import make_api_client
-from migagent.kube.port import PodRef
 from migagent.kube.timeouts import RequestTimeout
+from migagent.node.port import PodRef
 from tests.integration.agent.support import eventually
 from tests.integration.timeouts.silent_server import SilentServer
 

@@ -8,7 +8,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from migagent.kube.pods import eviction_refusal
-from migagent.kube.port import EvictionStatus
+from migagent.node.port import EvictionStatus
 
 REFUSED = "Cannot evict pod as it would violate the pod's disruption budget."
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from migagent.errors import TransientError
-from migagent.kube.names import (
+from migagent.node.names import (
     ATTEMPT_ANNOTATION,
     CONDITION_TYPE,
     DESIRED_ANNOTATION,
@@ -18,7 +18,7 @@ from migagent.kube.names import (
     MIG_CONFIG_STATE_LABEL,
     OBSERVED_ANNOTATION,
 )
-from migagent.kube.port import NodeChangedError, NodeCondition, NodeView, PodView
+from migagent.node.port import NodeChangedError, NodeCondition, NodeView, PodView
 from migagent.rollout.budget import DisruptionBudget, MaxUnavailable
 from migagent.rollout.codec import encode
 from migagent.rollout.scope import initial_state, one_layout

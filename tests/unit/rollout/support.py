@@ -6,11 +6,11 @@ from collections.abc import Mapping
 
 from migagent.catalog import model_by_key
 from migagent.catalog.model import Placement
-from migagent.kube.status import observed_annotation
 from migagent.layout.observed import Observation, ObservedCi, ObservedGi
 from migagent.layout.parse import parse_layout
 from migagent.layout.resolve import identity_of, resolve_config
 from migagent.layout.spec import LayoutFile
+from migagent.node.status import observed_annotation
 from migagent.planning import empty_observation, plan
 
 H100 = model_by_key("H100-80GB-SXM")

@@ -1,0 +1,174 @@
+"""Checks run at the start of every reconcile, before anything is observed as "to change" or written.
+
+1. Sole owner: another MIG manager active on the node (NVIDIA's mig-manager, a DRA driver with
+   DynamicMIG) refuses the reconcile with `OtherMigOwner`, the owner named, nothing touched.
+2. Strategy from the truth: with `--mig-strategy auto` the strategy comes from the GPU Operator's
+   ClusterPolicy (`spec.mig.strategy`), else from what the device plugin advertises
+   (`nvidia.com/mig-*` -> mixed; `nvidia.com/gpu` counting MIG devices -> single, counting GPUs ->
+   none), else GPU Feature Discovery's `nvidia.com/mig.strategy` label. An explicit strategy the plugin's
+   advertisement contradicts is refused with `StrategyMismatch` (no cordon, no restart): expecting
+   the wrong resources would restart the plugin after every change and never see it converge.
+
+Evidence only counts when it is there: a plugin that advertises nothing (paused, starting) says
+nothing about its strategy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, TypeVar
+
+import structlog
+
+from migagent.errors import PermanentError
+from migagent.layout.observed import Observation
+from migagent.layout.strategy import MigStrategy
+from migagent.node.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX
+from migagent.node.owners import (
+    MIG_MANAGER_LABEL,
+    MIG_MANAGER_SELECTOR,
+    dynamic_mig_devices,
+    mig_manager_enabled,
+    mig_manager_labelled,
+    strategy_of_policy,
+)
+from migagent.node.port import NodeView, PodView
+
+log = structlog.get_logger(__name__)
+
+GFD_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+JsonDict = dict[str, Any]
+S = TypeVar("S", bound="StrategyChoice")
+
+
+class OtherMigOwnerError(PermanentError):
+    """Another MIG manager is active on this node; migagent refuses to touch it."""
+
+
+class StrategyMismatchError(PermanentError):
+    """The configured MIG strategy disagrees with what the device plugin advertises."""
+
+
+class PodLister(Protocol):
+    def list_pods_on_node(
+        self, *, label_selector: str | None = None, namespace: str | None = None
+    ) -> list[PodView]: ...
+
+
+class ClusterFacts(Protocol):
+    """kube.owners.OwnerReads."""
+
+    def resource_slices(self, driver: str = ...) -> list[JsonDict]: ...
+
+    def cluster_policy(self) -> JsonDict | None: ...
+
+
+class StrategyChoice(Protocol):
+    """What preflight reads from the agent's settings (attempt.ports.AgentSettings)."""
+
+    @property
+    def mig_strategy(self) -> MigStrategy: ...
+
+    @property
+    def mig_strategy_auto(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Preflight:
+    pods: PodLister
+    facts: ClusterFacts | None = None
+    """None: no cluster-wide reads (ResourceSlices, ClusterPolicy); the pod and label checks still run."""
+
+    def check(
+        self, node: NodeView, settings: S, observe: Callable[[], Observation], *, pods: Sequence[PodView] | None = None
+    ) -> S:
+        """Raise OtherMigOwnerError / StrategyMismatchError, or return the settings with the strategy resolved.
+        `pods`: the node's pods when the caller has listed them already (else listed by label here)."""
+        policy = self.facts.cluster_policy() if self.facts is not None else None
+        self._sole_owner(node, policy, pods)
+        return self._strategy(node, settings, policy, observe)
+
+    def _sole_owner(self, node: NodeView, policy: JsonDict | None, pods: Sequence[PodView] | None) -> None:
+        owners: list[str] = []
+        key, _, value = MIG_MANAGER_SELECTOR.partition("=")
+        listed = (
+            [p for p in pods if p.labels.get(key) == value]
+            if pods is not None
+            else self.pods.list_pods_on_node(label_selector=MIG_MANAGER_SELECTOR)
+        )
+        managers = [p for p in listed if not p.is_finished]
+        owners += [f"NVIDIA mig-manager pod {pod.ref} ({MIG_MANAGER_SELECTOR}) runs on this node" for pod in managers]
+        operator_deploys_it = policy is not None and mig_manager_enabled(policy) is not False
+        if not managers and mig_manager_labelled(node.labels) and operator_deploys_it:
+            owners.append(
+                f"the GPU Operator deploys its mig-manager here ({MIG_MANAGER_LABEL}=true and the ClusterPolicy's"
+                " migManager.enabled is not false)"
+            )
+        if self.facts is not None:
+            dynamic = dynamic_mig_devices(self.facts.resource_slices())
+            if dynamic:
+                shown = ", ".join(dynamic[:3]) + (f" and {len(dynamic) - 3} more" if len(dynamic) > 3 else "")
+                owners.append(
+                    f"the NVIDIA DRA driver advertises MIG devices dynamically on this node (DynamicMIG: {shown})"
+                )
+        if owners:
+            log.warning("other_mig_owner", owners=owners)
+            raise OtherMigOwnerError(
+                "another MIG manager is active on this node, so migagent changes nothing: "
+                + "; ".join(owners)
+                + ". Disable it for this node (ClusterPolicy migManager.enabled=false, or the DRA driver's"
+                " DynamicMIG gate) or stop migagent here"
+            )
+
+    def _strategy(
+        self, node: NodeView, settings: S, policy: JsonDict | None, observe: Callable[[], Observation]
+    ) -> S:
+        advertised = advertised_strategy(node.allocatable, observe)
+        if settings.mig_strategy_auto:
+            from_policy = strategy_of_policy(policy)
+            chosen = from_policy or advertised or _gfd_strategy(node.labels) or MigStrategy.MIXED
+            source = "ClusterPolicy" if from_policy else "device plugin" if advertised else "default"
+            if advertised is not None and chosen is not advertised:
+                raise _mismatch(f"the ClusterPolicy says mig.strategy {chosen}", advertised)
+            log.debug("mig_strategy_resolved", strategy=str(chosen), source=source)
+            return replace(settings, mig_strategy=chosen)  # type: ignore[type-var]
+        if advertised is not None and advertised is not settings.mig_strategy:
+            raise _mismatch(f"migagent runs with --mig-strategy {settings.mig_strategy}", advertised)
+        return settings
+
+
+def _mismatch(ours: str, advertised: MigStrategy) -> StrategyMismatchError:
+    return StrategyMismatchError(
+        f"{ours} but the device plugin advertises as with mig.strategy {advertised}; nothing was cordoned or"
+        f" restarted. Run migagent with --mig-strategy {advertised} (or auto), or change the plugin's strategy"
+    )
+
+
+def _gfd_strategy(labels: Mapping[str, str]) -> MigStrategy | None:
+    try:
+        return MigStrategy(labels.get(GFD_STRATEGY_LABEL, ""))
+    except ValueError:
+        return None
+
+
+def advertised_strategy(allocatable: Mapping[str, int], observe: Callable[[], Observation]) -> MigStrategy | None:
+    """The strategy the plugin's advertisement proves, or None when it proves none."""
+    if any(name.startswith(MIG_RESOURCE_PREFIX) and count > 0 for name, count in allocatable.items()):
+        return MigStrategy.MIXED
+    gpus = allocatable.get(GPU_RESOURCE, 0)
+    if gpus <= 0:
+        return None
+    observation = observe()
+    mig_gpus = [gpu for gpu in observation.gpus if gpu.mig_current]
+    if not any(gi.compute_instances for gpu in mig_gpus for gi in gpu.gpu_instances):
+        return None  # MIG off (or no MIG devices): single, none and mixed all advertise whole GPUs
+    whole = len(observation.gpus)
+    devices = sum(len(gi.compute_instances) for gpu in mig_gpus for gi in gpu.gpu_instances) + (
+        whole - len(mig_gpus)
+    )
+    if gpus == devices and gpus != whole:
+        return MigStrategy.SINGLE
+    if gpus == whole and gpus != devices:
+        return MigStrategy.NONE
+    return None

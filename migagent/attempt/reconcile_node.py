@@ -1,0 +1,271 @@
+"""One reconcile of the node: from the desired label to a reported state, undoing everything on failure.
+
+    read node -> held by a failed attempt's back-off and nothing it depends on changed? done.
+    -> OBSERVE (layout file, NVML) -> PLAN -> nothing to do? report success, done.
+    else: PLAN again with the pods per GI (fewest evicted) -> safety gate (attempt.gate): a change
+          that needs pods gone that cannot be evicted is refused here, before any write to the Node
+          -> pending -> CORDON -> PAUSE (device plugin) -> DRAIN (only pods on disturbed devices)
+          -> APPLY (journaled engine) -> RESTART_PLUGIN -> READVERTISE -> success -> UNCORDON
+    a label changed at a safe point of DRAIN..READVERTISE: back to OBSERVE, keeping the window open.
+
+Every disturbance of the node and its undo belongs to the attempt's `ChangeWindow`
+(attempt.change_window); `_fail` is the one place that unwinds it and reports `failed`. The window
+starts with whatever an interrupted attempt left on the Node, so a restarted agent finishes or
+undoes that too. Status writes are attempt.node_report's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+import structlog
+
+from migagent.attempt.advertisement import Advertisement
+from migagent.attempt.backoff import RetryHold, attempt_number
+from migagent.attempt.backoff_check import BackoffCheck
+from migagent.attempt.change_steps import apply_change, drain_for_change
+from migagent.attempt.change_window import ChangeWindow
+from migagent.attempt.gate import Target, plan_and_gate
+from migagent.attempt.node_report import NodeReport
+from migagent.attempt.notes import check_advertisable
+from migagent.attempt.phases import AgentPhase, Outcome
+from migagent.attempt.ports import AgentPorts, AgentSettings, PhaseHook, ReconcileReport
+from migagent.attempt.preflight import Preflight
+from migagent.attempt.supersede import LabelCheckpoint, LayoutSuperseded
+from migagent.attempt.undo import ApplyFailedError, AttemptMarker, StopRequested, failure_reason
+from migagent.layout.parse import load_layout_file
+from migagent.layout.resolve import identity_of, resolve_config
+from migagent.node.names import ATTEMPT_ANNOTATION, MIG_CONFIG_LABEL, NEXT_RETRY_ANNOTATION
+from migagent.node.names import EventReason as Event
+from migagent.node.port import NodeView, PodView
+from migagent.node.status import StatusReporter
+from migagent.planning import plan
+
+log = structlog.get_logger(__name__)
+
+
+class NodeReconcile:
+    """One attempt; build a new one per reconcile (its change window is the attempt's own)."""
+
+    def __init__(
+        self,
+        ports: AgentPorts,
+        settings: AgentSettings,
+        *,
+        stop: threading.Event | None = None,
+        phase_hook: PhaseHook | None = None,
+        current_label: Callable[[], str | None] | None = None,
+        heartbeat: Callable[[], None] | None = None,
+        hold: RetryHold | None = None,
+    ) -> None:
+        """`current_label`: the label value the watch saw last (a change mid-attempt supersedes it);
+        `heartbeat`: beaten at every safe point, so liveness sees a long change progressing;
+        `hold`: the last failure's back-off as the agent remembers it (else the Node's annotation)."""
+        self._current_label = current_label
+        self._hold = hold
+        self._depends: str | None = None
+        self._heartbeat = heartbeat
+        self._p = ports
+        self._settings = settings
+        self._stop = stop
+        self._hook = phase_hook
+        self._status = StatusReporter(ports.api)
+        self._report = NodeReport(ports.api, self._status, clock=ports.clock, pod_resources=ports.pod_resources)
+        self._window = ChangeWindow(
+            ports.api,
+            ports.restarter,
+            self._status,
+            clock=ports.clock,
+            post_change=ports.post_change,
+            settle_gpus=ports.engine.settle,
+        )
+        self._advertisement = Advertisement(ports, settings, self._status, stop=stop)
+        self._backoff = BackoffCheck(ports, settings)
+        self._phase: AgentPhase | None = None
+        self._attempt = 1
+        self._layout: str | None = None
+        self._node: NodeView | None = None
+        self._log = log.bind(node=ports.api.node_name)
+
+    def run(self) -> ReconcileReport:
+        try:
+            node = self._p.api.get_node()
+        except Exception as exc:
+            self._log.error("node_unreadable", error=str(exc))
+            return ReconcileReport(Outcome.FAILED, self._attempt, f"reading the node: {exc}", node_read=False)
+        try:
+            outcome = self._run(node)
+            return ReconcileReport(outcome, self._attempt, hold=self._hold if outcome is Outcome.HELD else None)
+        except StopRequested as stop:
+            return self._stopped(stop)
+        except Exception as exc:  # every failure, of any kind, is undone and reported in one place
+            if self._stop is not None and self._stop.is_set():
+                return self._stopped(exc)  # a wait the stop request cut short: not a failure
+            return self._fail(exc)
+
+    # -- the flow -------------------------------------------------------------------------------
+
+    def _run(self, node: NodeView) -> Outcome:
+        leftovers = self._adopt(node)
+        name = node.labels.get(MIG_CONFIG_LABEL)
+        if name is None:
+            self._finish_leftovers()
+            self._report.no_desired_layout(node)
+            self._log.info("no_desired_layout", label=MIG_CONFIG_LABEL)
+            return Outcome.NO_DESIRED_LAYOUT
+        if not leftovers and self._backoff.holds(self._hold, node, name):
+            return Outcome.HELD
+        preflight = self._p.preflight or Preflight(self._p.api)  # sole owner, strategy: before any write
+        pods = self._p.api.list_pods_on_node()  # one list before any write serves the preflight and the gate
+        self._settings = preflight.check(node, self._settings, self._p.driver.observe, pods=pods)
+        self._advertisement.use(self._settings)
+        target = self._observe_and_resolve(name)
+        if target.steps.is_empty:
+            advertising = self._advertisement.current(node, target.observation, known_behind=bool(self._window.open))
+            if advertising is not None:
+                self._finish_leftovers()
+                reported = self._report.already_applied(advertising, name, target.desired, target.observation)
+                self._log.info("layout_already_applied", reported=reported)
+                return Outcome.UNCHANGED
+        else:
+            target = self._decide(target, pods)
+        return self._reconfigure(target)
+
+    def _observe_and_resolve(self, name: str) -> Target:
+        self._layout = name
+        self._log = self._log.bind(layout=name, attempt=self._attempt)
+        with self._in_phase(AgentPhase.OBSERVE):
+            layout = load_layout_file(self._settings.config_file)  # re-read: the ConfigMap may have changed
+            observation = self._p.driver.observe()
+        with self._in_phase(AgentPhase.PLAN):
+            desired = resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus])
+            check_advertisable(desired, observation, self._settings.mig_strategy)
+            return Target(name, desired, observation, plan(observation, desired))
+
+    def _decide(self, target: Target, pods: Sequence[PodView] | None = None) -> Target:
+        with self._in_phase(AgentPhase.PLAN):
+            return plan_and_gate(
+                self._p.api, self._p.pod_resources, target,
+                force_delete=self._settings.force_delete, gate=self._settings.gate, pods=pods,
+            )
+
+    def _reconfigure(self, target: Target) -> Outcome:
+        # Before the first write: what a failure's back-off holds on.
+        self._depends = (
+            self._backoff.digest(self._node, target.name, pods=target.pods) if self._node is not None else None
+        )
+        self._p.engine.check_storage(target.steps)  # a full or read-only journal fails here, node untouched
+        self._report.pending(target.name, target.desired, target.steps, attempt=self._attempt)
+        with self._in_phase(AgentPhase.CORDON):
+            self._window.cordon(target.name)
+        with self._in_phase(AgentPhase.PAUSE):
+            self._window.pause()
+        while True:
+            checkpoint = LabelCheckpoint(self._current_label, target.name, heartbeat=self._heartbeat)
+            try:
+                return self._change(target, checkpoint)
+            except LayoutSuperseded as newer:
+                # One disruption per change: re-plan from what the GPUs hold now, keeping the window open.
+                self._log.info("layout_superseded", applying=target.name, now=newer.layout)
+                self._status.event(
+                    Event.RECONFIGURING, f"label changed to {newer.layout} while {target.name} was applied: re-planning"
+                )
+                target = self._decide(self._observe_and_resolve(newer.layout))
+                self._report.pending(target.name, target.desired, target.steps, attempt=self._attempt)
+                with self._in_phase(AgentPhase.PAUSE):
+                    self._window.pause_again()
+
+    def _change(self, target: Target, checkpoint: LabelCheckpoint) -> Outcome:
+        """Drain, apply, re-advertise, report; LayoutSuperseded from any safe point on the way."""
+        with self._in_phase(AgentPhase.DRAIN):
+            drain_for_change(
+                self._p, self._settings, self._status, steps=target.steps, observation=target.observation,
+                stop=self._stop, checkpoint=checkpoint,
+            )
+        with self._in_phase(AgentPhase.APPLY):
+            self._window.gpus_may_change()
+            self._window.before_change()
+            if apply_change(self._p, self._status, target, checkpoint=checkpoint):
+                return Outcome.REBOOTING  # cordon and paused labels stay until the agent resumes after the reboot
+        with self._in_phase(AgentPhase.RESTART_PLUGIN):
+            self._window.after_change()
+            self._window.resume_plugin()
+        with self._in_phase(AgentPhase.READVERTISE):
+            after = self._advertisement.after_change(target.name, checkpoint)
+        self._report.success(target.name, target.desired, after, target.steps)
+        self._layout = None  # recorded as applied: a stop from here on only closes the window
+        with self._in_phase(AgentPhase.UNCORDON):
+            self._window.uncordon()
+        self._p.listener.layout_applied(target.name)
+        self._log.info("layout_applied")
+        return Outcome.APPLIED
+
+    # -- leftovers, phases, failure ---------------------------------------------------------------
+
+    def _adopt(self, node: NodeView) -> tuple[str, ...]:
+        """Take over what an interrupted attempt left on the Node, so this attempt ends it either way."""
+        self._node = node
+        self._hold = self._hold or RetryHold.from_annotation(node.annotations.get(NEXT_RETRY_ANNOTATION))
+        previous = AttemptMarker.from_annotation(node.annotations.get(ATTEMPT_ANNOTATION))
+        self._attempt = attempt_number(previous, self._hold)
+        leftovers = self._window.adopt(node)
+        if leftovers:
+            self._log.warning("interrupted_attempt_found", leftovers=leftovers, previous_attempt=previous)
+        return leftovers
+
+    def _finish_leftovers(self) -> None:
+        failures = self._window.unwind()
+        if failures:
+            raise ApplyFailedError(f"could not undo an interrupted attempt: {'; '.join(failures)}")
+
+    @contextmanager
+    def _in_phase(self, phase: AgentPhase) -> Iterator[None]:
+        if self._stop is not None and self._stop.is_set():
+            raise StopRequested(f"stop requested before {phase.value}")
+        self._phase = phase
+        if self._hook is not None:
+            self._hook(phase)
+        started = self._p.clock.monotonic()
+        try:
+            yield
+        finally:
+            self._p.listener.phase_finished(phase, self._p.clock.monotonic() - started)
+
+    def _stopped(self, why: Exception) -> ReconcileReport:
+        """A stop mid-change hands the open window to the next agent (one cordon episode across the
+        handover), unless the change is over (success recorded) or abandoned (no label): then the
+        GPUs are settled and the window closed."""
+        self._log.info("attempt_stopped", phase=self._phase, open=self._window.open, why=str(why))
+        if self._window.open and self._layout is not None and self._still_wanted():
+            self._window.hand_over(layout=self._layout, attempt=self._attempt)
+        else:
+            self._window.abandon()
+        return ReconcileReport(Outcome.STOPPED, self._attempt)
+
+    def _still_wanted(self) -> bool:
+        try:  # the watch's last value; None (removed, or not seen yet) is confirmed on the Node
+            label = self._current_label() if self._current_label is not None else None
+            label = label or self._p.api.get_node().labels.get(MIG_CONFIG_LABEL)
+        except Exception:  # the API server is gone too: leave the window for the successor to judge
+            return True
+        return label is not None
+
+    def _fail(self, error: Exception) -> ReconcileReport:
+        """The one place an attempt fails: GPUs made consistent, undo in reverse order, report failed."""
+        phase = self._phase.value if self._phase is not None else "start"
+        undo_started = self._p.clock.monotonic()
+        undo_failures = self._window.abandon()
+        self._p.listener.phase_finished(AgentPhase.UNDO, self._p.clock.monotonic() - undo_started)
+        message = f"{phase}: {error}"
+        if undo_failures:
+            message += f" (undo incomplete, retried next attempt: {'; '.join(undo_failures)})"
+        reason = failure_reason(error)
+        hold = self._backoff.after_failure(self._node, self._layout, depends=self._depends, failures=self._attempt)
+        self._log.error("attempt_failed", phase=phase, reason=str(reason), error=str(error), retry_at=hold.at)
+        try:
+            self._status.failed(reason, message, attempt=self._attempt, next_retry=hold.to_annotation())
+        except Exception as report_error:  # held in the agent's memory all the same
+            self._log.error("failure_not_reported", error=str(report_error))
+        return ReconcileReport(Outcome.FAILED, self._attempt, message, hold=hold)

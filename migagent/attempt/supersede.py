@@ -1,0 +1,65 @@
+"""One disruption per change: a label change during an attempt is noticed at the next safe point.
+
+Safe points are between two NVML steps (never inside one), each turn of the drain's wait, and each
+poll while waiting for the device plugin to advertise. There `LabelCheckpoint` beats the liveness
+heartbeat and compares the label the watch last saw with the layout being applied; a different
+layout raises `LayoutSuperseded`, and the attempt re-plans from what the GPUs hold to the new
+layout, keeping its cordon and paused operands, instead of finishing, uncordoning and starting over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from migagent.node.deviceplugin import DevicePluginPort
+from migagent.node.port import NodeView, PodRef, PodView
+
+
+class LayoutSuperseded(Exception):  # noqa: N818 - a signal, not an error: never reported as a failure
+    """The Node's label now names another layout than the one being applied."""
+
+    def __init__(self, layout: str) -> None:
+        super().__init__(f"the label now asks for layout {layout}")
+        self.layout = layout
+
+
+class LabelCheckpoint:
+    """Called at every safe point of an attempt applying `applying`."""
+
+    def __init__(
+        self, current: Callable[[], str | None] | None, applying: str, *, heartbeat: Callable[[], None] | None = None
+    ) -> None:
+        self._current = current
+        self.applying = applying
+        self._heartbeat = heartbeat
+        self.checks = 0
+
+    def __call__(self) -> None:
+        self.checks += 1
+        if self._heartbeat is not None:
+            self._heartbeat()
+        seen = self._current() if self._current is not None else None
+        # A removed label (None) is not a new layout: the attempt finishes what it started.
+        if seen is not None and seen != self.applying:
+            raise LayoutSuperseded(seen)
+
+
+class CheckedNodeReads:
+    """The device-plugin port with a safe point before every Node read (the advertisement wait polls it)."""
+
+    def __init__(self, api: DevicePluginPort, checkpoint: Callable[[], None]) -> None:
+        self._api = api
+        self._checkpoint = checkpoint
+
+    def get_node(self) -> NodeView:
+        self._checkpoint()
+        return self._api.get_node()
+
+    def patch_labels(self, labels: Mapping[str, str | None]) -> NodeView:
+        return self._api.patch_labels(labels)
+
+    def list_pods_on_node(self, *, label_selector: str | None = None, namespace: str | None = None) -> list[PodView]:
+        return self._api.list_pods_on_node(label_selector=label_selector, namespace=namespace)
+
+    def delete_pod(self, ref: PodRef, *, grace_period_s: int | None = None) -> None:
+        self._api.delete_pod(ref, grace_period_s=grace_period_s)

@@ -1,0 +1,462 @@
+"""Make the NVIDIA device plugin let go of the GPUs during a change and re-advertise after it.
+
+The plugin never re-enumerates MIG devices by itself (reference/landscape.md §3.3), so after an
+apply it must restart. Strategies:
+- `GpuOperatorPause`: the GPU Operator / k8s-mig-manager way (reference/mig-parted-contract.md
+  §3.3): set each present `nvidia.com/gpu.deploy.<component>` label to `paused-for-mig-change`
+  (a `false` stays `false`), wait until the components' pods have left the node, and afterwards
+  put back exactly what was changed, which makes the operator recreate them.
+- `GpuOperatorPause(pause_absent=True)`, the `node-label` mode: the same label on a standalone
+  plugin whose DaemonSet is patched to avoid nodes where it is `false` or `paused-for-mig-change`
+  (deploy/overlays/standalone), so the plugin is off the GPUs while they change, not only after.
+- `DeletePod`: delete the plugin pod on this node and wait for its DaemonSet to replace it.
+- `NoRestart`: someone else restarts the plugin.
+`wait_for_advertisement` then follows the agent's Node watch (or polls the Node) until allocatable shows
+the expected resources.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+
+import structlog
+
+from migagent.clock import Clock
+from migagent.errors import TransientError
+from migagent.node.advertisement import plugin_resources
+from migagent.node.expected import AdvertisementMatcher, advertisement_matches, describe_diff
+from migagent.node.names import (
+    COMPONENT_POD_SELECTORS,
+    DEFAULT_OPERATOR_NAMESPACE,
+    DEPLOY_FALSE,
+    DEPLOY_LABEL_PREFIX,
+    DEPLOY_TRUE,
+    DEVICE_PLUGIN_SELECTOR,
+    GPU_OPERATOR_COMPONENTS,
+    PAUSED_FOR_MIG_CHANGE,
+    deploy_label,
+)
+from migagent.node.port import NodeView, PodRef, PodView
+from migagent.node.selectors import parse_equality
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+FIRST_POLL_S = 0.05
+"""The first pause of a wait for pods to leave or come back; doubled each time up to the poll interval."""
+
+
+class DevicePluginPort(Protocol):
+    def get_node(self) -> NodeView: ...
+
+    def patch_labels(self, labels: Mapping[str, str | None]) -> NodeView: ...
+
+    def list_pods_on_node(
+        self, *, label_selector: str | None = None, namespace: str | None = None
+    ) -> list[PodView]: ...
+
+    def delete_pod(self, ref: PodRef, *, grace_period_s: int | None = None) -> None: ...
+
+
+class AdvertisementTimeoutError(TransientError):
+    """Node allocatable did not reach the expected MIG resources in time; `diff` says how it differs."""
+
+    def __init__(self, message: str, *, diff: Mapping[str, tuple[int, int]]) -> None:
+        super().__init__(message, delay=30.0)
+        self.diff = dict(diff)
+
+
+@dataclass(frozen=True)
+class PausedComponents:
+    """What a pause changed: deploy label -> the value `resume` puts back. Empty when nothing changed."""
+
+    restore: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+
+class DevicePluginRestarter(Protocol):
+    def pause(self) -> PausedComponents:
+        """Before the apply: stop what holds GPU handles. Returns what to hand to `resume`."""
+        ...
+
+    def resume(self, paused: PausedComponents) -> None:
+        """After the apply, and on every failure path: restore and make the plugin re-enumerate."""
+        ...
+
+
+def paused_deploy_labels(node: NodeView) -> dict[str, str]:
+    """Deploy labels now `paused-for-mig-change` on the Node, each mapped to `true` (what resumes it)."""
+    return {
+        label: DEPLOY_TRUE
+        for label, value in node.labels.items()
+        if label.startswith(DEPLOY_LABEL_PREFIX) and value == PAUSED_FOR_MIG_CHANGE
+    }
+
+
+class NoRestart:
+    def pause(self) -> PausedComponents:
+        return PausedComponents()
+
+    def resume(self, paused: PausedComponents) -> None:
+        return None
+
+
+class AlsoRestart:
+    """A restarter, then the DRA driver's kubelet plugin (`also`, a DeletePod) after every resume."""
+
+    def __init__(self, first: DevicePluginRestarter, also: DevicePluginRestarter) -> None:
+        self._first = first
+        self._also = also
+
+    def pause(self) -> PausedComponents:
+        return self._first.pause()
+
+    def resume(self, paused: PausedComponents) -> None:
+        self._first.resume(paused)
+        self._also.resume(PausedComponents())
+
+
+def poll_until(
+    check: Callable[[], T | None],
+    *,
+    clock: Clock,
+    timeout_s: float,
+    interval_s: float,
+    stop: threading.Event | None = None,
+    first_interval_s: float | None = None,
+) -> tuple[T | None, bool]:
+    """Call `check` until it returns a value or `timeout_s` passes: (last value, in time).
+
+    `first_interval_s`: the first pause, doubled after each check up to `interval_s` (what is waited
+    for is often quick; a fixed interval would only add latency). Setting `stop` ends the wait
+    early, as a timeout (the caller's stop request then explains it)."""
+    deadline = clock.monotonic() + timeout_s
+    interval = interval_s if first_interval_s is None else min(first_interval_s, interval_s)
+    while True:
+        value = check()
+        if value is not None:
+            return value, True
+        remaining = deadline - clock.monotonic()
+        if remaining <= 0:
+            return None, False
+        pause = min(interval, remaining)
+        interval = min(interval_s, interval * 2)
+        if stop is None:
+            clock.sleep(pause)
+        elif clock.wait(stop, pause):
+            return None, False
+
+
+class GpuOperatorPause:
+    def __init__(
+        self,
+        api: DevicePluginPort,
+        *,
+        clock: Clock,
+        components: Sequence[str] = GPU_OPERATOR_COMPONENTS,
+        namespace: str = DEFAULT_OPERATOR_NAMESPACE,
+        timeout_s: float = 300.0,
+        poll_interval_s: float = 1.0,
+        pod_selectors: Mapping[str, str] = COMPONENT_POD_SELECTORS,
+        pause_absent: bool = False,
+        owner_name: str | None = None,
+    ) -> None:
+        """`pause_absent`: also pause a component whose label is absent (a standalone plugin whose
+        DaemonSet was patched to stay off nodes where the label is `false` or paused); its label is
+        left `true` afterwards. `owner_name`: only pods of the DaemonSet of that name count."""
+        self._api = api
+        self._clock = clock
+        self._components = tuple(components)
+        self._pod_selectors = pod_selectors
+        self._pause_absent = pause_absent
+        self._owner_name = owner_name
+        self._namespace = namespace
+        self._timeout_s = timeout_s
+        self._poll_interval_s = poll_interval_s
+
+    def pause(self) -> PausedComponents:
+        labels = self._api.get_node().labels
+        restore: dict[str, str] = {}
+        selectors: list[str] = []
+        for component in self._components:
+            label = deploy_label(component)
+            value = labels.get(label) or (DEPLOY_TRUE if self._pause_absent else None)
+            if not value or value == DEPLOY_FALSE:
+                continue  # absent labels are not added; `false` stays `false`
+            # A label left paused by an interrupted change goes back to `true`, not to "paused".
+            restore[label] = DEPLOY_TRUE if value == PAUSED_FOR_MIG_CHANGE else value
+            if component in self._pod_selectors:
+                selectors.append(self._pod_selectors[component])
+        paused = PausedComponents(restore=restore)
+        changes = {label: PAUSED_FOR_MIG_CHANGE for label in restore if labels.get(label) != PAUSED_FOR_MIG_CHANGE}
+        if changes:
+            self._api.patch_labels(changes)
+            log.info("gpu_operator_paused", labels=sorted(changes))
+        try:
+            self._wait_for_pods_to_leave(selectors)
+        except BaseException:
+            self.resume(paused)
+            raise
+        return paused
+
+    def resume(self, paused: PausedComponents) -> None:
+        labels = self._api.get_node().labels
+        # Only labels still paused: one an admin set meanwhile (say to `false`) is theirs.
+        changes = {
+            label: value for label, value in paused.restore.items() if labels.get(label) == PAUSED_FOR_MIG_CHANGE
+        }
+        if changes:
+            self._api.patch_labels(changes)
+            log.info("gpu_operator_resumed", labels=sorted(changes))
+
+    def _wait_for_pods_to_leave(self, selectors: Sequence[str]) -> None:
+        def left() -> bool | None:
+            return True if not self._remaining(selectors) else None
+
+        _, in_time = poll_until(
+            left,
+            clock=self._clock,
+            timeout_s=self._timeout_s,
+            interval_s=self._poll_interval_s,
+            first_interval_s=FIRST_POLL_S,
+        )
+        if not in_time:
+            names = ", ".join(str(pod.ref) for pod in self._remaining(selectors))
+            raise TransientError(
+                f"GPU Operator components did not leave the node within {self._timeout_s:g}s after pausing"
+                f" (namespace {self._namespace}): {names}"
+            )
+
+    def _remaining(self, selectors: Sequence[str]) -> list[PodView]:
+        """The components' pods still on the node: one list of the namespace's pods on the node for
+        every equality-based selector, one list per other selector."""
+        if not selectors:
+            return []
+        matchers = [parse_equality(selector) for selector in selectors]
+        pods: list[PodView] = []
+        if any(m is not None for m in matchers):
+            listed = self._api.list_pods_on_node(namespace=self._namespace)
+            pods += [p for p in listed if any(m is not None and m(p.labels) for m in matchers)]
+        for selector, matcher in zip(selectors, matchers, strict=True):
+            if matcher is None:
+                pods += self._api.list_pods_on_node(label_selector=selector, namespace=self._namespace)
+        return [pod for pod in pods if self._owner_name is None or self._owner_name in pod.owner_names]
+
+
+class DeletePod:
+    def __init__(
+        self,
+        api: DevicePluginPort,
+        *,
+        clock: Clock,
+        namespace: str = DEFAULT_OPERATOR_NAMESPACE,
+        label_selector: str = DEVICE_PLUGIN_SELECTOR,
+        timeout_s: float = 120.0,
+        poll_interval_s: float = 1.0,
+        owner_name: str | None = None,
+    ) -> None:
+        self._api = api
+        self._clock = clock
+        self._namespace = namespace
+        self._selector = label_selector
+        self._owner_name = owner_name
+        self._timeout_s = timeout_s
+        self._poll_interval_s = poll_interval_s
+
+    def pause(self) -> PausedComponents:
+        return PausedComponents()
+
+    def resume(self, paused: PausedComponents) -> None:
+        """Delete the plugin pod(s) on this node; wait until a replacement (another UID) exists."""
+        old = self._plugin_pods()
+        for pod in old:
+            self._api.delete_pod(pod.ref)
+        old_uids = {pod.ref.uid for pod in old}
+
+        def replacement() -> PodView | None:
+            return next((p for p in self._plugin_pods() if p.ref.uid not in old_uids and not p.deleting), None)
+
+        new_pod, in_time = poll_until(
+            replacement,
+            clock=self._clock,
+            timeout_s=self._timeout_s,
+            interval_s=self._poll_interval_s,
+            first_interval_s=FIRST_POLL_S,
+        )
+        if not in_time or new_pod is None:
+            raise TransientError(
+                f"no device plugin pod ({self._selector} in namespace {self._namespace}) came back on the node"
+                f" within {self._timeout_s:g}s after deleting {', '.join(str(p.ref) for p in old) or 'none'}"
+            )
+        log.info("device_plugin_restarted", deleted=[str(p.ref) for p in old], replacement=str(new_pod.ref))
+
+    def _plugin_pods(self) -> list[PodView]:
+        pods = self._api.list_pods_on_node(label_selector=self._selector, namespace=self._namespace)
+        return [p for p in pods if self._owner_name is None or self._owner_name in p.owner_names]
+
+
+class NodeUpdates(Protocol):
+    """The agent's watch of its own Node (sources.node_label.NodeLabelSource)."""
+
+    @property
+    def watching(self) -> bool:
+        """False while no watch runs (not started, failing): then the Node is polled instead."""
+        ...
+
+    def node_after(self, seen: int, timeout_s: float) -> tuple[int, NodeView | None]:
+        """(sequence, newest Node) once the watch has delivered one numbered past `seen`, or at timeout."""
+        ...
+
+
+WATCH_QUIET_S = 5.0
+"""While waiting on the watch: with no Node event for this long, read the Node (the stream may be down)."""
+_WATCH_SLICE_S = 0.25
+"""While waiting on the watch, a stop request is noticed at least this often."""
+
+
+class _Settling:
+    """One wait's memory: the advertisement seen last and since when it held still.
+
+    An exact expectation is met at the first match; an inexact one (node.advertisement: a sharing
+    config the agent cannot know) once it matches and has not changed for its `stable_s`. A probe
+    (the DRA driver's ResourceSlices) must be satisfied too."""
+
+    def __init__(self, expected: Mapping[str, int] | AdvertisementMatcher, clock: Clock) -> None:
+        self._expected = expected
+        self._clock = clock
+        self._seen: dict[str, int] | None = None
+        self._since = 0.0
+        self.diff: dict[str, tuple[int, int]] = {}
+        self.missing: str | None = None
+
+    @property
+    def changes_without_node_events(self) -> bool:
+        """Whether readiness can change with no Node event: a probe (ResourceSlices) or a hold-still time."""
+        return getattr(self._expected, "probe", None) is not None or float(getattr(self._expected, "stable_s", 0.0)) > 0
+
+    def ready(self, node: NodeView) -> bool:
+        ok, self.diff = advertisement_matches(node.allocatable, self._expected)
+        probe = getattr(self._expected, "probe", None)
+        self.missing = probe() if probe is not None and not self.diff else None
+        if not ok or self.missing is not None:
+            self._seen = None
+            return False
+        stable_s = float(getattr(self._expected, "stable_s", 0.0))
+        if stable_s <= 0:
+            return True
+        seen = plugin_resources(node.allocatable)
+        now = self._clock.monotonic()
+        if seen != self._seen:
+            self._seen, self._since = seen, now
+        return now - self._since >= stable_s
+
+    def describe(self) -> str:
+        parts = [describe_diff(self.diff)] if self.diff else []
+        if self.missing is not None:
+            parts.append(self.missing)
+        return "; ".join(parts) or "the advertisement did not hold still"
+
+
+def wait_for_advertisement(
+    api: DevicePluginPort,
+    expected: Mapping[str, int] | AdvertisementMatcher,
+    *,
+    timeout_s: float,
+    clock: Clock,
+    poll_interval_s: float = 2.0,
+    stop: threading.Event | None = None,
+    updates: NodeUpdates | None = None,
+    checkpoint: Callable[[], None] | None = None,
+) -> NodeView:
+    """Wait until our Node's allocatable matches `expected`; AdvertisementTimeoutError otherwise.
+
+    With `updates` (the watch the agent holds anyway) each Node event is checked as it arrives and
+    the Node is read only when the watch has been quiet for WATCH_QUIET_S; without, or while that
+    watch is not running, the Node is polled every `poll_interval_s`. `checkpoint` runs at every
+    turn of the watch (a polling caller puts it in `api.get_node`)."""
+    if updates is not None and updates.watching:
+        return _advertised_on_watch(
+            api, updates, _Settling(expected, clock),
+            timeout_s=timeout_s, clock=clock, stop=stop, checkpoint=checkpoint, recheck_s=poll_interval_s,
+        )
+    settling = _Settling(expected, clock)
+
+    def advertised() -> NodeView | None:
+        node = api.get_node()
+        return node if settling.ready(node) else None
+
+    node, in_time = poll_until(advertised, clock=clock, timeout_s=timeout_s, interval_s=poll_interval_s, stop=stop)
+    if not in_time or node is None:
+        raise _advertisement_timeout(timeout_s, settling)
+    return node
+
+
+def _advertised_on_watch(
+    api: DevicePluginPort,
+    updates: NodeUpdates,
+    settling: _Settling,
+    *,
+    timeout_s: float,
+    clock: Clock,
+    stop: threading.Event | None,
+    checkpoint: Callable[[], None] | None,
+    recheck_s: float,
+) -> NodeView:
+    # A probe or a hold-still time can turn ready with no Node event: then re-check every `recheck_s`.
+    quiet_s = min(WATCH_QUIET_S, recheck_s) if settling.changes_without_node_events else WATCH_QUIET_S
+    now = clock.monotonic()
+    deadline, quiet_since = now + timeout_s, now
+    seq, node = updates.node_after(-1, 0.0)  # the newest the watch has: no request when it already matches
+    while True:
+        if checkpoint is not None:
+            checkpoint()
+        if node is None:
+            node, quiet_since = api.get_node(), clock.monotonic()
+        if settling.ready(node):
+            return node
+        node = None
+        while node is None:
+            now = clock.monotonic()
+            if now >= deadline or (stop is not None and stop.is_set()):
+                raise _advertisement_timeout(timeout_s, settling)
+            if now - quiet_since >= quiet_s:
+                break  # read the Node ourselves
+            wait = min(_WATCH_SLICE_S, deadline - now, quiet_since + quiet_s - now)
+            newer, newest = updates.node_after(seq, wait)
+            if newer > seq and newest is not None:
+                seq, node, quiet_since = newer, newest, clock.monotonic()
+            elif checkpoint is not None:
+                checkpoint()  # a label change is a Node event too, but the watch may not carry it yet
+
+
+def _advertisement_timeout(timeout_s: float, settling: _Settling) -> AdvertisementTimeoutError:
+    return AdvertisementTimeoutError(
+        f"the device plugin did not advertise the new layout within {timeout_s:g}s: {settling.describe()}",
+        diff=settling.diff,
+    )
+
+
+def advertised_within(
+    api: DevicePluginPort,
+    expected: Mapping[str, int] | AdvertisementMatcher,
+    *,
+    timeout_s: float,
+    clock: Clock,
+    poll_interval_s: float,
+    stop: threading.Event | None = None,
+) -> NodeView | None:
+    """Our Node once its allocatable matches `expected`; None after `timeout_s` or once `stop` is set.
+
+    For a node whose GPUs already match: a device plugin that is still registering (node boot,
+    plugin pod restarted by its DaemonSet) gets this long before anything on the node is touched.
+    """
+    settling = _Settling(expected, clock)
+
+    def advertised() -> NodeView | None:
+        node = api.get_node()
+        return node if settling.ready(node) else None
+
+    return poll_until(advertised, clock=clock, timeout_s=timeout_s, interval_s=poll_interval_s, stop=stop)[0]

@@ -1,0 +1,227 @@
+"""Drain the pods a plan disturbs: evict through the Eviction API (so PDBs hold), wait until gone.
+
+`DrainPlanner` (drain_scope.py) picks the pods; `Drainer` moves them, the way `kubectl drain`
+does (reference/kubernetes.md §2.3): a 429 (a PodDisruptionBudget allows no disruption now) is
+retried with back-off until the drain timeout, a 404 means done, and a pod counts as gone when
+the node's pods no longer hold it by name, or hold a different UID under it (a same-named
+replacement). Progress costs one list of the node's pods per poll, however many pods are leaving;
+the polls start fast (terminations are often quick) and slow to `poll_interval_s`. Plain DELETE,
+which bypasses PDBs, is used only when the admin asked for `force_delete`. DaemonSet and mirror pods
+are never touched. A pod already Terminating (deleted by someone, or evicted by an earlier attempt)
+is not evicted again: it is waited for, and one past its grace period is reported as such (a stuck
+kubelet or finalizer, which another eviction would not fix). On timeout, DrainBlockedError names
+every pod still in the way and the PDB that refused its last eviction, as the server's 429 named it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import structlog
+
+from migagent.clock import Clock
+from migagent.errors import DrainBlockedError, TransientError
+from migagent.node.drain_scope import DrainPlanner, GpuChange, PlanChanges, PodDeviceHolding
+from migagent.node.port import EvictionOutcome, EvictionStatus, PodRef, PodView
+
+__all__ = [
+    "DrainInterruptedError",
+    "DrainPlanner",
+    "DrainResult",
+    "Drainer",
+    "EvictionPort",
+    "GpuChange",
+    "PlanChanges",
+    "PodDeviceHolding",
+]
+
+log = structlog.get_logger(__name__)
+
+_MIN_SLEEP_S = 0.01
+FIRST_POLL_S = 0.05
+"""The first wait for evicted pods to go; each later one is twice as long, up to the poll interval."""
+
+
+class EvictionPort(Protocol):
+    """The part of KubePort a drain uses."""
+
+    def evict(self, ref: PodRef) -> EvictionOutcome: ...
+
+    def delete_pod(self, ref: PodRef, *, grace_period_s: int | None = None) -> None: ...
+
+    def list_pods_on_node(
+        self, *, label_selector: str | None = None, namespace: str | None = None
+    ) -> list[PodView]: ...
+
+
+class DrainInterruptedError(TransientError):
+    """The drain was asked to stop before every pod had left."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, delay=0.0)
+
+
+@dataclass(frozen=True)
+class DrainResult:
+    removed: tuple[PodRef, ...]
+    """Pods evicted (or deleted) and confirmed gone, in the order they left."""
+    waited_s: float
+
+
+@dataclass
+class _PodProgress:
+    pod: PodView
+    backoff_s: float
+    requested: bool = False
+    done: bool = False
+    next_try: float = 0.0
+    last_message: str = "not evicted yet"
+    blocked_tries: int = field(default=0)
+    refused_by: tuple[str, ...] | None = None
+    """After a 429: the PodDisruptionBudgets it named (maybe none); None when the last try was no 429."""
+
+
+class Drainer:
+    def __init__(
+        self,
+        api: EvictionPort,
+        *,
+        clock: Clock,
+        retry_initial_s: float = 1.0,
+        retry_max_s: float = 5.0,
+        poll_interval_s: float = 1.0,
+    ) -> None:
+        self._api = api
+        self._clock = clock
+        self._retry_initial_s = retry_initial_s
+        self._retry_max_s = retry_max_s
+        self._poll_interval_s = poll_interval_s
+
+    def drain(
+        self,
+        pods: Iterable[PodView],
+        *,
+        timeout_s: float,
+        force_delete: bool = False,
+        stop: threading.Event | None = None,
+        checkpoint: Callable[[], None] | None = None,
+    ) -> DrainResult:
+        """Evict (or, with force_delete, delete) every pod and wait until each is gone.
+
+        Setting `stop` (the agent is shutting down) ends the wait with DrainInterruptedError;
+        `checkpoint` runs at every turn of the wait (what it raises ends the drain)."""
+        start = self._clock.monotonic()
+        deadline = start + timeout_s
+        progress = [
+            # Already Terminating: wait for it, never evict it again (each attempt would re-send it).
+            _PodProgress(pod=pod, backoff_s=self._retry_initial_s, requested=pod.deleting)
+            for pod in pods
+            if not (pod.is_daemonset_pod or pod.is_mirror)
+        ]
+        for item in progress:
+            if item.requested:
+                log.info("pod_already_terminating", pod=str(item.pod.ref), deadline=item.pod.deletion_deadline)
+        removed: list[PodRef] = []
+        poll_s = min(FIRST_POLL_S, self._poll_interval_s)
+        while True:
+            if checkpoint is not None:
+                checkpoint()
+            pending = [p for p in progress if not p.done]
+            for item in pending:
+                self._advance(item, force_delete=force_delete)
+            self._check_gone([p for p in pending if p.requested and not p.done])
+            removed.extend(p.pod.ref for p in pending if p.done)
+            remaining = [p for p in progress if not p.done]
+            now = self._clock.monotonic()
+            if not remaining:
+                return DrainResult(removed=tuple(removed), waited_s=now - start)
+            if now >= deadline:
+                raise self._blocked(remaining, timeout_s)
+            pause = max(_MIN_SLEEP_S, self._next_wake(remaining, now, deadline, poll_s) - now)
+            poll_s = min(self._poll_interval_s, poll_s * 2)
+            if stop is None:
+                self._clock.sleep(pause)
+            elif self._clock.wait(stop, pause):
+                names = ", ".join(str(p.pod.ref) for p in remaining)
+                raise DrainInterruptedError(f"drain interrupted by a stop request; still on the node: {names}")
+
+    def _advance(self, item: _PodProgress, *, force_delete: bool) -> None:
+        if not item.requested and self._clock.monotonic() >= item.next_try:
+            self._request(item, force_delete=force_delete)
+
+    def _check_gone(self, leaving: list[_PodProgress]) -> None:
+        """One list of the node's pods settles every evicted pod: gone when absent or another UID."""
+        if not leaving:
+            return
+        present = {(p.ref.namespace, p.ref.name): p.ref.uid for p in self._api.list_pods_on_node()}
+        for item in leaving:
+            ref = item.pod.ref
+            key = (ref.namespace, ref.name)
+            item.done = key not in present or present[key] != ref.uid
+            if item.done:
+                log.info("pod_gone", pod=str(ref))
+
+    def _request(self, item: _PodProgress, *, force_delete: bool) -> None:
+        ref = item.pod.ref
+        if force_delete:
+            self._api.delete_pod(ref)
+            item.requested = True
+            log.info("pod_deleted", pod=str(ref))
+            return
+        try:
+            outcome = self._api.evict(ref)
+        except TransientError as error:
+            item.refused_by = None
+            self._retry_later(item, str(error), suggested_s=error.delay)
+            return
+        match outcome.status:
+            case EvictionStatus.EVICTED:
+                item.requested = True
+                log.info("pod_evicted", pod=str(ref))
+            case EvictionStatus.GONE:
+                item.done = True
+            case EvictionStatus.BLOCKED:
+                item.refused_by = outcome.budgets
+                self._retry_later(item, outcome.message, suggested_s=outcome.retry_after_s or 0.0)
+
+    def _retry_later(self, item: _PodProgress, message: str, *, suggested_s: float) -> None:
+        item.last_message = message
+        item.blocked_tries += 1
+        item.next_try = self._clock.monotonic() + max(item.backoff_s, suggested_s)
+        item.backoff_s = min(self._retry_max_s, item.backoff_s * 2)
+        log.info("eviction_blocked", pod=str(item.pod.ref), tries=item.blocked_tries, reason=message)
+
+    def _next_wake(self, remaining: list[_PodProgress], now: float, deadline: float, poll_s: float) -> float:
+        wakes = [now + poll_s if p.requested else p.next_try for p in remaining]
+        return min([*wakes, deadline])
+
+    def _blocked(self, remaining: list[_PodProgress], timeout_s: float) -> DrainBlockedError:
+        lines = [self._describe(item) for item in remaining]
+        names = tuple(str(item.pod.ref) for item in remaining)
+        return DrainBlockedError(
+            f"drain timed out after {timeout_s:g}s with {len(remaining)} pod(s) still holding devices the change"
+            f" needs: {'; '.join(lines)}. Relax the PodDisruptionBudget(s), move the pod(s) away, raise the drain"
+            " timeout, or allow --force-delete",
+            pods=names,
+        )
+
+    def _describe(self, item: _PodProgress) -> str:
+        deadline = item.pod.deletion_deadline
+        if item.requested and deadline is not None and self._clock.wall() > deadline:
+            late = self._clock.wall() - deadline
+            return (
+                f"pod {item.pod.ref} is Terminating {late:.0f}s past its grace period (a stuck kubelet, container"
+                " or finalizer; it was not evicted again)"
+            )
+        if item.requested:
+            return f"pod {item.pod.ref} was evicted but is still terminating"
+        if item.refused_by is None:
+            guarded = ""
+        elif item.refused_by:
+            guarded = f" (PodDisruptionBudget: {', '.join(item.refused_by)})"
+        else:
+            guarded = " (a PodDisruptionBudget)"  # a 429 whose body named none
+        return f"pod {item.pod.ref}{guarded}: {item.last_message}"

@@ -1,0 +1,113 @@
+"""What the NVIDIA device plugin advertises for a layout under its MIG strategy, and whether a Node shows it.
+
+The rules per strategy are in migagent.layout.strategy. Mixed (reference/landscape.md §3.1):
+every compute instance spanning its whole GI (C == G) is one `nvidia.com/mig-<profile>`, `+`
+written as `.`; a CI smaller than its GI makes the stock plugin exit, advertising nothing. Single:
+every MIG device is one `nvidia.com/gpu`, and a non-uniform node makes it exit. None: whole GPUs.
+`expected_resources` refuses a layout the plugin would exit on instead of predicting counts that
+will never appear. A GI without compute instances is no MIG
+device and is not advertised. After a change, resources of profiles no longer present linger in
+Node status as "0" (kubelet behaviour), so "0" and absent mean the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from migagent.errors import InvalidLayoutError
+from migagent.layout.observed import Observation, ObservedGi, ObservedGpu
+from migagent.layout.profile import MigProfile, ci_profile_name
+from migagent.layout.strategy import GpuDevices, MigStrategy, advertised_counts, strategy_problems
+from migagent.node.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX
+
+
+class NotAdvertisableError(InvalidLayoutError):
+    """A layout the device plugin cannot advertise (compute instances smaller than their GI)."""
+
+
+def expected_resources(
+    observation: Observation, *, strategy: MigStrategy = MigStrategy.MIXED, include_full_gpus: bool = False
+) -> dict[str, int]:
+    """Resource name -> count the plugin, run with `strategy`, advertises for this layout.
+
+    Raises NotAdvertisableError when that plugin would exit on it (see migagent.layout.strategy).
+    include_full_gpus (mixed only): also expect `nvidia.com/gpu` for GPUs with MIG disabled; off by
+    default because under mixed only `nvidia.com/mig-*` is compared. Single and none always expect
+    `nvidia.com/gpu`: it is the one resource they advertise.
+    """
+    gpus = observed_devices(observation)
+    problems = strategy_problems(strategy, gpus)
+    if problems:
+        raise NotAdvertisableError(
+            f"the NVIDIA device plugin ({strategy} strategy) exits on this layout and advertises nothing:"
+            f" {'; '.join(problems)}"
+        )
+    counts = advertised_counts(strategy, gpus)
+    if strategy is MigStrategy.MIXED and not include_full_gpus:
+        counts.pop(GPU_RESOURCE, None)
+    return counts
+
+
+def observed_devices(observation: Observation) -> list[GpuDevices]:
+    """Each observed GPU as the device plugin sees it: MIG mode and the profile of every MIG device."""
+    return [
+        GpuDevices(
+            f"GPU {gpu.index}",
+            gpu.mig_current,
+            tuple(p for gi in gpu.gpu_instances for p in _gi_profiles(gpu, gi)) if gpu.mig_current else (),
+        )
+        for gpu in observation.gpus
+    ]
+
+
+def _gpu_label(gpu: ObservedGpu) -> str:
+    return f"GPU {gpu.index} ({gpu.name})"
+
+
+def _gi_profiles(gpu: ObservedGpu, gi: ObservedGi) -> list[MigProfile]:
+    table = gpu.profiles
+    where = f"{_gpu_label(gpu)}, GPU instance {gi.id} at {gi.placement}"
+    if table is None:
+        raise InvalidLayoutError(f"{where}: no profile table for this GPU, so its MIG devices cannot be named")
+    gi_profile = table.gi_profile(gi.profile_id)
+    if gi_profile is None:
+        raise InvalidLayoutError(f"{where}: GI profile id {gi.profile_id} is not in this GPU's profile table")
+    profiles = []
+    for ci in gi.compute_instances:
+        ci_profile = gi_profile.ci_profile(ci.profile_id)
+        if ci_profile is None:
+            raise InvalidLayoutError(f"{where}: CI profile id {ci.profile_id} is not offered by this GI profile")
+        profiles.append(ci_profile_name(gi_profile, ci_profile, table))
+    return profiles
+
+
+class AdvertisementMatcher(Protocol):
+    """An expectation that judges allocatable itself (migagent.node.advertisement.Expectation)."""
+
+    def matches(self, allocatable: Mapping[str, int]) -> tuple[bool, dict[str, tuple[int, int]]]: ...
+
+
+def advertisement_matches(
+    allocatable: Mapping[str, int], expected: Mapping[str, int] | AdvertisementMatcher
+) -> tuple[bool, dict[str, tuple[int, int]]]:
+    """(matches, diff): diff maps each differing resource to (advertised, expected).
+
+    Every expected resource must be advertised with its count; every other `nvidia.com/mig-*`
+    resource must be 0 or absent. Resources outside what was expected and not MIG are ignored.
+    An `AdvertisementMatcher` (sharing replicas, renames, what is unknown) applies its own rules.
+    """
+    if not isinstance(expected, Mapping):
+        return expected.matches(allocatable)
+    names = set(expected) | {name for name in allocatable if name.startswith(MIG_RESOURCE_PREFIX)}
+    diff = {
+        name: (allocatable.get(name, 0), expected.get(name, 0))
+        for name in sorted(names)
+        if allocatable.get(name, 0) != expected.get(name, 0)
+    }
+    return (not diff, diff)
+
+
+def describe_diff(diff: Mapping[str, tuple[int, int]]) -> str:
+    """`nvidia.com/mig-1g.10gb: advertised 0, expected 7; ...`"""
+    return "; ".join(f"{name}: advertised {have}, expected {want}" for name, (have, want) in diff.items())

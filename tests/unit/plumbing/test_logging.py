@@ -1,0 +1,95 @@
+"""Log format: JSON lines for daemons, console lines on a terminal, for structlog and stdlib loggers alike."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+import structlog
+
+from migagent.plumbing.logging import configure_logging
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.reset_defaults()
+
+
+def _lines(capsys: pytest.CaptureFixture[str], *, mentioning: str) -> list[str]:
+    """The stderr lines that mention `mentioning` (threads left over from other tests may log too)."""
+    return [line for line in capsys.readouterr().err.splitlines() if mentioning in line]
+
+
+def test_daemon_logs_are_one_json_object_per_line_with_level_and_timestamp(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging(json_logs=True, level=logging.INFO)
+    structlog.get_logger("migagent.test").info("host_layout_applied", config="all-balanced")
+    (line,) = _lines(capsys, mentioning="host_layout_applied")
+    record = json.loads(line)
+    assert record["event"] == "host_layout_applied"
+    assert record["config"] == "all-balanced"
+    assert record["level"] == "info"
+    assert record["timestamp"].endswith("Z")
+
+
+def test_library_warnings_in_daemon_mode_are_json_too_naming_their_logger(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging(json_logs=True, level=logging.INFO)
+    logging.getLogger("somelib.connectionpool").warning("Retrying (%s) after connection broken", "total=2")
+    (line,) = _lines(capsys, mentioning="somelib")
+    record = json.loads(line)
+    assert record["event"] == "Retrying (total=2) after connection broken"
+    assert record["level"] == "warning"
+    assert record["logger"] == "somelib.connectionpool"
+
+
+def test_a_library_exception_keeps_its_traceback_inside_the_json_line(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging(json_logs=True, level=logging.INFO)
+    try:
+        raise ConnectionResetError("peer went away")
+    except ConnectionResetError:
+        logging.getLogger("somelib.rest").exception("request failed")
+    (line,) = _lines(capsys, mentioning="somelib")
+    assert "ConnectionResetError: peer went away" in json.loads(line)["exception"]
+
+
+def test_library_info_chatter_is_dropped_unless_debugging(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging(json_logs=True, level=logging.INFO)
+    logging.getLogger("somelib.connectionpool").info("Starting new HTTPS connection")
+    assert _lines(capsys, mentioning="somelib") == []
+    configure_logging(json_logs=True, level=logging.DEBUG)
+    logging.getLogger("somelib.connectionpool").info("Starting new HTTPS connection")
+    assert json.loads(_lines(capsys, mentioning="somelib")[0])["event"] == "Starting new HTTPS connection"
+
+
+def test_configuring_twice_does_not_print_library_records_twice(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging(json_logs=True)
+    configure_logging(json_logs=True)
+    logging.getLogger("somelib").warning("once")
+    assert len(_lines(capsys, mentioning="somelib")) == 1
+
+
+def test_console_logs_are_readable_text_not_json(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging(json_logs=False, level=logging.INFO)
+    structlog.get_logger("migagent.test").info("host_layout_applied", config="all-balanced")
+    logging.getLogger("somelib.connectionpool").warning("Retrying GET")
+    err = capsys.readouterr().err
+    (ours,) = [line for line in err.splitlines() if "host_layout_applied" in line]
+    (library,) = [line for line in err.splitlines() if "somelib.connectionpool" in line]
+    for line in (ours, library):
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(line)
+    assert "config=all-balanced" in ours
+    assert "Retrying GET" in library
+
+
+def test_without_a_choice_the_format_follows_whether_stderr_is_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    # Under pytest, stderr is a capture buffer, as under systemd or a container runtime: JSON.
+    configure_logging(level=logging.INFO)
+    structlog.get_logger("migagent.test").info("started")
+    assert json.loads(_lines(capsys, mentioning="started")[0])["event"] == "started"
