@@ -61,6 +61,10 @@ class _Fields:
         self._data: dict[str, object] = value
         self.path = path
 
+    @property
+    def raw(self) -> dict[str, object]:
+        return self._data
+
     def _at(self, key: str) -> str:
         return f"{self.path}.{key}"
 
@@ -184,19 +188,19 @@ def _in_layouts(layouts: Layouts, name: str | None, where: str) -> None:
         raise _WrongFieldError(f"{where}: {_show(name)} is not a layout of the rollout's layouts (valid: {valid})")
 
 
-def _layouts(stored: StoredObject, known: Layouts | None) -> Layouts:
+def _layouts(stored: StoredObject, known: RolloutState | None) -> Layouts:
     if LAYOUTS_KEY not in stored.data:
         raise _WrongFieldError(f"no {LAYOUTS_KEY!r} key (the layout file the rollout was started with)")
     text = stored.data[LAYOUTS_KEY]
-    if known is not None and known.text == text:
-        return known
+    if known is not None and known.layouts.text == text:
+        return known.layouts
     try:
         return Layouts.parse(text, source=f"key {LAYOUTS_KEY!r}")
     except InvalidLayoutError as error:
         raise _WrongFieldError(" ".join(str(error).split())) from None
 
 
-def _state(rollout: str, stored: StoredObject, known: Layouts | None) -> RolloutState:
+def _state(rollout: str, stored: StoredObject, known: RolloutState | None) -> RolloutState:
     if STATE_KEY not in stored.data:
         raise _WrongFieldError(f"no {STATE_KEY!r} key")
     try:
@@ -206,7 +210,8 @@ def _state(rollout: str, stored: StoredObject, known: Layouts | None) -> Rollout
     name = top.text("name")
     if name != rollout:
         raise _WrongFieldError(f"state.name: {_show(name)}, but the object is rollout {rollout!r}'s")
-    spec = _spec(top.nested("spec"))
+    spec_fields = top.nested("spec")
+    spec = known.spec if known is not None and spec_fields.raw == known.spec.to_json() else _spec(spec_fields)
     layouts = _layouts(stored, known)
     _in_layouts(layouts, spec.layout, "state.spec.layout")
     mode = top.choice("mode", Mode, Mode.ROLLOUT)
@@ -230,9 +235,10 @@ def _state(rollout: str, stored: StoredObject, known: Layouts | None) -> Rollout
     )
 
 
-def decode(rollout: str, stored: StoredObject, known: Layouts | None = None) -> RolloutState:
-    """The rollout in `stored`, its layouts parsed once (`known` is reused while the text is the same);
-    CorruptStateError says what is wrong with it and how to repair or remove it."""
+def decode(rollout: str, stored: StoredObject, known: RolloutState | None = None) -> RolloutState:
+    """The rollout in `stored`; its spec (--max-unavailable and the rest) and its layouts are taken from
+    `known`, the same rollout read before, while they are unchanged, so a driver that reads the object
+    at every look parses them once. CorruptStateError says what is wrong and how to repair or remove it."""
     try:
         return _state(rollout, stored, known)
     except _WrongFieldError as wrong:

@@ -18,7 +18,7 @@ from migagent.rollout.codec import StoredObject, decode
 from migagent.rollout.driver import RolloutDriver
 from migagent.rollout.errors import CorruptStateError, HeldElsewhereError, RolloutError
 from migagent.rollout.port import RolloutListener, RolloutPort, new_holder
-from migagent.rollout.state import NodeStatus, Phase
+from migagent.rollout.state import NodeStatus, Phase, RolloutState
 
 
 class StatePort(RolloutPort, Protocol):
@@ -46,6 +46,7 @@ def run_controller(
     holder = new_holder()
     drivers: dict[str, RolloutDriver] = {}
     unreadable = _Unreadable(listener)
+    read: dict[str, RolloutState] = {}  # each rollout as last read: its spec and layouts parsed once
     while not stop.is_set():
         try:
             stored_states = api.list_states()
@@ -56,7 +57,7 @@ def run_controller(
         for stored in stored_states:
             name = stored.rollout
             try:
-                state = decode(name, stored)
+                state = read[name] = decode(name, stored, read.get(name))
             except CorruptStateError as error:
                 unreadable.say(name, stored.resource_version, error)
                 continue

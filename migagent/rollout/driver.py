@@ -34,7 +34,7 @@ from migagent.rollout.ownership import EVENT_REASON, changed_elsewhere, layout_l
 from migagent.rollout.port import LiveNode, RolloutListener, RolloutPort, gpu_pods, new_holder
 from migagent.rollout.reports import AgentAnswer, agent_phase, answer, attempt, failure_reason
 from migagent.rollout.scope import FORGIVE_CURRENT, impact_of
-from migagent.rollout.state import Layouts, Mode, NodeRecord, NodeStatus, Phase, RolloutState
+from migagent.rollout.state import Mode, NodeRecord, NodeStatus, Phase, RolloutState
 
 log = structlog.get_logger(__name__)
 
@@ -58,8 +58,8 @@ class RolloutDriver:
         self.holder = holder or new_holder()
         self._poll_s = poll_s
         self._stop = stop or threading.Event()
-        self._layouts: Layouts | None = None
-        """The rollout's layouts, parsed at the first look and reused while the object keeps the same text."""
+        self._last: RolloutState | None = None
+        """The rollout as last read: its spec and layouts are reused while the object keeps them."""
 
     # --- the object ---------------------------------------------------------------------------------
 
@@ -67,9 +67,8 @@ class RolloutDriver:
         stored = self._port.read_state(self._name)
         if stored is None:
             raise RolloutError(f"no rollout {self._name} (no state object); start it with `migagent rollout start`")
-        state = decode(self._name, stored, self._layouts)
-        self._layouts = state.layouts
-        return state
+        self._last = decode(self._name, stored, self._last)
+        return self._last
 
     def _write(self, state: RolloutState) -> RolloutState:
         """A conditional write (StateConflictError when someone wrote since); returns it at its new version."""

@@ -53,7 +53,8 @@ GPU_OPERATOR = Variant("gpu-operator", delete_namespaces=("gpu-operator",))
 STANDALONE_DELETE_POD = Variant("standalone", ("delete-pod-restart",), delete_namespaces=("nvidia-device-plugin",))
 STANDALONE = Variant("standalone")
 FORCE_DELETE = Variant("gpu-operator", ("force-delete",), delete_namespaces=("gpu-operator", "*"))
-VARIANTS = (GPU_OPERATOR, STANDALONE, STANDALONE_DELETE_POD, FORCE_DELETE)
+ROLLOUT_CONTROLLER = Variant("gpu-operator", ("rollout-controller",), delete_namespaces=("gpu-operator",))
+VARIANTS = (GPU_OPERATOR, STANDALONE, STANDALONE_DELETE_POD, FORCE_DELETE, ROLLOUT_CONTROLLER)
 
 
 def _key(obj: JsonDict) -> Key:
@@ -144,15 +145,16 @@ class Deployer:
                 )
             time.sleep(0.2)
 
-    def agent(self, objects: list[JsonDict], node: str) -> Identity:
-        """The rendered service account, authenticated by a token bound to a pod on `node`."""
-        metadata = only(objects, "ServiceAccount")["metadata"]
-        key = (metadata["namespace"], metadata["name"], node)
+    def agent(self, objects: list[JsonDict], node: str, *, service_account: str | None = None) -> Identity:
+        """The agent's rendered service account (the DaemonSet's), or `service_account` of the agent's
+        namespace, authenticated by a token bound to a pod on `node`."""
+        daemonset = only(objects, "DaemonSet")
+        namespace = daemonset["metadata"]["namespace"]
+        name = service_account or daemonset["spec"]["template"]["spec"]["serviceAccountName"]
+        key = (namespace, name, node)
         if key not in self._tokens:
             self.plane.ensure_node(node)
-            self._tokens[key] = self.plane.agent_identity(
-                namespace=metadata["namespace"], service_account=metadata["name"], node=node
-            )
+            self._tokens[key] = self.plane.agent_identity(namespace=namespace, service_account=name, node=node)
         return self._tokens[key]
 
 

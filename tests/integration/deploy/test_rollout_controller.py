@@ -86,7 +86,10 @@ def test_the_controller_drives_a_rollout_under_its_own_rbac_and_admission(pool: 
     finally:
         stop.set()
         thread.join(10.0)
-    assert [e for e, _ in recorder.events if e.startswith("controller_")] == []  # no call was refused
+    # No call was refused. A step may be retried when a Node moved on between the controller's read and
+    # its conditional relabel (the agents write their Nodes): it reads again and decides again.
+    retried = [f for e, f in recorder.events if e.startswith("controller_")]
+    assert all("changed since it was read" in str(f.get("error")) for f in retried), retried
     assert [e["mode"] for e in recorder.named("done")] == ["rollout"]
     assert all(pool.labels(name)[MIG_CONFIG_LABEL] == TARGET for name in pool.nodes)
     assert monitor.relabels == dict.fromkeys(pool.nodes, 1)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from migagent.rollout.budget import MaxUnavailable
 from migagent.rollout.codec import decode, encode
@@ -53,10 +53,14 @@ def test_the_state_round_trips_through_its_object() -> None:
     assert again == RolloutState(**{**original.__dict__, "resource_version": "7"})
 
 
-def test_the_layouts_are_parsed_once_while_the_object_keeps_the_same_text() -> None:
+def test_the_spec_and_layouts_are_parsed_once_while_the_object_keeps_them() -> None:
     first = decode("r", Stored(encode(state())))
-    again = decode("r", Stored(encode(state())), first.layouts)
+    again = decode("r", Stored(encode(replace(state(), waves=3))), first)
     assert again.layouts.file is first.layouts.file
+    assert again.spec.max_unavailable is first.spec.max_unavailable
+    assert again.waves == 3
+    changed = decode("r", Stored(encode(replace(state(), spec=replace(state().spec, canary=2)))), first)
+    assert changed.spec.canary == 2
     assert decode("r", Stored(encode(state()))).layouts.file is not first.layouts.file
 
 
