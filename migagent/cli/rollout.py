@@ -18,7 +18,6 @@ label someone else changes is left alone (and said to be); each node's agent doe
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import signal
 import sys
@@ -38,7 +37,8 @@ from migagent.cli.rollout_flags import (
     add_start,
 )
 from migagent.cli.rollout_plan import print_plan, rollout_preview
-from migagent.cli.rollout_view import JsonEvents, LiveTable, ending_lines, headline, node_rows, table
+from migagent.cli.rollout_status import run_status
+from migagent.cli.rollout_view import JsonEvents, LiveTable, ending_lines
 from migagent.cli.signals import signals_handled
 from migagent.cli.status import _default_kubeconfig
 from migagent.clock import Clock, SystemClock
@@ -50,7 +50,7 @@ from migagent.node.port import NodeView
 from migagent.rollout.codec import decode, encode
 from migagent.rollout.controller import run_controller
 from migagent.rollout.driver import RolloutDriver
-from migagent.rollout.errors import CorruptStateError, HeldElsewhereError, RolloutError
+from migagent.rollout.errors import HeldElsewhereError, RolloutError
 from migagent.rollout.ownership import layout_label
 from migagent.rollout.port import RolloutListener, create, new_holder
 from migagent.rollout.scope import Targets, initial_state, one_layout, resumed, undo_state
@@ -245,42 +245,7 @@ def _run_undo(args: argparse.Namespace) -> int:
 
 def _run_status(args: argparse.Namespace) -> int:
     clock = SystemClock()
-    api = _api(args, clock)
-    if args.name is None:
-        return _status_all(args, api)
-    stored = api.read_state(args.name)
-    if stored is None:
-        raise RolloutError(f"no rollout {args.name}")
-    state = decode(args.name, stored)
-    if args.output == "json":
-        print(json.dumps(state.to_json(), indent=2, sort_keys=True))
-        return 0
-    print(headline(state))
-    if state.holder and state.holder_expires > clock.wall():
-        print(f"driven by {state.holder}")
-    for reason in state.reasons:
-        print(f"  {reason}")
-    for line in table(node_rows(state, {}, clock.wall())):
-        print(line)
-    return 0
-
-
-def _status_all(args: argparse.Namespace, api: RolloutApi) -> int:
-    """Every rollout's headline; one that cannot be read is said on stderr (exit 1), the others listed."""
-    states: list[RolloutState] = []
-    unreadable = 0
-    for stored in api.list_states():
-        try:
-            states.append(decode(stored.rollout, stored))
-        except CorruptStateError as error:
-            print(f"migagent rollout: {error}", file=sys.stderr)
-            unreadable += 1
-    if args.output == "json":
-        print(json.dumps([s.to_json() for s in states], indent=2, sort_keys=True))
-    else:
-        for state in states:
-            print(headline(state))
-    return 1 if unreadable else 0
+    return run_status(args, _api(args, clock), clock)
 
 
 # --- controller ----------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from kubernetes.client import ApiClient, CoreV1Api, PolicyV1Api, V1ConfigMap, V1ObjectMeta
+from kubernetes.client import ApiClient, CoreV1Api, PolicyV1Api, V1ConfigMap, V1Namespace, V1ObjectMeta
 from kubernetes.client.exceptions import ApiException
 
 from migagent.clock import Clock
@@ -36,6 +36,7 @@ from migagent.node.port import NodeChangedError, NodeView, PodView
 _TIMEOUT_S = (5.0, 30.0)
 _HTTP_NOT_FOUND = 404
 _HTTP_CONFLICT = 409
+_RESTRICTED = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "warn", "audit")}
 
 
 class StateConflictError(TransientError):
@@ -178,26 +179,42 @@ class RolloutApi:
         ]
 
     def create_state(self, rollout: str, data: Mapping[str, str]) -> str | None:
-        """Create the object; its resourceVersion, or None when it exists already (409 AlreadyExists)."""
+        """Create the object; its resourceVersion, or None when it exists already (409 AlreadyExists). The
+        first one creates the namespace too where it does not exist yet (an install without the
+        rollout-controller component, whose namespace.yaml it matches)."""
         name = state_object_name(rollout)
         body = V1ConfigMap(
             metadata=V1ObjectMeta(name=name, namespace=self.namespace, labels={ROLLOUT_LABEL: rollout}),
             data=dict(data),
         )
         call = f"create configmap {self.namespace}/{name}"
-        try:
+
+        def create() -> str:
             return self._conditional(
                 call, lambda: self._core.create_namespaced_config_map(self.namespace, body, _request_timeout=_TIMEOUT_S)
             )
+
+        try:
+            try:
+                return create()
+            except PermanentError as error:
+                if not (isinstance(error.__cause__, ApiException) and error.__cause__.status == _HTTP_NOT_FOUND):
+                    raise
+                self._create_namespace()
+                return create()
         except StateConflictError:
             return None
-        except PermanentError as error:
-            if isinstance(error.__cause__, ApiException) and error.__cause__.status == _HTTP_NOT_FOUND:
-                raise PermanentError(
-                    f"{call}: namespace {self.namespace} does not exist; apply deploy/ (its base creates it), or"
-                    " name another with --namespace"
-                ) from error
-            raise
+
+    def _create_namespace(self) -> None:
+        call = f"create namespace {self.namespace} (where rollout state objects live)"
+        body = V1Namespace(metadata=V1ObjectMeta(name=self.namespace, labels=dict(_RESTRICTED)))
+        try:
+            with classified(call):
+                self._core.create_namespace(body, _request_timeout=_TIMEOUT_S)
+        except TransientError as error:
+            cause = error.__cause__
+            if not (isinstance(cause, ApiException) and cause.status == _HTTP_CONFLICT):  # another start made it
+                raise
 
     def replace_state(self, rollout: str, data: Mapping[str, str], resource_version: str) -> str:
         """Replace the object only if it is still at `resource_version`; StateConflictError otherwise."""

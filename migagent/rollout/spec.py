@@ -22,22 +22,20 @@ class SpecValueError(ValueError):
     """A value no rollout can run with; the message says what would be valid, not where it came from."""
 
 
-def rollout_name(text: str) -> str:
-    if len(text) > _NAME_MAX or _NAME.fullmatch(text) is None:
+def _named(text: str, pattern: re.Pattern[str], what: str) -> str:
+    if len(text) > _NAME_MAX or pattern.fullmatch(text) is None:
         raise SpecValueError(
-            f"{text!r}: give lower-case letters, digits, '-' and '.', starting and ending with a letter or"
-            f" digit, at most {_NAME_MAX} characters (it names the state object migagent-rollout-NAME)"
+            f"{text!r}: {what}, starting and ending with a letter or digit, at most {_NAME_MAX} characters"
         )
     return text
+
+
+def rollout_name(text: str) -> str:
+    return _named(text, _NAME, "give lower-case letters, digits, '-' and '.' (it names migagent-rollout-NAME)")
 
 
 def namespace_name(text: str) -> str:
-    if len(text) > _NAME_MAX or _NAMESPACE.fullmatch(text) is None:
-        raise SpecValueError(
-            f"{text!r}: a namespace name is lower-case letters, digits and '-', starting and ending with a letter"
-            f" or digit, at most {_NAME_MAX} characters"
-        )
-    return text
+    return _named(text, _NAMESPACE, "a namespace name is lower-case letters, digits and '-'")
 
 
 def node_count(value: int) -> int:

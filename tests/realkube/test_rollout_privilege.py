@@ -2,7 +2,7 @@
 controller makes, through the production adapter (kube/rollout_api.py) as its service account with a
 pod-bound token, is allowed; every ConfigMap outside its own namespace (the layouts first) is refused,
 as are create and delete. RBAC cannot narrow a ConfigMap list by name or label, so the state objects
-live in a namespace of their own (deploy/base/rollouts-namespace.yaml)."""
+live in a namespace of their own (deploy/components/rollout-controller/namespace.yaml)."""
 
 from __future__ import annotations
 
@@ -84,3 +84,11 @@ def test_the_controller_reaches_no_configmap_outside_its_namespace_and_creates_o
         with pytest.raises(HttpError) as error:
             call()
         assert error.value.status == 403, error.value.body
+
+
+def test_without_the_component_the_first_start_creates_the_state_namespace(control_plane: ControlPlane) -> None:
+    admin = _api(control_plane, control_plane.admin, namespace="rollouts-first-start")
+    assert admin.create_state("first", STATE) is not None
+    namespace = control_plane.rest(control_plane.admin).get("/api/v1/namespaces/rollouts-first-start")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert admin.create_state("first", STATE) is None  # exists already: another start made it

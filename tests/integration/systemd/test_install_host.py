@@ -65,7 +65,7 @@ def test_an_upgrade_switches_releases_atomically_while_what_runs_keeps_its_own_a
     # What host mode is across an upgrade: a process of the first release that imports lazily, later.
     later = "input(); import migagent.cli.rollout, migagent; print(migagent.__file__)"
     running = subprocess.Popen(
-        [str(first / "bin" / "python"), "-c", later],
+        [str(first / "bin" / "python"), "-I", "-c", later],  # -I: not the checkout in the working directory
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
     try:
