@@ -38,11 +38,11 @@ from migagent.nvml.mode import ModeActivation
 from migagent.plumbing.logging import configure_logging
 from migagent.reconcile.ports import NodeDriver
 from migagent.reconcile.retry import RetryPolicy
-from migagent.sim.fakelib_backend import nvml_for
 from migagent.sim.reset import SimResetRunner
 from migagent.sources.node_label import WatchSettings
 from migagent.wiring import AgentOptions
 from migagent_sim.cluster import PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig
+from migagent_sim.fakelib.backend import nvml_for
 
 NODE = SimClusterConfig(spec="2xH100-80GB-SXM", start_layout="all-1g.10gb")
 TARGET = "all-balanced"

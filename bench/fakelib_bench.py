@@ -25,7 +25,7 @@ from migagent.catalog import Placement
 from migagent.nvml.driver import GpuDriver
 from migagent.nvml.system import system_nvml
 from migagent.sim.fake_nvml import FakeNvml
-from migagent.sim.fakelib_backend import bind
+from migagent_sim.fakelib.backend import bind
 from migagent.sim.reset import SimResetRunner
 
 repeats, state = int(sys.argv[1]), sys.argv[2]

@@ -28,19 +28,9 @@ from migagent.reconcile.journal import FileJournal, JournalRecord, desired_node_
 from migagent.reconcile.machine import ApplyEngine
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.reset import SimResetRunner
+from migagent_sim.doubles.layouts import ALL_1G_AND_BALANCED
 
-LAYOUTS = """\
-version: v1
-mig-configs:
-  all-1g.10gb:
-    - devices: all
-      mig-enabled: true
-      mig-devices: {"1g.10gb": 7}
-  all-balanced:
-    - devices: all
-      mig-enabled: true
-      mig-devices: {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
-"""
+LAYOUTS = ALL_1G_AND_BALANCED
 
 
 class TimedJournal(FileJournal):

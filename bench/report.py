@@ -39,6 +39,7 @@ BLOCKS = (
     Block("planner", ("-m", "bench.planner_bench")),
     Block("agent", ("-m", "bench.agent_bench")),
     Block("journal", ("-m", "bench.journal_bench")),
+    Block("demand", ("-m", "bench.demand_bench")),
     Block("compare", ("-m", "bench.compare", "{base}", "--runs", "7")),
     Block("compare-journal", ("-m", "bench.compare", "{base}", "--runs", "3", "--probe", "journal", "--gpus", "16")),
 )

@@ -93,10 +93,13 @@ def refuse_directory(path: Path) -> None:
         raise IsADirectoryError(errno_codes.EISDIR, os.strerror(errno_codes.EISDIR), str(path))
 
 
-def write_atomically(path: Path, payload: bytes, *, what: str, sync_directory: bool = True) -> None:
+def write_atomically(
+    path: Path, payload: bytes, *, what: str, sync_directory: bool = True, sync_file: bool = True
+) -> None:
     """Replace `path` with `payload` so that a crash leaves the old content or the new, never a mix.
 
-    Raises StorageError (path and errno) when the disk refuses; no temporary file is left behind."""
+    `sync_file=False` keeps that promise for a killed process (the rename is atomic) but not for a
+    power cut. Raises StorageError (path and errno) when the disk refuses; no temporary file is left."""
     try:
         make_directory(path.parent)
         refuse_directory(path)
@@ -104,7 +107,8 @@ def write_atomically(path: Path, payload: bytes, *, what: str, sync_directory: b
         try:
             try:
                 _write_all(fd, payload)
-                os.fsync(fd)
+                if sync_file:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
             os.replace(temp, path)

@@ -1,8 +1,9 @@
 """Reading, for one attempt, whether the last failure's back-off still holds (attempt.backoff).
 
 The digest is taken the same way at a failed attempt's start (before its first write) and at every
-later check, so equal digests mean nothing the attempt depended on changed. The pods count only for
-a layout that resolves: a refused layout is not asked about who uses the GPUs.
+later check, so equal digests mean nothing the attempt depended on changed. It takes what the attempt
+read (`AttemptReads`: the layout bytes, the observation, the pods), never reading them again. The pods
+count only for a layout that resolves: a refused layout is not asked about who uses the GPUs.
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ import structlog
 from migagent.attempt.backoff import RetryHold, depends_on
 from migagent.attempt.notes import check_advertisable
 from migagent.attempt.ports import AgentPorts, AgentSettings
+from migagent.attempt.reads import AttemptReads
 from migagent.errors import InvalidLayoutError, StorageError
-from migagent.layout.parse import parse_layout
-from migagent.layout.resolve import identity_of, resolve_config
 from migagent.node.port import NodeView, PodView
 
 log = structlog.get_logger(__name__)
@@ -28,23 +28,17 @@ class BackoffCheck:
         self._p = ports
         self._settings = settings
 
-    def digest(self, node: NodeView, name: str, *, pods: Sequence[PodView] | None = None) -> str:
-        """What an attempt applying `name` depends on, now (`pods`: the node's pods, when just listed)."""
-        path = self._settings.config_file
+    def digest(self, node: NodeView, reads: AttemptReads) -> str:
+        """What an attempt applying `reads.name` depends on, from what the attempt read (or reads now)."""
+        observation = reads.observation()
         try:
-            layout_text = path.read_bytes()
-        except OSError:
-            layout_text = b""
-        observation = self._p.driver.observe()
-        try:
-            layout = parse_layout(layout_text.decode("utf-8", "replace"), source=str(path))
-            desired = resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus])
+            desired = reads.desired()
             check_advertisable(desired, observation, self._settings.mig_strategy)
-            listed = list(pods) if pods is not None else self._p.api.list_pods_on_node()
+            listed: Sequence[PodView] = reads.pods()
         except InvalidLayoutError:  # NotAdvertisableError and LayoutSelectsNoGpuError included
             listed = []
         found = depends_on(
-            layout_text=layout_text, observation=observation, gpu_pods=listed, allocatable=node.allocatable
+            layout_text=reads.layout_bytes, observation=observation, gpu_pods=listed, allocatable=node.allocatable
         )
         return f"{found}:{self._own_state()}"
 
@@ -61,12 +55,13 @@ class BackoffCheck:
         own = repr((settings.mig_strategy, getattr(settings, "gate", None), settings.force_delete, storage))
         return hashlib.sha256(own.encode()).hexdigest()[:16]
 
-    def holds(self, hold: RetryHold | None, node: NodeView, name: str) -> bool:
+    def holds(self, hold: RetryHold | None, node: NodeView, reads: AttemptReads) -> bool:
         """True while the retry time has not come, the label is the same and nothing else changed."""
+        name = reads.name
         if hold is None or hold.due(now=self._p.clock.wall(), label=name):
             return False
         try:
-            changed = hold.depends is not None and self.digest(node, name) != hold.depends
+            changed = hold.depends is not None and self.digest(node, reads) != hold.depends
         except Exception as exc:  # what cannot be read now would fail the attempt too: keep holding
             log.info("held_dependencies_unreadable", error=str(exc))
             changed = False
@@ -77,13 +72,15 @@ class BackoffCheck:
         return True
 
     def after_failure(
-        self, node: NodeView | None, label: str | None, *, depends: str | None, failures: int
+        self, node: NodeView | None, reads: AttemptReads | None, *, depends: str | None, failures: int
     ) -> RetryHold:
         """The hold a failed attempt leaves. `depends`: its digest taken before its first write; None
-        when it failed before disturbing anything, so the node is as it found it: digested now."""
-        if depends is None and node is not None and label is not None:
+        when it failed before disturbing anything, so the node is as it found it: digested from what
+        the attempt read (what it could not read is read now)."""
+        label = reads.name if reads is not None else None
+        if depends is None and node is not None and reads is not None:
             try:
-                depends = self.digest(node, label)
+                depends = self.digest(node, reads)
             except Exception:  # unreadable now: then only the time and the label hold
                 depends = None
         delay = self._settings.retry.failure_delay(failures)

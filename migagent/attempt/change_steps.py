@@ -20,7 +20,7 @@ from migagent.layout.observed import Observation
 from migagent.node.names import ConditionReason, EventReason
 from migagent.node.status import StatusReporter
 from migagent.planning import Plan
-from migagent.reconcile.journal import desired_node_hash
+from migagent.reconcile.machine import Planned
 from migagent.reconcile.result import ApplyOutcome
 
 log = structlog.get_logger(__name__)
@@ -67,10 +67,11 @@ def apply_change(ports: AgentPorts, status: StatusReporter, target: Target, *, c
     name, steps = target.name, target.steps
     result = ports.engine.apply(
         target.desired,
-        layout_hash=desired_node_hash(target.desired),
+        layout_hash=target.layout_hash,
         config_name=name,
         planner=target.planner,
         checkpoint=checkpoint,
+        planned=Planned(steps, target.observation),
     )
     kept, destroyed, created = (sum(len(getattr(g, k)) for g in steps.gpus) for k in ("keep", "destroy", "create"))
     ports.listener.instances_changed(kept, destroyed, created)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Protocol
 
@@ -34,6 +35,7 @@ from migagent.node.drain import DrainPlanner, PodDeviceHolding
 from migagent.node.drain_scope import PlanChanges, gi_workloads
 from migagent.node.port import PodView
 from migagent.planning import Plan, plan
+from migagent.reconcile.journal import desired_node_hash
 from migagent.reconcile.machine import Planner
 
 log = structlog.get_logger(__name__)
@@ -80,7 +82,12 @@ class Target:
     planner: Planner = plan
     evict: tuple[PodView, ...] = ()
     pods: tuple[PodView, ...] | None = None
-    """The node's pods the gate judged (None: not listed yet); the back-off's digest reuses them."""
+    """The node's pods the gate judged (None: not listed yet)."""
+
+    @cached_property
+    def layout_hash(self) -> str:
+        """The journal's key for this desired layout, and the Node's `desired` annotation: hashed once."""
+        return desired_node_hash(self.desired)
 
 
 def plan_and_gate(
@@ -101,7 +108,8 @@ def plan_and_gate(
     def planner(seen: Observation, wanted: DesiredNode) -> Plan:
         return plan(seen, wanted, workloads=workloads)
 
-    steps = planner(target.observation, target.desired)
+    # With no pod on any GI the fewest-evicted plan is the one already made: not planned again.
+    steps = planner(target.observation, target.desired) if workloads else target.steps
     decision = decide_drain(api, steps, target.observation, holdings, pods, force_delete=force_delete, gate=gate)
     return Target(target.name, target.desired, target.observation, steps, planner, decision.evict, tuple(pods))
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import structlog
 
-from migagent.attempt.gate import HoldingsLister
+from migagent.attempt.gate import HoldingsLister, Target
 from migagent.attempt.notes import plan_summary
 from migagent.attempt.supersede import LayoutSuperseded
 from migagent.attempt.undo import ApplyFailedError, AttemptMarker
 from migagent.clock import Clock
-from migagent.layout.desired import DesiredNode
 from migagent.layout.observed import Observation
 from migagent.node.drain_scope import gi_pods
 from migagent.node.names import (
@@ -33,8 +32,6 @@ from migagent.node.status import (
     plan_annotation,
     reports_success,
 )
-from migagent.planning import Plan
-from migagent.reconcile.journal import desired_node_hash
 
 log = structlog.get_logger(__name__)
 
@@ -62,18 +59,19 @@ class NodeReport:
             return observed_annotation(observation)
         return observed_annotation(observation, gi_pods(observation, holdings))
 
-    def pending(self, name: str, desired: DesiredNode, steps: Plan, *, attempt: int) -> None:
-        marker = AttemptMarker(attempt, name, self._clock.wall())
+    def pending(self, target: Target, *, attempt: int) -> None:
+        marker = AttemptMarker(attempt, target.name, self._clock.wall())
         self._status.pending(
-            desired_annotation(name, desired_node_hash(desired)),
-            f"applying layout {name}: {plan_summary(steps)}",
+            desired_annotation(target.name, target.layout_hash),
+            f"applying layout {target.name}: {plan_summary(target.steps)}",
             attempt=marker.to_annotation(),
         )
 
-    def already_applied(self, node: NodeView, name: str, desired: DesiredNode, observation: Observation) -> bool:
+    def already_applied(self, node: NodeView, target: Target) -> bool:
         """Report success unless the Node already says so (idle re-checks write nothing); True if it did."""
-        wanted = desired_annotation(name, desired_node_hash(desired))
-        observed = self.observed(observation)
+        name = target.name
+        wanted = desired_annotation(name, target.layout_hash)
+        observed = self.observed(target.observation)
         if reports_success(node, wanted):
             if observed != node.annotations.get(OBSERVED_ANNOTATION):
                 # Pods came or went since: the annotation alone, no state change, no Event.
@@ -82,8 +80,9 @@ class NodeReport:
         self._status.succeeded(desired=wanted, observed=observed, message=f"layout {name} is applied")
         return False
 
-    def success(self, name: str, desired: DesiredNode, after: Observation, steps: Plan) -> None:
-        """`success`, only while the label still names `name`, conditional on the resourceVersion read."""
+    def success(self, target: Target, after: Observation) -> None:
+        """`success`, only while the label still names the layout, conditional on the resourceVersion read."""
+        name, steps = target.name, target.steps
         for _ in range(SUCCESS_WRITE_TRIES):
             node = self._api.get_node()
             label = node.labels.get(MIG_CONFIG_LABEL)
@@ -91,7 +90,7 @@ class NodeReport:
                 raise LayoutSuperseded(label)
             try:
                 self._status.succeeded(
-                    desired=desired_annotation(name, desired_node_hash(desired)),
+                    desired=desired_annotation(name, target.layout_hash),
                     observed=self.observed(after),
                     plan=plan_annotation(steps),
                     message=f"layout {name} applied: {plan_summary(steps)}",

@@ -67,3 +67,21 @@ def may_follow(previous: AgentPhase | None, phase: AgentPhase) -> bool:
     if phase is AgentPhase.OBSERVE and previous in SUPERSEDE_FROM:
         return True
     return ORDER.index(phase) >= ORDER.index(previous)
+
+
+class PhaseOrderError(RuntimeError):
+    """A phase started where `may_follow` forbids it: a fault in the attempt's own flow, never the node's."""
+
+
+class PhaseOrder:
+    """The phase an attempt is in, moved only as `may_follow` allows: the order is checked as the
+    agent runs, so a flow that would, say, drain before it cordons fails before it drains."""
+
+    def __init__(self) -> None:
+        self.current: AgentPhase | None = None
+
+    def enter(self, phase: AgentPhase) -> None:
+        if not may_follow(self.current, phase):
+            shown = self.current.value if self.current is not None else "the start"
+            raise PhaseOrderError(f"phase {phase.value} cannot follow {shown}")
+        self.current = phase

@@ -2,12 +2,16 @@
 
     read node -> held by a failed attempt's back-off and nothing it depends on changed? done.
     -> OBSERVE (layout file, NVML) -> PLAN -> nothing to do? report success, done.
+       (the layout bytes, the observation, the pods and the resolved layout are read once, into
+       `AttemptReads`, and shared by the back-off digest, the preflight, the plan and the gate)
     else: PLAN again with the pods per GI (fewest evicted) -> safety gate (attempt.gate): a change
           that needs pods gone that cannot be evicted is refused here, before any write to the Node
           -> pending -> CORDON -> PAUSE (device plugin) -> DRAIN (only pods on disturbed devices)
           -> APPLY (journaled engine) -> RESTART_PLUGIN -> READVERTISE -> success -> UNCORDON
     a label changed at a safe point of DRAIN..READVERTISE: back to OBSERVE, keeping the window open.
 
+The plan travels on in `Target` with its hash; the engine runs it as it is unless the GPUs changed.
+`PhaseOrder` checks each phase's start against `phases.may_follow` as the attempt runs.
 Every disturbance of the node and its undo belongs to the attempt's `ChangeWindow`
 (attempt.change_window); `_fail` is the one place that unwinds it and reports `failed`. The window
 starts with whatever an interrupted attempt left on the Node, so a restarted agent finishes or
@@ -17,7 +21,7 @@ undoes that too. Status writes are attempt.node_report's.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import structlog
@@ -30,16 +34,15 @@ from migagent.attempt.change_window import ChangeWindow
 from migagent.attempt.gate import Target, plan_and_gate
 from migagent.attempt.node_report import NodeReport
 from migagent.attempt.notes import check_advertisable
-from migagent.attempt.phases import AgentPhase, Outcome
+from migagent.attempt.phases import AgentPhase, Outcome, PhaseOrder
 from migagent.attempt.ports import AgentPorts, AgentSettings, PhaseHook, ReconcileReport
 from migagent.attempt.preflight import Preflight
+from migagent.attempt.reads import AttemptReads
 from migagent.attempt.supersede import LabelCheckpoint, LayoutSuperseded
 from migagent.attempt.undo import ApplyFailedError, AttemptMarker, StopRequested, failure_reason
-from migagent.layout.parse import load_layout_file
-from migagent.layout.resolve import identity_of, resolve_config
 from migagent.node.names import ATTEMPT_ANNOTATION, MIG_CONFIG_LABEL, NEXT_RETRY_ANNOTATION
 from migagent.node.names import EventReason as Event
-from migagent.node.port import NodeView, PodView
+from migagent.node.port import NodeView
 from migagent.node.status import StatusReporter
 from migagent.planning import plan
 
@@ -83,9 +86,10 @@ class NodeReconcile:
         )
         self._advertisement = Advertisement(ports, settings, self._status, stop=stop)
         self._backoff = BackoffCheck(ports, settings)
-        self._phase: AgentPhase | None = None
+        self._order = PhaseOrder()
         self._attempt = 1
         self._layout: str | None = None
+        self._reads: AttemptReads | None = None
         self._node: NodeView | None = None
         self._log = log.bind(node=ports.api.node_name)
 
@@ -115,49 +119,53 @@ class NodeReconcile:
             self._report.no_desired_layout(node)
             self._log.info("no_desired_layout", label=MIG_CONFIG_LABEL)
             return Outcome.NO_DESIRED_LAYOUT
-        if not leftovers and self._backoff.holds(self._hold, node, name):
+        reads = self._reads = self._read(name)
+        if not leftovers and self._backoff.holds(self._hold, node, reads):
             return Outcome.HELD
         preflight = self._p.preflight or Preflight(self._p.api)  # sole owner, strategy: before any write
-        pods = self._p.api.list_pods_on_node()  # one list before any write serves the preflight and the gate
-        self._settings = preflight.check(node, self._settings, self._p.driver.observe, pods=pods)
+        self._settings = preflight.check(node, self._settings, reads.observation, pods=reads.pods())
         self._advertisement.use(self._settings)
-        target = self._observe_and_resolve(name)
+        target = self._observe_and_resolve(reads)
         if target.steps.is_empty:
             advertising = self._advertisement.current(node, target.observation, known_behind=bool(self._window.open))
             if advertising is not None:
                 self._finish_leftovers()
-                reported = self._report.already_applied(advertising, name, target.desired, target.observation)
+                reported = self._report.already_applied(advertising, target)
                 self._log.info("layout_already_applied", reported=reported)
                 return Outcome.UNCHANGED
         else:
-            target = self._decide(target, pods)
-        return self._reconfigure(target)
+            target = self._decide(target, reads)
+        return self._reconfigure(target, node, reads)
 
-    def _observe_and_resolve(self, name: str) -> Target:
-        self._layout = name
-        self._log = self._log.bind(layout=name, attempt=self._attempt)
+    def _read(self, name: str) -> AttemptReads:
+        """This round's reads of the layout file, NVML and the pods, each made once, when first asked."""
+        return AttemptReads(
+            name, config_file=self._settings.config_file, observe=self._p.driver.observe,
+            list_pods=self._p.api.list_pods_on_node,
+        )
+
+    def _observe_and_resolve(self, reads: AttemptReads) -> Target:
+        self._layout = reads.name
+        self._log = self._log.bind(layout=reads.name, attempt=self._attempt)
         with self._in_phase(AgentPhase.OBSERVE):
-            layout = load_layout_file(self._settings.config_file)  # re-read: the ConfigMap may have changed
-            observation = self._p.driver.observe()
+            reads.layout()
+            observation = reads.observation()
         with self._in_phase(AgentPhase.PLAN):
-            desired = resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus])
+            desired = reads.desired()
             check_advertisable(desired, observation, self._settings.mig_strategy)
-            return Target(name, desired, observation, plan(observation, desired))
+            return Target(reads.name, desired, observation, plan(observation, desired))
 
-    def _decide(self, target: Target, pods: Sequence[PodView] | None = None) -> Target:
+    def _decide(self, target: Target, reads: AttemptReads) -> Target:
         with self._in_phase(AgentPhase.PLAN):
             return plan_and_gate(
                 self._p.api, self._p.pod_resources, target,
-                force_delete=self._settings.force_delete, gate=self._settings.gate, pods=pods,
+                force_delete=self._settings.force_delete, gate=self._settings.gate, pods=reads.pods(),
             )
 
-    def _reconfigure(self, target: Target) -> Outcome:
-        # Before the first write: what a failure's back-off holds on.
-        self._depends = (
-            self._backoff.digest(self._node, target.name, pods=target.pods) if self._node is not None else None
-        )
+    def _reconfigure(self, target: Target, node: NodeView, reads: AttemptReads) -> Outcome:
+        self._depends = self._backoff.digest(node, reads)  # before the first write: what a back-off holds on
         self._p.engine.check_storage(target.steps)  # a full or read-only journal fails here, node untouched
-        self._report.pending(target.name, target.desired, target.steps, attempt=self._attempt)
+        self._report.pending(target, attempt=self._attempt)
         with self._in_phase(AgentPhase.CORDON):
             self._window.cordon(target.name)
         with self._in_phase(AgentPhase.PAUSE):
@@ -172,8 +180,9 @@ class NodeReconcile:
                 self._status.event(
                     Event.RECONFIGURING, f"label changed to {newer.layout} while {target.name} was applied: re-planning"
                 )
-                target = self._decide(self._observe_and_resolve(newer.layout))
-                self._report.pending(target.name, target.desired, target.steps, attempt=self._attempt)
+                reads = self._reads = self._read(newer.layout)  # the GPUs and the file as they are now
+                target = self._decide(self._observe_and_resolve(reads), reads)
+                self._report.pending(target, attempt=self._attempt)
                 with self._in_phase(AgentPhase.PAUSE):
                     self._window.pause_again()
 
@@ -194,7 +203,7 @@ class NodeReconcile:
             self._window.resume_plugin()
         with self._in_phase(AgentPhase.READVERTISE):
             after = self._advertisement.after_change(target.name, checkpoint)
-        self._report.success(target.name, target.desired, after, target.steps)
+        self._report.success(target, after)
         self._layout = None  # recorded as applied: a stop from here on only closes the window
         with self._in_phase(AgentPhase.UNCORDON):
             self._window.uncordon()
@@ -224,7 +233,7 @@ class NodeReconcile:
     def _in_phase(self, phase: AgentPhase) -> Iterator[None]:
         if self._stop is not None and self._stop.is_set():
             raise StopRequested(f"stop requested before {phase.value}")
-        self._phase = phase
+        self._order.enter(phase)
         if self._hook is not None:
             self._hook(phase)
         started = self._p.clock.monotonic()
@@ -237,7 +246,7 @@ class NodeReconcile:
         """A stop mid-change hands the open window to the next agent (one cordon episode across the
         handover), unless the change is over (success recorded) or abandoned (no label): then the
         GPUs are settled and the window closed."""
-        self._log.info("attempt_stopped", phase=self._phase, open=self._window.open, why=str(why))
+        self._log.info("attempt_stopped", phase=self._order.current, open=self._window.open, why=str(why))
         if self._window.open and self._layout is not None and self._still_wanted():
             self._window.hand_over(layout=self._layout, attempt=self._attempt)
         else:
@@ -254,7 +263,7 @@ class NodeReconcile:
 
     def _fail(self, error: Exception) -> ReconcileReport:
         """The one place an attempt fails: GPUs made consistent, undo in reverse order, report failed."""
-        phase = self._phase.value if self._phase is not None else "start"
+        phase = self._order.current.value if self._order.current is not None else "start"
         undo_started = self._p.clock.monotonic()
         undo_failures = self._window.abandon()
         self._p.listener.phase_finished(AgentPhase.UNDO, self._p.clock.monotonic() - undo_started)
@@ -262,7 +271,8 @@ class NodeReconcile:
         if undo_failures:
             message += f" (undo incomplete, retried next attempt: {'; '.join(undo_failures)})"
         reason = failure_reason(error)
-        hold = self._backoff.after_failure(self._node, self._layout, depends=self._depends, failures=self._attempt)
+        reads = self._reads if self._layout is not None else None
+        hold = self._backoff.after_failure(self._node, reads, depends=self._depends, failures=self._attempt)
         self._log.error("attempt_failed", phase=phase, reason=str(reason), error=str(error), retry_at=hold.at)
         try:
             self._status.failed(reason, message, attempt=self._attempt, next_retry=hold.to_annotation())

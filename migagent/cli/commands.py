@@ -54,6 +54,14 @@ COMMANDS: tuple[Command, ...] = (
         "rollout", "rollout", "register",
         "change the layout of a node pool in waves, budgeted in GPUs and PDBs, with a canary, a halt and a resume",
     ),
+    Command(
+        "advise", "advise", "register",
+        "which layout changes would let the pending GPU pods run, and at what price (evictions, GPUs changed)",
+    ),
+    Command(
+        "autopilot", "autopilot", "register",
+        "opt-in: change layouts to follow persistent demand, within guardrails; its history, pause and resume",
+    ),
 )
 
 

@@ -35,7 +35,7 @@ from migagent.sim.state import StateFormatError
 from migagent.sim.state_check import check_profiles, check_spec_matches
 
 DEFAULT_JOURNAL_DIR = "/var/lib/migagent"
-FAKE_NVML_STATE_ENV = "MIGAGENT_FAKE_NVML_STATE"  # the fake libnvidia-ml.so.1's node (sim/fakelib_node.py)
+FAKE_NVML_STATE_ENV = "MIGAGENT_FAKE_NVML_STATE"  # the fake libnvidia-ml.so.1's node (migagent_sim/fakelib/node.py)
 SIGKILL_AFTER_MUTATIONS_ENV = "MIGAGENT_SIM_SIGKILL_AFTER_MUTATIONS"
 HOST_ROOT_ENV = "MIGAGENT_HOST_ROOT"
 

@@ -25,7 +25,9 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from migagent.cli.advise import add_strategy_flag, advised_state
 from migagent.cli.commands import summary
+from migagent.cli.pool_args import file_layouts, pool_api, pool_layouts
 from migagent.cli.rollout_flags import (
     POSITIVE_SECONDS,
     OneLineParser,
@@ -40,12 +42,10 @@ from migagent.cli.rollout_plan import print_plan, rollout_preview
 from migagent.cli.rollout_status import run_status
 from migagent.cli.rollout_view import JsonEvents, LiveTable, ending_lines
 from migagent.cli.signals import signals_handled
-from migagent.cli.status import _default_kubeconfig
 from migagent.clock import Clock, SystemClock
+from migagent.demand.advice import ADVICE_LAYOUT
 from migagent.errors import TransientError, UsageError
-from migagent.kube.client import make_api_client
 from migagent.kube.rollout_api import RolloutApi
-from migagent.node.names import LAYOUTS_NAMESPACE
 from migagent.node.port import NodeView
 from migagent.rollout.codec import decode, encode
 from migagent.rollout.controller import run_controller
@@ -61,29 +61,19 @@ _CONFLICT_TRIES = 10
 
 
 def _api(args: argparse.Namespace, clock: Clock) -> RolloutApi:
-    if not args.debug:
-        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
-    client = make_api_client(kubeconfig=_default_kubeconfig(args.kubeconfig), api_server=args.api_server)
-    return RolloutApi(client, clock=clock, namespace=args.namespace,
-                      layouts_namespace=getattr(args, "layouts_namespace", LAYOUTS_NAMESPACE))
-
-
-def file_layouts(args: argparse.Namespace) -> Layouts | None:
-    """-f, parsed before the cluster is read (a bad file changes nothing)."""
-    given = args.layout_file
-    return None if given is None else Layouts.parse(given.text, source=given.path)
+    return pool_api(args, clock)
 
 
 def layouts_of(args: argparse.Namespace, api: RolloutApi, given: Layouts | None) -> Layouts:
-    source = f"the migagent-layouts ConfigMap in namespace {api.layouts_namespace}"
-    layouts = given or Layouts.parse(api.read_layouts(), source=source)
+    layouts = pool_layouts(api, given)
     if args.layout not in layouts.file.configs:
         raise UsageError(f"-c {args.layout}: no such layout; valid: {', '.join(layouts.file.names) or 'none'}")
     return layouts
 
 
 def targets_of(args: argparse.Namespace, nodes: Sequence[NodeView]) -> Targets:
-    """The rollout's input: which layout each selected node moves to (`-c`: the same for all)."""
+    """The rollout's input: which layout each selected node moves to (`-c`: the same for all;
+    `--from-advice` hands its own per node, cli/advise.advised_state)."""
     return one_layout(nodes, args.layout)
 
 
@@ -130,9 +120,9 @@ def _ending(state: RolloutState, listener: RolloutListener) -> int:
     return 1 if state.phase is Phase.HALTED or state.in_status(NodeStatus.FAILED) else 0
 
 
-def _existing(args: argparse.Namespace, state: RolloutState) -> None:
+def _existing(args: argparse.Namespace, spec: RolloutSpec, state: RolloutState) -> None:
     """A start of a rollout that exists resumes it, if it is the same rollout and may run on."""
-    if (state.spec.selector, state.spec.layout) != (args.selector, args.layout) and state.mode.value == "rollout":
+    if (state.spec.selector, state.spec.layout) != (spec.selector, spec.layout) and state.mode.value == "rollout":
         raise RolloutError(
             f"rollout {args.name} exists with -l {state.spec.selector} -c {state.spec.layout}; start it with"
             " those (it resumes), or give a new NAME"
@@ -155,18 +145,22 @@ def run_start(args: argparse.Namespace, api: RolloutApi, clock: Clock, given: La
     other is told who does (AlreadyStartedError)."""
     holder = new_holder()
     spec = RolloutSpec(
-        selector=args.selector, layout=args.layout, max_unavailable=args.max_unavailable,
-        canary=args.canary, soak_s=args.soak, failure_budget=args.failure_budget, lease_s=args.lease,
+        selector=args.selector, layout=ADVICE_LAYOUT if args.from_advice else args.layout,
+        max_unavailable=args.max_unavailable, canary=args.canary, soak_s=args.soak,
+        failure_budget=args.failure_budget, lease_s=args.lease,
     )
     stored = api.read_state(args.name)
     if stored is None:
-        layouts = layouts_of(args, api, given)
-        nodes = api.list_nodes(args.selector)
-        state = initial_state(args.name, spec, layouts, nodes, targets_of(args, nodes))
+        if args.from_advice:
+            state = advised_state(args, spec, clock, given)
+        else:
+            layouts = layouts_of(args, api, given)
+            nodes = api.list_nodes(args.selector)
+            state = initial_state(args.name, spec, layouts, nodes, targets_of(args, nodes))
         create(api, state, holder=None if args.detach else holder, now=clock.wall())
     else:
         state = decode(args.name, stored)
-        _existing(args, state)
+        _existing(args, spec, state)
         if state.phase is Phase.DONE:
             print(f"rollout {args.name} is done")
             return 0
@@ -278,7 +272,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     start = verbs.add_parser("start", help="create the rollout and drive it (resumes an existing one)")
     add_name(start)
-    add_scope(start)
+    add_scope(start, from_advice=True)
+    add_strategy_flag(start)
     add_budgets(start)
     add_start(start)
     add_driving(start)

@@ -84,9 +84,18 @@ def add_cluster(parser: argparse.ArgumentParser, *, layouts: bool = False) -> No
                             help=f"where the agents' layouts ConfigMap is, without -f (default {LAYOUTS_NAMESPACE})")
 
 
-def add_scope(parser: argparse.ArgumentParser) -> None:
+def add_scope(parser: argparse.ArgumentParser, *, from_advice: bool = False) -> None:
+    """-l, -c (or, where `from_advice`, --from-advice instead: each node's target from `migagent advise`), -f."""
     parser.add_argument("-l", "--selector", required=True, help="the nodes, as kubectl -l (e.g. pool=a100)")
-    parser.add_argument("-c", "--layout", required=True, help="the layout name (a key of the layout file)")
+    target = parser.add_mutually_exclusive_group(required=True) if from_advice else parser
+    target.add_argument("-c", "--layout", required=not from_advice, help="the layout name (a key of the layout file)")
+    if from_advice:
+        target.add_argument("--from-advice", action="store_true",
+                            help="each node to the layout `migagent advise -l SELECTOR` proposes for it")
+    add_layout_file(parser)
+
+
+def add_layout_file(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-f", "--layout-file", type=layout_file,
                         help="layout file (default: the cluster's migagent-layouts ConfigMap)")
 

@@ -54,7 +54,10 @@ class KubeApi:
 
     def owner_reads(self, *, cluster_policy: str | None) -> OwnerReads:
         """ResourceSlices for this node, and the ClusterPolicy named `cluster_policy` (None: never read)."""
-        return OwnerReads(self._api_client, node_name=self._node_name, timeout=self._timeout, policy=cluster_policy)
+        return OwnerReads(
+            self._api_client, node_name=self._node_name, timeout=self._timeout, clock=self._clock,
+            policy=cluster_policy,
+        )
 
     @property
     def node_name(self) -> str:

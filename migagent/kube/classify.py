@@ -15,10 +15,10 @@ from typing import TypeVar
 import structlog
 import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
-from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
 from migagent.clock import Clock
 from migagent.errors import MigAgentError, PermanentError, TransientError
+from migagent.retrying import transient_retrying
 
 log = structlog.get_logger(__name__)
 
@@ -98,41 +98,15 @@ def call_with_retries(
     max_delay_s: float = 10.0,
     budget_s: float | None = None,
 ) -> T:
-    """Run `fn` (already classified), retrying TransientError with back-off on `clock`.
+    """Run `fn` (already classified), retrying TransientError with back-off on `clock` (migagent.retrying).
 
     `budget_s` bounds the whole call, tries and waits together: no new try starts once it is spent
     (callers pass two request timeouts, so one call never blocks much longer than that)."""
-    started = clock.monotonic()
 
-    def spent(state: RetryCallState) -> bool:
-        over = budget_s is not None and clock.monotonic() - started >= budget_s
-        return over or state.attempt_number >= attempts
+    def delay(attempt: int, suggested: float) -> float:
+        return min(max_delay_s, max(suggested, 0.5 * 2.0 ** max(0, attempt - 1)))
 
-    retrying = Retrying(
-        retry=retry_if_exception_type(TransientError),
-        stop=spent,
-        wait=_backoff(max_delay_s),
-        sleep=clock.sleep,
-        before_sleep=_log_retry(call),
-        reraise=True,
+    retrying = transient_retrying(
+        clock=clock, what=call, attempts=attempts, delay=delay, budget_s=budget_s, event="kube_call_retrying"
     )
     return retrying(fn)
-
-
-def _backoff(max_delay_s: float) -> Callable[[RetryCallState], float]:
-    def wait(state: RetryCallState) -> float:
-        error = state.outcome.exception() if state.outcome is not None else None
-        suggested = error.delay if isinstance(error, TransientError) else DEFAULT_TRANSIENT_DELAY_S
-        exponential = 0.5 * 2.0 ** max(0, state.attempt_number - 1)
-        return min(max_delay_s, max(suggested, exponential))
-
-    return wait
-
-
-def _log_retry(call: str) -> Callable[[RetryCallState], None]:
-    def before_sleep(state: RetryCallState) -> None:
-        error = state.outcome.exception() if state.outcome is not None else None
-        delay = state.next_action.sleep if state.next_action is not None else 0.0
-        log.warning("kube_call_retrying", call=call, attempt=state.attempt_number, delay=delay, error=str(error))
-
-    return before_sleep

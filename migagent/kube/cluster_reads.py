@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kubernetes.client import ApiClient, CoreV1Api, ResourceV1Api
+from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from migagent.clock import Clock
+from migagent.errors import PermanentError
 from migagent.kube.classify import call_with_retries, classified
+from migagent.kube.resource_slices import VERSIONS, ResourceSliceReader, slice_devices
 from migagent.kube.timeouts import RequestTimeout
 from migagent.node.dra import SliceDevice
 
@@ -21,9 +23,9 @@ _HTTP_NOT_FOUND = 404
 class ClusterReads:
     def __init__(self, api_client: ApiClient, *, clock: Clock, timeout: RequestTimeout | None = None) -> None:
         self._core = CoreV1Api(api_client)
-        self._resource = ResourceV1Api(api_client)
         self._clock = clock
         self._timeout = timeout or RequestTimeout()
+        self._slices = ResourceSliceReader(api_client, clock=clock, timeout=self._timeout)
 
     def read_config_map(self, namespace: str, name: str) -> Mapping[str, str] | None:
         """The ConfigMap's data; None when it does not exist."""
@@ -44,25 +46,12 @@ class ClusterReads:
         return call_with_retries(call, read, clock=self._clock)
 
     def list_slice_devices(self, *, node_name: str, driver: str) -> list[SliceDevice]:
-        """Every device in the ResourceSlices `driver` publishes for `node_name` (field selectors
-        spec.nodeName and spec.driver, which the API server supports for resourceslices)."""
-        call = f"list resourceslices of {driver} on {node_name}"
-
-        def read() -> list[SliceDevice]:
-            with classified(call):
-                slices = self._resource.list_resource_slice(
-                    field_selector=f"spec.nodeName={node_name},spec.driver={driver}",
-                    _request_timeout=self._timeout.request,
-                )
-            devices = []
-            for item in slices.items or ():
-                for device in item.spec.devices or ():
-                    attributes = {
-                        str(key): str(value.string)
-                        for key, value in (device.attributes or {}).items()
-                        if value is not None and value.string is not None
-                    }
-                    devices.append(SliceDevice(device.name, attributes))
-            return devices
-
-        return call_with_retries(call, read, clock=self._clock)
+        """Every device in the ResourceSlices `driver` publishes for `node_name` (kube.resource_slices)."""
+        slices = self._slices.read(node_name=node_name, driver=driver)
+        if slices is None:
+            raise PermanentError(
+                f"cannot list the ResourceSlices of {driver} on {node_name}: the API server serves no"
+                f" resource.k8s.io version of them ({', '.join(VERSIONS)}) or RBAC grants no list on"
+                " resourceslices (deploy/components/dra-driver grants it)"
+            )
+        return slice_devices(slices)

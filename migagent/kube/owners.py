@@ -8,12 +8,13 @@ from __future__ import annotations
 from kubernetes.client import ApiClient, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
+from migagent.clock import Clock
 from migagent.kube.classify import classified
+from migagent.kube.resource_slices import ResourceSliceReader
 from migagent.kube.timeouts import RequestTimeout
 from migagent.node.owners import CLUSTER_POLICY_NAME, DRA_GPU_DRIVER, JsonDict
 
 _ABSENT = (403, 404)
-_RESOURCE_VERSIONS = ("v1", "v1beta2", "v1beta1")
 
 
 class OwnerReads:
@@ -25,33 +26,19 @@ class OwnerReads:
         *,
         node_name: str,
         timeout: RequestTimeout,
+        clock: Clock,
         policy: str | None = CLUSTER_POLICY_NAME,
     ) -> None:
         """`policy`: the ClusterPolicy's name (None: there is no GPU Operator to ask, never read it)."""
         self._custom = CustomObjectsApi(api_client)
+        self._slices = ResourceSliceReader(api_client, clock=clock, timeout=timeout)
         self._node_name = node_name
         self._timeout = timeout
         self._policy = policy
 
     def resource_slices(self, driver: str = DRA_GPU_DRIVER) -> list[JsonDict]:
-        """This node's ResourceSlices of `driver` (resource.k8s.io, the newest version served)."""
-        selector = f"spec.nodeName={self._node_name},spec.driver={driver}"
-        for version in _RESOURCE_VERSIONS:
-            with classified(f"list resourceslices ({version}) of {driver} on node {self._node_name}"):
-                try:
-                    listed = self._custom.list_cluster_custom_object(
-                        "resource.k8s.io", version, "resourceslices", field_selector=selector,
-                        _request_timeout=self._timeout.request,
-                    )
-                except ApiException as error:
-                    if error.status == 404:
-                        continue  # this version (or DRA at all) is not served
-                    if error.status == 403:
-                        return []
-                    raise
-            items = listed.get("items") if isinstance(listed, dict) else None
-            return [item for item in items or [] if isinstance(item, dict)]
-        return []
+        """This node's ResourceSlices of `driver`; none where DRA is not served or not readable to us."""
+        return self._slices.read(node_name=self._node_name, driver=driver) or []
 
     def cluster_policy(self) -> JsonDict | None:
         """The GPU Operator's ClusterPolicy, or None (no operator, another name, or no grant to read it)."""

@@ -103,7 +103,7 @@ class RolloutApi:
                 raise NodeChangedError(f"{call}: the node changed since it was read") from error
             raise
 
-    def record_event(self, node: NodeView, reason: str, message: str) -> None:
+    def warn_node(self, node: NodeView, reason: str, message: str) -> None:
         """A Warning Event on the Node (namespace `default`, where `kubectl describe node` finds it)."""
         events = EventOps(self._core, node_name=node.name, clock=self._clock, timeout=RequestTimeout(_TIMEOUT_S[1]))
         events.emit(reason, message, warning=True, node_uid=node.uid)

@@ -6,7 +6,7 @@ These are plain values so that the pure planner can consume them without knowing
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from migagent.catalog.model import Placement, ProfileTable
 
@@ -81,3 +81,17 @@ class Observation:
             if gpu.index == index:
                 return gpu
         raise KeyError(f"no GPU with index {index} on this node")
+
+    def same_instances(self, other: Observation) -> bool:
+        """Both show the same GPUs, MIG modes, GPU and compute instances; processes aside (a drained GPU
+        instance is the same instance): a plan made on one still fits the other."""
+        return _without_processes(self) == _without_processes(other)
+
+
+def _without_processes(observation: Observation) -> Observation:
+    def gi(instance: ObservedGi) -> ObservedGi:
+        cis = tuple(replace(ci, processes=()) for ci in instance.compute_instances)
+        return replace(instance, compute_instances=cis)
+
+    gpus = tuple(replace(g, processes=(), gpu_instances=tuple(map(gi, g.gpu_instances))) for g in observation.gpus)
+    return Observation(gpus=gpus)

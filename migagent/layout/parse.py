@@ -5,7 +5,7 @@ rules, then JSON), so `mig-enabled: y`, `devices: [1.0]` and a config named `1:`
 there. Every problem in a file is collected and reported at once, one per line, each naming the
 file and the path to the field (`layouts.yaml: mig-configs.all-balanced[1].devices: ...`) and saying
 what would be valid. Where mig-parted would silently do something other than what the file seems to
-say we refuse instead; README.md's "Differences from mig-parted" table lists each case and why.
+say we refuse instead; docs/layouts.md's "Differences from mig-parted" table lists each case and why.
 """
 
 from __future__ import annotations
@@ -83,10 +83,19 @@ def _parse_layout(text: str, *, source: str) -> LayoutFile:
 def load_layout_file(path: str | Path) -> LayoutFile:
     """Read and parse a layout file from disk (the CLI handles `-` for stdin)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        data = Path(path).read_bytes()
+    except OSError as exc:
         raise InvalidLayoutError(f"{path}: cannot read layout file: {exc}") from exc
-    return parse_layout(text, source=str(path))
+    return parse_layout_bytes(data, source=str(path))
+
+
+def parse_layout_bytes(data: bytes, *, source: str) -> LayoutFile:
+    """Parse a layout file's bytes as read from disk (UTF-8); `source` names it in messages."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidLayoutError(f"{source}: cannot read layout file: {exc}") from exc
+    return parse_layout(text, source=source)
 
 
 def select_config(layout: LayoutFile, name: str | None) -> tuple[LayoutEntry, ...]:

@@ -17,7 +17,7 @@ import structlog
 
 from migagent.clock import Clock
 from migagent.errors import TransientError
-from migagent.node.deviceplugin import poll_until
+from migagent.retrying import poll_until
 
 log = structlog.get_logger(__name__)
 

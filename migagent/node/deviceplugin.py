@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 import structlog
 
@@ -41,10 +41,10 @@ from migagent.node.names import (
 )
 from migagent.node.port import NodeView, PodRef, PodView
 from migagent.node.selectors import parse_equality
+from migagent.retrying import poll_until
 
 log = structlog.get_logger(__name__)
 
-T = TypeVar("T")
 
 FIRST_POLL_S = 0.05
 """The first pause of a wait for pods to leave or come back; doubled each time up to the poll interval."""
@@ -117,37 +117,6 @@ class AlsoRestart:
     def resume(self, paused: PausedComponents) -> None:
         self._first.resume(paused)
         self._also.resume(PausedComponents())
-
-
-def poll_until(
-    check: Callable[[], T | None],
-    *,
-    clock: Clock,
-    timeout_s: float,
-    interval_s: float,
-    stop: threading.Event | None = None,
-    first_interval_s: float | None = None,
-) -> tuple[T | None, bool]:
-    """Call `check` until it returns a value or `timeout_s` passes: (last value, in time).
-
-    `first_interval_s`: the first pause, doubled after each check up to `interval_s` (what is waited
-    for is often quick; a fixed interval would only add latency). Setting `stop` ends the wait
-    early, as a timeout (the caller's stop request then explains it)."""
-    deadline = clock.monotonic() + timeout_s
-    interval = interval_s if first_interval_s is None else min(first_interval_s, interval_s)
-    while True:
-        value = check()
-        if value is not None:
-            return value, True
-        remaining = deadline - clock.monotonic()
-        if remaining <= 0:
-            return None, False
-        pause = min(interval, remaining)
-        interval = min(interval_s, interval * 2)
-        if stop is None:
-            clock.sleep(pause)
-        elif clock.wait(stop, pause):
-            return None, False
 
 
 class GpuOperatorPause:

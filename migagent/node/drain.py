@@ -26,6 +26,7 @@ from migagent.clock import Clock
 from migagent.errors import DrainBlockedError, TransientError
 from migagent.node.drain_scope import DrainPlanner, GpuChange, PlanChanges, PodDeviceHolding
 from migagent.node.port import EvictionOutcome, EvictionStatus, PodRef, PodView
+from migagent.retrying import Doubling, pause
 
 __all__ = [
     "DrainInterruptedError",
@@ -74,7 +75,7 @@ class DrainResult:
 @dataclass
 class _PodProgress:
     pod: PodView
-    backoff_s: float
+    backoff: Doubling
     requested: bool = False
     done: bool = False
     next_try: float = 0.0
@@ -117,7 +118,7 @@ class Drainer:
         deadline = start + timeout_s
         progress = [
             # Already Terminating: wait for it, never evict it again (each attempt would re-send it).
-            _PodProgress(pod=pod, backoff_s=self._retry_initial_s, requested=pod.deleting)
+            _PodProgress(pod=pod, backoff=self._backoff(), requested=pod.deleting)
             for pod in pods
             if not (pod.is_daemonset_pod or pod.is_mirror)
         ]
@@ -140,13 +141,14 @@ class Drainer:
                 return DrainResult(removed=tuple(removed), waited_s=now - start)
             if now >= deadline:
                 raise self._blocked(remaining, timeout_s)
-            pause = max(_MIN_SLEEP_S, self._next_wake(remaining, now, deadline, poll_s) - now)
+            wait_s = max(_MIN_SLEEP_S, self._next_wake(remaining, now, deadline, poll_s) - now)
             poll_s = min(self._poll_interval_s, poll_s * 2)
-            if stop is None:
-                self._clock.sleep(pause)
-            elif self._clock.wait(stop, pause):
+            if pause(self._clock, stop, wait_s):
                 names = ", ".join(str(p.pod.ref) for p in remaining)
                 raise DrainInterruptedError(f"drain interrupted by a stop request; still on the node: {names}")
+
+    def _backoff(self) -> Doubling:
+        return Doubling(self._retry_initial_s, self._retry_max_s)
 
     def _advance(self, item: _PodProgress, *, force_delete: bool) -> None:
         if not item.requested and self._clock.monotonic() >= item.next_try:
@@ -190,8 +192,7 @@ class Drainer:
     def _retry_later(self, item: _PodProgress, message: str, *, suggested_s: float) -> None:
         item.last_message = message
         item.blocked_tries += 1
-        item.next_try = self._clock.monotonic() + max(item.backoff_s, suggested_s)
-        item.backoff_s = min(self._retry_max_s, item.backoff_s * 2)
+        item.next_try = self._clock.monotonic() + max(item.backoff.next(), suggested_s)
         log.info("eviction_blocked", pod=str(item.pod.ref), tries=item.blocked_tries, reason=message)
 
     def _next_wake(self, remaining: list[_PodProgress], now: float, deadline: float, poll_s: float) -> float:

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 
 from migagent.catalog.model import GiProfile, ProfileTable
 from migagent.layout.desired import DesiredGi
+from migagent.layout.equivalence import ci_sizes
 from migagent.layout.profile import ci_profile_name, gi_profile_name
 from migagent.planning.steps import Step, StepKind
 
@@ -29,10 +30,11 @@ def _counted(names: Iterable[str]) -> str:
 
 
 def describe_gi(table: ProfileTable, profile_id: int, ci_profile_ids: Sequence[int]) -> str:
-    """`3g.20gb` when the GI holds just its default full CI, else `3g.20gb[1c.3g.20gb x3]`."""
+    """`3g.20gb` when the GI holds one CI the size of its default (layout.equivalence), else
+    `3g.20gb[1c.3g.20gb x3]`."""
     gi = table.gi_profile(profile_id)
     name = gi_name(table, profile_id)
-    if gi is not None and tuple(ci_profile_ids) == (gi.default_ci.id,):
+    if gi is not None and ci_sizes(table, profile_id, ci_profile_ids) == (gi.default_ci.slices,):
         return name
     if not ci_profile_ids:
         return f"{name}[no CIs]"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from migagent.catalog.model import Placement, ProfileTable
 from migagent.layout.desired import DesiredGi
+from migagent.layout.equivalence import instance_identity
 from migagent.layout.observed import ObservedGi
 from migagent.planning.naming import describe_desired, largest_first
 from migagent.planning.packing import Packer, PackItem, placement_mask
@@ -66,6 +67,7 @@ class _KeepSearch:
     existing: Sequence[ObservedGi]
     workloads: Mapping[Placement, int] = field(default_factory=dict)
     """Pods holding each existing GI, by placement (from PodResources); absent: none known."""
+    table: ProfileTable | None = None
     best_score: int = -1
     best: tuple[Placement, ...] = ()
     _bound_suffix: list[int] = field(default_factory=list)
@@ -77,7 +79,12 @@ class _KeepSearch:
         self._bound_suffix = [sum(potentials[i:]) for i in range(len(potentials) + 1)]
 
     def keep_weight(self, desired: DesiredGi, existing: ObservedGi) -> int:
-        if existing.profile_id != desired.profile_id or existing.ci_profile_ids != desired.ci_profile_ids:
+        """0 unless `existing` is `desired` to NVIDIA's tools (same GI profile, same CI sizes: see
+        layout.equivalence), so a GI whose CIs have another profile number of the same size stays."""
+        table = self.table
+        if instance_identity(table, existing.profile_id, existing.ci_profile_ids) != instance_identity(
+            table, desired.profile_id, desired.ci_profile_ids
+        ):
             return 0
         return self._workload_weight * self.load(existing) + 1
 
@@ -115,7 +122,11 @@ def solve(
         return None
     ordered = largest_first(table, desired)
     search = _KeepSearch(
-        packer=_packer(table, ordered), ordered=ordered, existing=existing, workloads=dict(workloads or {})
+        packer=_packer(table, ordered),
+        ordered=ordered,
+        existing=existing,
+        workloads=dict(workloads or {}),
+        table=table,
     )
     if not search.packer.completable(0, 0, None):
         return None

@@ -81,3 +81,12 @@ def _route_standard_logging(renderer: structlog.typing.Processor, *, debug: bool
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
+
+
+def reset_logging() -> None:
+    """Undo `configure_logging`: structlog back to its defaults, our stderr handler off the root logger
+    (for a process that runs the CLI in-process more than once, as the test suite does)."""
+    structlog.reset_defaults()
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _StderrHandler)]:
+        root.removeHandler(old)

@@ -1,7 +1,7 @@
 """Is the selected layout applied? mig-parted's `assert`, comparing only the GPUs the layout covers.
 
 A GPU matches when its MIG mode (current and pending) is the desired one and, with MIG enabled, its
-GPU instances are the desired multiset of (GI profile, CI profiles), wherever they are placed:
+GPU instances are the desired multiset of (GI profile, CI sizes), wherever they are placed:
 exactly the question mig-parted's AssertMigConfig asks, minus its habit of looking at GPUs that
 no entry selects.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 from migagent.layout.desired import DesiredGi, DesiredGpu, DesiredNode
+from migagent.layout.equivalence import instance_identity
 from migagent.layout.observed import Observation, ObservedGpu
 from migagent.planning.naming import describe_multiset
 
@@ -44,10 +45,16 @@ def observed_instances(gpu: ObservedGpu) -> tuple[DesiredGi, ...]:
 
 
 def _config_reason(seen: ObservedGpu, want: DesiredGpu) -> str | None:
+    """GIs compare by what they are to NVIDIA's tools (layout.equivalence): a 1g.20gb GI mig-parted
+    made with CI profile 0 is the layout's 1g.20gb, whose default CI is profile 7."""
     if not want.mig_enabled or not seen.mig_capable:
         return None
     have = observed_instances(seen)
-    if Counter(have) == Counter(want.gpu_instances):
+
+    def identities(gis: tuple[DesiredGi, ...]) -> Counter[tuple[int, tuple[int, ...]]]:
+        return Counter(instance_identity(seen.profiles, gi.profile_id, gi.ci_profile_ids) for gi in gis)
+
+    if identities(have) == identities(want.gpu_instances):
         return None
     if seen.profiles is None:
         return f"GPU {seen.index} ({seen.name}): its MIG devices differ from the layout"

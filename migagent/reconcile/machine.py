@@ -49,7 +49,7 @@ from migagent.reconcile.states import RESUMABLE, Phase, transition
 
 Planner = Callable[[Observation, DesiredNode], Plan]
 
-__all__ = ["ApplyEngine", "ApplyOutcome", "ApplyResult", "Planner"]
+__all__ = ["ApplyEngine", "ApplyOutcome", "ApplyResult", "Planned", "Planner"]
 
 log = structlog.get_logger(__name__)
 
@@ -62,6 +62,15 @@ def _needs_reboot(step: Step, error: MigAgentError) -> bool:
 
 
 _DEFAULT_PLANNER: Planner = plan
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A plan the caller already made and the observation it made it on: the engine runs it as it is
+    while the GPUs still hold the same instances, and plans again only when they changed."""
+
+    plan: Plan
+    observation: Observation
 
 
 @dataclass
@@ -85,6 +94,7 @@ class _Attempt:
     started_s: float = 0.0  # the clock's monotonic time when `apply` began, for the summary's seconds
     planner: Planner = _DEFAULT_PLANNER  # `plan` the function; the field `plan` above shadows it here
     checkpoint: Callable[[], None] | None = None
+    planned: Planned | None = None
 
     def result(self, outcome: ApplyOutcome, error: str | None = None) -> ApplyResult:
         return ApplyResult(outcome, tuple(self.steps_run), tuple(self.steps_skipped), error, self.plan)
@@ -129,14 +139,20 @@ class ApplyEngine:
         config_name: str,
         planner: Planner | None = None,
         checkpoint: Callable[[], None] | None = None,
+        planned: Planned | None = None,
     ) -> ApplyResult:
         """`planner` replaces the engine's for this call: the agent passes the one it drained for (the
-        same workloads per GI), so the engine destroys exactly the GIs the drain emptied.
+        same workloads per GI), so the engine destroys exactly the GIs the drain emptied. `planned`: the
+        plan that planner made before the drain; used as it is unless the GPUs changed since.
 
         `checkpoint` runs between two steps (never inside one, and after the journal says where the
         apply stands); whatever it raises, other than a MigAgentError, ends the apply there, resumable."""
         attempt = _Attempt(
-            layout_hash=layout_hash, config_name=config_name, planner=planner or self._planner, checkpoint=checkpoint
+            layout_hash=layout_hash,
+            config_name=config_name,
+            planner=planner or self._planner,
+            checkpoint=checkpoint,
+            planned=planned,
         )
         attempt.log = log.bind(config=config_name, layout_hash=layout_hash[:12])
         attempt.started_s = self._clock.monotonic()
@@ -199,8 +215,13 @@ class ApplyEngine:
 
     def _plan(self, a: _Attempt, observation: Observation, desired: DesiredNode) -> None:
         self._move(a, Phase.PLANNING)
-        a.plan, a.step_index = a.planner(observation, desired), 0
-        a.log.info("plan_computed", steps=len(a.plan.steps))
+        planned, a.planned = a.planned, None  # only the first plan of an apply may be the caller's
+        if planned is not None and planned.observation.same_instances(observation):
+            a.plan, a.step_index = planned.plan, 0
+            a.log.info("plan_reused", steps=len(a.plan.steps))
+        else:
+            a.plan, a.step_index = a.planner(observation, desired), 0
+            a.log.info("plan_computed", steps=len(a.plan.steps))
         check_nothing_in_use(a.plan.steps, observation)
         self._move(a, Phase.APPLYING)
 

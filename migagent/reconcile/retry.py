@@ -10,16 +10,12 @@ retry time on the Node (attempt.backoff), so a restarted agent honours it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-import structlog
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
+from tenacity import Retrying
 
 from migagent.clock import Clock
-from migagent.errors import TransientError
-
-log = structlog.get_logger(__name__)
+from migagent.retrying import transient_retrying
 
 
 @dataclass(frozen=True)
@@ -49,30 +45,8 @@ class RetryPolicy:
 
 
 def step_retrying(policy: RetryPolicy, *, clock: Clock, what: str) -> Retrying:
-    """A tenacity policy for one step: retry TransientError only, sleeping on `clock`."""
-    return Retrying(
-        retry=retry_if_exception_type(TransientError),
-        stop=stop_after_attempt(policy.step_attempts),
-        wait=_backoff(policy),
-        sleep=clock.sleep,
-        before_sleep=_log_retry(what),
-        reraise=True,
+    """A tenacity policy for one step: retry TransientError only, sleeping on `clock` (migagent.retrying)."""
+    return transient_retrying(
+        clock=clock, what=what, attempts=policy.step_attempts, delay=policy.step_delay, event="step_retrying",
+        subject="step",
     )
-
-
-def _backoff(policy: RetryPolicy) -> Callable[[RetryCallState], float]:
-    def wait(state: RetryCallState) -> float:
-        error = state.outcome.exception() if state.outcome is not None else None
-        suggested = error.delay if isinstance(error, TransientError) else 0.0
-        return policy.step_delay(state.attempt_number, suggested)
-
-    return wait
-
-
-def _log_retry(what: str) -> Callable[[RetryCallState], None]:
-    def before_sleep(state: RetryCallState) -> None:
-        error = state.outcome.exception() if state.outcome is not None else None
-        delay = state.next_action.sleep if state.next_action is not None else 0.0
-        log.warning("step_retrying", step=what, attempt=state.attempt_number, delay=delay, error=str(error))
-
-    return before_sleep

@@ -20,6 +20,7 @@ import structlog
 
 from migagent.clock import Clock
 from migagent.errors import MigAgentError
+from migagent.retrying import poll_until
 
 LOCK_FILE = ".migagent.lock"
 
@@ -73,24 +74,21 @@ class StateLock:
         self, *, timeout_s: float, clock: Clock, stop: threading.Event | None = None, poll_s: float = 0.2
     ) -> None:
         """Take the lock, waiting up to `timeout_s`; StateLockedError naming the holder after that."""
-        deadline = clock.monotonic() + timeout_s
-        waited = False
-        while not self.try_acquire():
-            remaining = deadline - clock.monotonic()
-            if remaining <= 0 or (stop is not None and stop.is_set()):
-                raise StateLockedError(
-                    f"another MIG manager holds the state lock {self.path} ({self.holder()})"
-                    + (f"; waited {timeout_s:g}s" if timeout_s > 0 else "")
-                    + ": try again when it has finished"
-                )
-            if not waited:
-                log.warning("state_lock_busy", path=str(self.path), holder=self.holder(), wait_s=timeout_s)
-                waited = True
-            pause = min(poll_s, remaining)
-            if stop is None:
-                clock.sleep(pause)
-            else:
-                clock.wait(stop, pause)
+        if self.try_acquire():
+            return
+        if timeout_s > 0:
+            log.warning("state_lock_busy", path=str(self.path), holder=self.holder(), wait_s=timeout_s)
+            _, taken = poll_until(
+                lambda: True if self.try_acquire() else None, clock=clock, timeout_s=timeout_s, interval_s=poll_s,
+                stop=stop,
+            )
+            if taken:
+                return
+        raise StateLockedError(
+            f"another MIG manager holds the state lock {self.path} ({self.holder()})"
+            + (f"; waited {timeout_s:g}s" if timeout_s > 0 else "")
+            + ": try again when it has finished"
+        )
 
     def holder(self) -> str:
         """What the lock file says about its holder ("pid=N command=..."), or that it says nothing."""

@@ -212,8 +212,7 @@ def _state(rollout: str, stored: StoredObject, known: RolloutState | None) -> Ro
         raise _WrongFieldError(f"state.name: {_show(name)}, but the object is rollout {rollout!r}'s")
     spec_fields = top.nested("spec")
     spec = known.spec if known is not None and spec_fields.raw == known.spec.to_json() else _spec(spec_fields)
-    layouts = _layouts(stored, known)
-    _in_layouts(layouts, spec.layout, "state.spec.layout")
+    layouts = _layouts(stored, known)  # (spec.layout names the rollout's origin: -c, or the advice)
     mode = top.choice("mode", Mode, Mode.ROLLOUT)
     nodes = {node: _record(node, fields) for node, fields in top.entries("nodes")}
     for record in nodes.values() if mode is Mode.ROLLOUT else ():

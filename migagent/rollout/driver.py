@@ -150,7 +150,7 @@ class RolloutDriver:
         for record, node in left:
             self._listener.event("node_left_alone", rollout=self._name, node=record.node, reason=record.reason)
             try:
-                self._port.record_event(node, EVENT_REASON, f"rollout {self._name}: {record.reason}")
+                self._port.warn_node(node, EVENT_REASON, f"rollout {self._name}: {record.reason}")
             except MigAgentError as error:  # the state and the report say it too
                 self._listener.event("event_not_recorded", rollout=self._name, node=record.node, error=str(error))
         return state

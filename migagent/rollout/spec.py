@@ -14,8 +14,8 @@ from migagent.rollout.budget import MaxUnavailable
 
 _NAME = re.compile(r"[a-z0-9]([-.a-z0-9]*[a-z0-9])?")
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_NAME_MAX = 63
-DEFAULT_MAX_UNAVAILABLE = MaxUnavailable(8)  # the rollout's name is also a label value on its state object
+_NAME_MAX = 63  # the rollout's name is also a label value on its state object
+DEFAULT_MAX_UNAVAILABLE = MaxUnavailable(8)
 
 
 class SpecValueError(ValueError):

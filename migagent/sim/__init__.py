@@ -1,5 +1,5 @@
-"""The simulator shipped with migagent: a stateful FakeNvml behind `--simulate`, its state file,
-and the Python side of the fake libnvidia-ml.so. The fake Kubernetes pieces (API server, kubelet,
+"""The simulator shipped with migagent: a stateful FakeNvml behind `--simulate` and its state file.
+The Python side of the fake libnvidia-ml.so.1 and the fake Kubernetes pieces (API server, kubelet,
 device plugin, the simulated cluster and `migagent demo`) are the separate `migagent_sim` distribution."""
 
 from __future__ import annotations

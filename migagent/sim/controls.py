@@ -64,6 +64,10 @@ class SimControls(FakeCore):
             raise sim_error(f"GPU {gpu_index} has no GPU instance with ID {gi_id}")
         gi.held_by_client = held
 
+    def sim_set_one_slice_ci_beside_rev1(self, offered: bool) -> None:
+        """Whether 1g double-memory GIs offer CI profile 1_SLICE beside 1_SLICE_REV1 (see SimNodeState)."""
+        self.state.one_slice_ci_beside_rev1 = offered
+
     def sim_inject_fault(self, function: str, error: int, *, times: int | None = 1) -> None:
         """Make the next `times` calls of `function` (None: every call) raise NVMLError(error)
         before they have any effect."""

@@ -17,13 +17,14 @@ from migagent.catalog import GpuModel
 from migagent.sim.controls import SimControls
 from migagent.sim.fake_nvml_compute import ComputeInstanceApi
 from migagent.sim.fake_nvml_device import DeviceApi
+from migagent.sim.fake_nvml_info import InfoApi
 from migagent.sim.fake_nvml_instances import GpuInstanceApi
 from migagent.sim.fake_nvml_mode import ModeApi
 from migagent.sim.spec import parse_node_spec
 from migagent.sim.state import SimNodeState
 
 
-class FakeNvml(DeviceApi, ModeApi, GpuInstanceApi, ComputeInstanceApi, SimControls):
+class FakeNvml(DeviceApi, InfoApi, ModeApi, GpuInstanceApi, ComputeInstanceApi, SimControls):
     """`FakeNvml(state)`; `models` adds GPU models beyond the catalog (keyed by `model.key`)."""
 
     def __init__(self, state: SimNodeState, *, models: Mapping[str, GpuModel] | None = None) -> None:

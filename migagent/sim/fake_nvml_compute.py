@@ -7,7 +7,7 @@ from typing import Any
 
 import pynvml
 
-from migagent.catalog import CiProfile, Placement
+from migagent.catalog import CiProfile, GiProfile, Placement
 from migagent.catalog.model import CI_PROFILE_ENUM_COUNT
 from migagent.sim.core import FakeCore, ci_profile_display_name, nvml_api
 from migagent.sim.handles import fill_array, fill_handle_array, nvml_error, read_placement
@@ -22,10 +22,18 @@ from migagent.sim.state import SimComputeInstance, SimGpuInstance, mig_uuid
 
 class ComputeInstanceApi(FakeCore):
     def _ci_profile(self, gpu_index: int, gi: SimGpuInstance, profile_id: int, *, missing: int) -> CiProfile:
-        profile = self._gi_profile(gpu_index, gi).ci_profile(profile_id)
-        if profile is None:
+        gi_profile = self._gi_profile(gpu_index, gi)
+        profile = gi_profile.ci_profile(profile_id)
+        if profile is None or not self._ci_profile_offered(gi_profile, profile):
             raise nvml_error(missing)
         return profile
+
+    def _ci_profile_offered(self, gi_profile: GiProfile, profile: CiProfile) -> bool:
+        """A CI profile the size of the GI's default but not it (1_SLICE beside 1_SLICE_REV1) is offered
+        only as the node's `one_slice_ci_beside_rev1` says (an uncertain fact, see SimNodeState)."""
+        default = gi_profile.default_ci
+        duplicate = profile.id != default.id and profile.slices == default.slices
+        return not duplicate or self.state.one_slice_ci_beside_rev1
 
     @nvml_api()
     def nvmlGpuInstanceGetComputeInstanceProfileInfo(  # noqa: N802

@@ -110,6 +110,7 @@ class DeviceApi(FakeCore):
     # A simulated driver; real ones return e.g. "580.65.06" and NVML "13.580.65.06" (the CUDA major first).
     sim_driver_version = "580.65.06"
     sim_nvml_version = "13.580.65.06"
+    sim_cuda_driver_version = 13000  # CUDA 13.0, the version R580 drivers support (1000 * major + 10 * minor)
 
     @nvml_api()
     def nvmlSystemGetDriverVersion(self) -> str:  # noqa: N802
@@ -118,6 +119,14 @@ class DeviceApi(FakeCore):
     @nvml_api()
     def nvmlSystemGetNVMLVersion(self) -> str:  # noqa: N802
         return self.sim_nvml_version
+
+    @nvml_api()
+    def nvmlSystemGetCudaDriverVersion(self) -> int:  # noqa: N802
+        return self.sim_cuda_driver_version
+
+    @nvml_api()
+    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:  # noqa: N802
+        return self.sim_cuda_driver_version
 
     # --- enumeration ------------------------------------------------------------------------
     @nvml_api()

@@ -21,6 +21,7 @@ from migagent.clock import Clock
 from migagent.errors import MigAgentError
 from migagent.node.names import MIG_CONFIG_LABEL
 from migagent.node.port import NodeEvent, NodeView, WatchExpired
+from migagent.retrying import Doubling
 
 log = structlog.get_logger(__name__)
 
@@ -197,7 +198,7 @@ class NodeLabelSource:
             self._thread.join(join_timeout_s)
 
     def _run(self) -> None:
-        backoff = self._settings.backoff_initial_s
+        backoff = Doubling(self._settings.backoff_initial_s, self._settings.backoff_max_s)
         while not self._stopping.is_set():
             started = self._last_progress = self._clock.monotonic()
             try:
@@ -210,12 +211,11 @@ class NodeLabelSource:
                 error = str(exc) if isinstance(exc, MigAgentError) else f"{type(exc).__name__}: {exc}"
                 with self._lock:
                     self._failing = error
-                log.warning("node_watch_failed", error=error, retry_in_s=backoff)
+                log.warning("node_watch_failed", error=error, retry_in_s=backoff.current)
             if self._clock.monotonic() - started >= self._settings.healthy_stream_s:
-                backoff = self._settings.backoff_initial_s
+                backoff.reset()
                 continue
-            self._clock.wait(self._stopping, backoff)
-            backoff = min(self._settings.backoff_max_s, backoff * 2)
+            self._clock.wait(self._stopping, backoff.next())
 
     def _list_then_watch(self) -> None:
         node = self._api.get_node()

@@ -6,13 +6,16 @@
 typedef int nvmlReturn_t;
 enum {
     NVML_SUCCESS = 0, NVML_ERROR_UNINITIALIZED = 1, NVML_ERROR_INVALID_ARGUMENT = 2,
-    NVML_ERROR_NOT_SUPPORTED = 3, NVML_ERROR_INSUFFICIENT_SIZE = 7, NVML_ERROR_LIBRARY_NOT_FOUND = 12,
-    NVML_ERROR_UNKNOWN = 999,
+    NVML_ERROR_NOT_SUPPORTED = 3, NVML_ERROR_INSUFFICIENT_SIZE = 7, NVML_ERROR_TIMEOUT = 10,
+    NVML_ERROR_LIBRARY_NOT_FOUND = 12, NVML_ERROR_MEMORY = 20, NVML_ERROR_UNKNOWN = 999,
 };
 
 typedef struct nvmlDevice_st *nvmlDevice_t;
 typedef struct nvmlGpuInstance_st *nvmlGpuInstance_t;
 typedef struct nvmlComputeInstance_st *nvmlComputeInstance_t;
+typedef struct nvmlEventSet_st *nvmlEventSet_t;
+typedef unsigned int nvmlBrandType_t;
+typedef unsigned int nvmlDeviceArchitecture_t;
 
 #define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE 32
 #define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE 16
@@ -78,6 +81,16 @@ typedef struct {
     nvmlDevice_t device; nvmlGpuInstance_t gpuInstance; unsigned int id, profileId;
     nvmlComputeInstancePlacement_t placement;
 } nvmlComputeInstanceInfo_t;
+
+typedef struct {
+    unsigned int multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount, sharedEncoderCount;
+    unsigned int sharedJpegCount, sharedOfaCount, gpuInstanceSliceCount, computeInstanceSliceCount;
+    unsigned long long memorySizeMB;
+} nvmlDeviceAttributes_t;
+
+typedef struct {
+    nvmlDevice_t device; unsigned long long eventType, eventData; unsigned int gpuInstanceId, computeInstanceId;
+} nvmlEventData_t;
 
 /* NVML_STRUCT_VERSION(data, ver) = sizeof(struct) | ver << 24 (nvml.h). */
 #define STRUCT_VERSION(type, ver) ((unsigned int)(sizeof(type) | ((unsigned int)(ver) << 24U)))

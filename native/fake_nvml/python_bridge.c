@@ -8,14 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "interpreter.h"
 #include "python_bridge.h"
 
-/* The slice of the Python C API we use, resolved from the calling process. */
+#define BACKEND_MODULE "migagent_sim.fakelib.backend"
+
+/* The slice of the Python C API we use, resolved from the process once an interpreter is in it. */
 typedef struct _object PyObject;
 static struct {
     int (*gil_ensure)(void);
     void (*gil_release)(int);
-    int (*is_initialized)(void);
     PyObject *(*import_module)(const char *);
     PyObject *(*get_attr)(PyObject *, const char *);
     PyObject *(*call_function)(PyObject *, const char *, ...);
@@ -25,22 +27,23 @@ static struct {
     int (*bytes_as)(PyObject *, char **, long *);
     void (*decref)(PyObject *);
     void (*print_error)(void);
+    void (*clear_error)(void);
     PyObject *none;
 } py;
 static pthread_once_t py_once = PTHREAD_ONCE_INIT;
 static int py_ready;
-static PyObject *backend_call; /* migagent.sim.fakelib_backend.call, imported once */
+static PyObject *backend_call; /* BACKEND_MODULE.call, imported once */
 
 static void resolve_python(void) {
+    if (!interpreter_ready()) return;
 #define LOOK(field, symbol) (*(void **)&py.field = dlsym(RTLD_DEFAULT, symbol))
-    int ok = LOOK(gil_ensure, "PyGILState_Ensure") && LOOK(gil_release, "PyGILState_Release")
-        && LOOK(is_initialized, "Py_IsInitialized") && LOOK(import_module, "PyImport_ImportModule")
-        && LOOK(get_attr, "PyObject_GetAttrString") && LOOK(call_function, "PyObject_CallFunction")
-        && LOOK(tuple_size, "PyTuple_Size") && LOOK(tuple_item, "PyTuple_GetItem")
-        && LOOK(as_ull, "PyLong_AsUnsignedLongLongMask") && LOOK(bytes_as, "PyBytes_AsStringAndSize")
-        && LOOK(decref, "Py_DecRef") && LOOK(print_error, "PyErr_Print") && LOOK(none, "_Py_NoneStruct");
+    py_ready = LOOK(gil_ensure, "PyGILState_Ensure") && LOOK(gil_release, "PyGILState_Release")
+        && LOOK(import_module, "PyImport_ImportModule") && LOOK(get_attr, "PyObject_GetAttrString")
+        && LOOK(call_function, "PyObject_CallFunction") && LOOK(tuple_size, "PyTuple_Size")
+        && LOOK(tuple_item, "PyTuple_GetItem") && LOOK(as_ull, "PyLong_AsUnsignedLongLongMask")
+        && LOOK(bytes_as, "PyBytes_AsStringAndSize") && LOOK(decref, "Py_DecRef")
+        && LOOK(print_error, "PyErr_Print") && LOOK(clear_error, "PyErr_Clear") && LOOK(none, "_Py_NoneStruct");
 #undef LOOK
-    py_ready = ok && py.is_initialized();
 }
 
 void result_free(result_t *r) { free(r->values); r->values = NULL; }
@@ -65,33 +68,41 @@ static nvmlReturn_t decode(PyObject *answer, result_t *out) {
     return code;
 }
 
+/* The backend's `call`, imported on first use (the GIL held). A Python process whose path lacks
+ * the simulator (another virtualenv) gets the build's site directories added, then one more try. */
+static PyObject *backend(void) {
+    if (backend_call != NULL) return backend_call;
+    PyObject *module = py.import_module(BACKEND_MODULE);
+    if (module == NULL) {
+        py.clear_error();
+        if (add_build_site_dirs()) module = py.import_module(BACKEND_MODULE);
+    }
+    if (module == NULL) {
+        py.print_error();
+        fprintf(stderr, "fake libnvidia-ml: cannot import %s; build the library with PYTHON set to an interpreter"
+                        " that has migagent and ./simulator installed\n", BACKEND_MODULE);
+        return NULL;
+    }
+    backend_call = py.get_attr(module, "call");
+    py.decref(module);
+    return backend_call;
+}
+
 nvmlReturn_t call(const char *op, unsigned long long a0, unsigned long long a1, unsigned long long a2,
-                         unsigned long long a3, const char *text, result_t *out) {
+                  unsigned long long a3, const char *text, result_t *out) {
     memset(out, 0, sizeof *out);
     pthread_once(&py_once, resolve_python);
-    if (!py_ready) {
-        fprintf(stderr, "fake libnvidia-ml: no Python interpreter in this process; only Python NVML clients "
-                        "(pynvml) can use the simulator\n");
-        return NVML_ERROR_LIBRARY_NOT_FOUND;
-    }
+    if (!py_ready) return NVML_ERROR_LIBRARY_NOT_FOUND;
     int gil = py.gil_ensure();
-    nvmlReturn_t code = NVML_ERROR_UNKNOWN;
-    if (backend_call == NULL) {
-        PyObject *module = py.import_module("migagent.sim.fakelib_backend");
-        if (module != NULL) {
-            backend_call = py.get_attr(module, "call");
-            py.decref(module);
-        }
-    }
-    if (backend_call != NULL) {
-        PyObject *answer = py.call_function(backend_call, "sKKKKz", op, a0, a1, a2, a3, text);
+    nvmlReturn_t code = NVML_ERROR_LIBRARY_NOT_FOUND;
+    PyObject *function = backend();
+    if (function != NULL) {
+        PyObject *answer = py.call_function(function, "sKKKKz", op, a0, a1, a2, a3, text);
         code = decode(answer, out);
         if (answer != NULL) py.decref(answer);
         else py.print_error(); /* prints and clears the exception: it must not leak into the caller */
     }
-    if (code == NVML_ERROR_UNKNOWN && backend_call == NULL) py.print_error();
     py.gil_release(gil);
     if (code != NVML_SUCCESS) result_free(out);
     return code;
 }
-

@@ -1,5 +1,6 @@
-/* The one way the fake library reaches the simulator: `call` runs backend op `op` in the calling
- * Python interpreter (migagent.sim.fakelib_backend.call) with the GIL held. */
+/* The one way the fake library reaches the simulator: `call` runs backend op `op` in the process's
+ * Python interpreter (the caller's, or one interpreter.c started) with the GIL held:
+ * migagent_sim.fakelib.backend.call. */
 #ifndef FAKE_NVML_PYTHON_BRIDGE_H
 #define FAKE_NVML_PYTHON_BRIDGE_H
 

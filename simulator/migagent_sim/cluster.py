@@ -1,8 +1,10 @@
-"""A whole simulated GPU node in one process: fake API server, fake kubelet, FakeNvml, and agents.
+"""A whole simulated GPU node in one process: an API server, the fake kubelet, FakeNvml, and agents.
 
-`migagent demo`, the agent's integration tests and `bench.agent_bench` all run the production
-agent wiring (`cli.agent.build_agent`) against this, through the real `kubernetes` client over
-loopback HTTP and the real PodResources gRPC client over a unix socket.
+`Simulation` is the node over any `ClusterApi`; `SimCluster` is it over the in-process FakeApiServer
+(tests/realkube's `RealSimCluster` is it over a real kube-apiserver). `migagent demo`, the agent's
+integration tests and `bench.agent_bench` all run the production agent wiring (`wiring.build_agent`)
+against it, through the real `kubernetes` client over loopback HTTP and the real PodResources gRPC
+client over a unix socket.
 """
 
 from __future__ import annotations
@@ -10,185 +12,67 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from types import MappingProxyType, TracebackType
-from typing import TYPE_CHECKING, Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import yaml
 
 from migagent.attempt.listener import MetricsListener
-from migagent.attempt.ports import AgentSettings, PhaseHook
+from migagent.attempt.ports import PhaseHook
 from migagent.attempt.post_change import PostChangeSteps
 from migagent.clock import Clock, FakeClock, SystemClock
 from migagent.kube.adapter import KubeApi
 from migagent.kube.client import make_api_client
 from migagent.layout.parse import load_layout_file
 from migagent.layout.resolve import identity_of, resolve_config
-from migagent.layout.strategy import MigStrategy
 from migagent.loops.agent import Agent
 from migagent.loops.ownership import OwnedAgent
-from migagent.node.names import DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL, deploy_label
+from migagent.node.names import DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL
 from migagent.node.sharing_source import SharingSettings
 from migagent.nvml.driver import GpuDriver
 from migagent.plumbing.health import HealthState
 from migagent.reconcile.journal import FileJournal, MemoryJournal, desired_node_hash
 from migagent.reconcile.machine import ApplyEngine
 from migagent.reconcile.ports import NodeDriver, RebootRequester
-from migagent.reconcile.retry import RetryPolicy
 from migagent.sim.fake_nvml import FakeNvml
-from migagent.sim.fakelib_backend import nvml_for
 from migagent.sim.reset import SimResetRunner
-from migagent.sources.node_label import NodeLabelSource, WatchSettings
+from migagent.sources.node_label import NodeLabelSource
 from migagent.wiring import AgentOptions, build_agent
 from migagent_sim.apiserver import FakeApiServer
 from migagent_sim.apiserver.rbac import UserInfo
+from migagent_sim.cluster_api import ClusterApi, JsonDict
+from migagent_sim.cluster_config import (
+    DEMO_LAYOUTS,
+    GPU_OPERATOR_LABELS,
+    PDB_BLOCKING_FOR_NOW,
+    SimClusterConfig,
+    fast_options,
+    make_kubelet,
+    time_slicing_config,
+)
+from migagent_sim.fakelib.backend import nvml_for
 from migagent_sim.kubelet import FakeKubelet
-from migagent_sim.kubelet_plugin import PluginMode
 
 if TYPE_CHECKING:  # access control needs cel-python, a test dependency; the demo runs without it
     from migagent_sim.apiserver.access import AccessControl
 
-JsonDict = dict[str, Any]
+__all__ = [
+    "DEMO_LAYOUTS",
+    "GPU_OPERATOR_LABELS",
+    "PDB_BLOCKING_FOR_NOW",
+    "AnySimulation",
+    "RunningAgent",
+    "SimCluster",
+    "SimClusterConfig",
+    "Simulation",
+    "fast_options",
+    "time_slicing_config",
+]
 
-DEMO_LAYOUTS = """\
-version: v1
-mig-configs:
-  all-1g.10gb:
-    - devices: all
-      mig-enabled: true
-      mig-devices:
-        "1g.10gb": 7
-  # GPUs 0-3 become "balanced" (two 1g.10gb kept, the other five merged into a 2g.20gb and a
-  # 3g.40gb); GPUs 4-7 keep seven 1g.10gb each, untouched.
-  half-balanced:
-    - devices: [0, 1, 2, 3]
-      mig-enabled: true
-      mig-devices:
-        "1g.10gb": 2
-        "2g.20gb": 1
-        "3g.40gb": 1
-    - devices: [4, 5, 6, 7]
-      mig-enabled: true
-      mig-devices:
-        "1g.10gb": 7
-  all-balanced:
-    - devices: all
-      mig-enabled: true
-      mig-devices:
-        "1g.10gb": 2
-        "2g.20gb": 1
-        "3g.40gb": 1
-  all-7g:
-    - devices: all
-      mig-enabled: true
-      mig-devices:
-        "7g.80gb": 1
-  all-3g.40gb:
-    - devices: all
-      mig-enabled: true
-      mig-devices:
-        "3g.40gb": 2
-  all-disabled:
-    - devices: all
-      mig-enabled: false
-      mig-devices: {}
-  not-advertisable:
-    - devices: all
-      mig-enabled: true
-      mig-devices:
-        "1c.3g.40gb": 3
-"""
-
-GPU_OPERATOR_LABELS: Mapping[str, str] = MappingProxyType(
-    {deploy_label(c): "true" for c in ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm")}
-)
-
-
-@dataclass(frozen=True)
-class SimClusterConfig:
-    spec: str = "8xH100-80GB-SXM"
-    node_name: str = "gpu-node-1"
-    layouts_yaml: str = DEMO_LAYOUTS
-    start_layout: str | None = "all-1g.10gb"
-    """Applied to the GPUs before anything starts (None: MIG disabled, no instances)."""
-    labels: Mapping[str, str] = field(default_factory=lambda: dict(GPU_OPERATOR_LABELS))
-    plugin_mode: PluginMode = "gpu-operator"
-    plugin_lag_s: float = 0.0
-    plugin_namespace: str = "gpu-operator"
-    """Where the fake kubelet keeps the device-plugin pod (the standalone overlay: nvidia-device-plugin)."""
-    plugin_labels: Mapping[str, str] | None = None
-    """The plugin pod's labels (None: the GPU Operator's app=nvidia-device-plugin-daemonset)."""
-    mig_strategy: MigStrategy = MigStrategy.MIXED
-    """The device plugin's strategy; the agent's options() are set to the same."""
-    watch_timeout_s: float = 30.0
-    plugin_configs: Mapping[str, str] | None = None
-    """The device plugin's ConfigMap (config name -> plugin config YAML, see `time_slicing_config`),
-    chosen per node by `nvidia.com/device-plugin.config`; None: the plugin runs without sharing."""
-    plugin_config_map: tuple[str, str] = ("gpu-operator", "nvidia-device-plugin-configs")
-    plugin_default_config: str | None = None
-    agent_reads_plugin_config: bool = True
-    """options() point the agent at the plugin's ConfigMap (False: it must learn sharing otherwise)."""
-    gfd_labels: bool = False
-    """Publish GPU Feature Discovery's per-resource labels (replicas, product) with each registration."""
-    dra_driver: bool = False
-    """NVIDIA's DRA driver kubelet plugin runs on the node, publishing ResourceSlices (static MIG)."""
-
-
-def time_slicing_config(
-    replicas: int,
-    *,
-    resources: tuple[str, ...] = ("nvidia.com/mig-1g.10gb",),
-    rename_by_default: bool = False,
-    rename: Mapping[str, str] | None = None,
-) -> str:
-    """A device plugin config (version v1) replicating `resources` `replicas` times each."""
-    entries = [
-        {"name": name, "replicas": replicas, **({"rename": rename[name]} if rename and name in rename else {})}
-        for name in resources
-    ]
-    config = {
-        "version": "v1",
-        "flags": {"migStrategy": "mixed"},
-        "sharing": {"timeSlicing": {"renameByDefault": rename_by_default, "resources": entries}},
-    }
-    return str(yaml.safe_dump(config, sort_keys=False))
-
-
-PDB_BLOCKING_FOR_NOW: dict[str, int] = {
-    "observedGeneration": 1,
-    "disruptionsAllowed": 0,
-    "currentHealthy": 1,
-    "desiredHealthy": 1,
-    "expectedPods": 3,
-}
-"""A PodDisruptionBudget status (minAvailable 1) that blocks for now, not for good: 3 pods expected, 1
-healthy (the other replicas not Ready yet). With 1 pod expected it would never allow an eviction,
-and the agent's safety gate would refuse the change before touching the node."""
-
-
-def fast_options(node_name: str, layout_file: Path, socket_path: str) -> AgentOptions:
-    """Agent options with every wait and poll cut down to simulator speed."""
-    return AgentOptions(
-        node_name=node_name,
-        settings=AgentSettings(
-            config_file=layout_file,
-            drain_timeout_s=10.0,
-            readvertise_timeout_s=10.0,
-            readvertise_poll_s=0.05,
-            plugin_settle_s=5.0,
-            advertisement_stable_s=0.3,
-            resync_period_s=60.0,
-            retry=RetryPolicy(failure_backoff_initial=0.2, failure_backoff_max=2.0),
-            heartbeat_s=1.0,
-        ),
-        podresources_socket=socket_path,
-        plugin_timeout_s=10.0,
-        poll_interval_s=0.05,
-        watch=WatchSettings(resync_period_s=60.0, watch_timeout_s=30.0, backoff_initial_s=0.05, backoff_max_s=0.5),
-        lease_duration_s=2,
-    )
+Api_co = TypeVar("Api_co", bound=ClusterApi, covariant=True)
 
 
 class RunningAgent:
@@ -215,18 +99,20 @@ class RunningAgent:
         return self._thread.is_alive()
 
 
-class SimCluster:
+class Simulation(Generic[Api_co]):
+    """One simulated GPU node over the API server `api` (the fake one, or a real one)."""
+
     def __init__(
         self,
         workdir: Path,
-        config: SimClusterConfig | None = None,
+        config: SimClusterConfig,
+        api: Api_co,
         *,
-        access: AccessControl | None = None,
         agent_account: tuple[str, str] = ("migagent", "migagent"),
     ) -> None:
-        """With `access` (rendered RBAC and admission policies), the API server enforces them and each agent
-        authenticates as the service account `agent_account` (namespace, name) bound to this node."""
-        self.config = config or SimClusterConfig()
+        """`agent_account` (namespace, name): the service account each agent authenticates as, bound to
+        this node, where the API server enforces access control."""
+        self.config = config
         self.agent_account = agent_account
         self.workdir = workdir
         self.layout_file = workdir / "mig-layouts.yaml"
@@ -235,29 +121,18 @@ class SimCluster:
         self._socket_dir = Path(tempfile.mkdtemp(prefix="migsim-"))
         self.socket_path = str(self._socket_dir / "kubelet.sock")
         self.fake = FakeNvml.from_spec(self.config.spec)
-        # Pods stay Terminating for 1% of their grace period (a 30 s one: 0.3 s).
-        self.api = FakeApiServer(default_watch_timeout_s=self.config.watch_timeout_s, access=access, grace_scale=0.01)
-        self.kubelet = FakeKubelet(
-            self.api,
-            self.fake,
-            node_name=self.config.node_name,
-            socket_path=self.socket_path,
-            plugin_lag_s=self.config.plugin_lag_s,
-            plugin_mode=self.config.plugin_mode,
-            plugin_namespace=self.config.plugin_namespace,
-            plugin_labels=self.config.plugin_labels,
-            mig_strategy=self.config.mig_strategy,
-            plugin_config_map=self.config.plugin_config_map if self.config.plugin_configs is not None else None,
-            plugin_default_config=self.config.plugin_default_config,
-            gfd_labels=self.config.gfd_labels,
-            dra=self.config.dra_driver,
-        )
+        self._api = api
+        self.kubelet: FakeKubelet = make_kubelet(self.config, api, self.fake, socket_path=self.socket_path)
         self._drivers: list[GpuDriver] = []
         self._running: list[RunningAgent] = []
 
+    @property
+    def api(self) -> Api_co:
+        return self._api
+
     # -- lifecycle ------------------------------------------------------------------------------
 
-    def start(self) -> SimCluster:
+    def start(self) -> Simulation[Api_co]:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.layout_file.write_text(self.config.layouts_yaml, encoding="utf-8")
         if self.config.start_layout is not None:
@@ -282,7 +157,7 @@ class SimCluster:
             driver.__exit__(None, None, None)
         shutil.rmtree(self._socket_dir, ignore_errors=True)
 
-    def __enter__(self) -> SimCluster:
+    def __enter__(self) -> Simulation[Api_co]:
         return self.start()
 
     def __exit__(
@@ -416,12 +291,47 @@ class SimCluster:
         raise KeyError(f"GPU {gpu} has no GPU instance with compute instances starting at slot {slot}")
 
     def _apply_directly(self, layout_name: str) -> None:
-        """Put the GPUs in a layout before the cluster exists (no agent, no journal kept)."""
-        with GpuDriver(nvml_for(self.fake), reset_runner=SimResetRunner(self.fake)) as driver:
-            observation = driver.observe()
-            layout = load_layout_file(self.layout_file)
-            desired = resolve_config(layout, layout_name, [identity_of(gpu) for gpu in observation.gpus])
-            engine = ApplyEngine(driver, MemoryJournal(), clock=FakeClock())
-            result = engine.apply(desired, layout_hash=desired_node_hash(desired), config_name=layout_name)
-            if not result.converged:
-                raise RuntimeError(f"could not apply the start layout {layout_name}: {result.error}")
+        """Put the GPUs in a layout before the cluster exists."""
+        apply_directly(self.fake, self.layout_file, layout_name)
+
+
+AnySimulation = Simulation[ClusterApi]
+"""A simulated node over whichever API server: what a scenario run on the fake and the real one takes."""
+
+
+class SimCluster(Simulation[FakeApiServer]):
+    """The simulated node over the in-process FakeApiServer."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        config: SimClusterConfig | None = None,
+        *,
+        access: AccessControl | None = None,
+        agent_account: tuple[str, str] = ("migagent", "migagent"),
+    ) -> None:
+        """With `access` (rendered RBAC and admission policies), the API server enforces them and each agent
+        authenticates as the service account `agent_account` (namespace, name) bound to this node."""
+        config = config or SimClusterConfig()
+        # Pods stay Terminating for 1% of their grace period (a 30 s one: 0.3 s).
+        api = FakeApiServer(default_watch_timeout_s=config.watch_timeout_s, access=access, grace_scale=0.01)
+        super().__init__(workdir, config, api, agent_account=agent_account)
+
+    def start(self) -> SimCluster:
+        super().start()
+        return self
+
+    def __enter__(self) -> SimCluster:
+        return self.start()
+
+
+def apply_directly(fake: FakeNvml, layout_file: Path, layout_name: str) -> None:
+    """Put the GPUs in a layout before anything runs (no agent, no journal kept)."""
+    with GpuDriver(nvml_for(fake), reset_runner=SimResetRunner(fake)) as driver:
+        observation = driver.observe()
+        layout = load_layout_file(layout_file)
+        desired = resolve_config(layout, layout_name, [identity_of(gpu) for gpu in observation.gpus])
+        engine = ApplyEngine(driver, MemoryJournal(), clock=FakeClock())
+        result = engine.apply(desired, layout_hash=desired_node_hash(desired), config_name=layout_name)
+        if not result.converged:
+            raise RuntimeError(f"could not apply the start layout {layout_name}: {result.error}")

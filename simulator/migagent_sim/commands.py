@@ -11,5 +11,6 @@ from migagent.cli.commands import Command
 DEMO = Command(
     "demo", "migagent_sim.demo", "register",
     "run the agent against a simulated 8-GPU node and a fake API server, printing each step"
-    " (`demo rollout`: a 6-node pool rolled in waves, a halt and a resume)",
+    " (`demo rollout`: a 6-node pool rolled in waves, a halt and a resume; `demo autopilot`: layouts following"
+    " demand)",
 )

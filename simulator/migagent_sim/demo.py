@@ -263,11 +263,20 @@ def _print_requests(cluster: SimCluster, since: int) -> None:
     print(f"\n  API requests during the change: {sum(counts.values())} ({listing})")
 
 
-def _run_demo(args: argparse.Namespace) -> int:
+def _pool_demo(args: argparse.Namespace) -> int:
+    """The pool-level scenarios, each in its own module (only the one asked for is imported)."""
     if args.scenario == "rollout":
         from migagent_sim.demo_rollout import run_rollout_demo  # noqa: PLC0415 - only this scenario needs it
 
         return run_rollout_demo(args)
+    from migagent_sim.demo_autopilot import run_autopilot_demo  # noqa: PLC0415 - only this scenario needs it
+
+    return run_autopilot_demo(args)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    if args.scenario != "node":
+        return _pool_demo(args)
     for name in ("urllib3.connectionpool", "kubernetes.client.rest", "migagent.sim"):
         logging.getLogger(name).setLevel(logging.ERROR)
     strategy = MigStrategy(args.mig_strategy)
@@ -345,8 +354,9 @@ def _sharing_note(args: argparse.Namespace) -> str:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("demo", help=summary("demo"))
     parser.add_argument(
-        "scenario", nargs="?", choices=("node", "rollout"), default="node",
-        help="node (default): one node reconfigured; rollout: a 6-node pool rolled in waves, a halt and a resume",
+        "scenario", nargs="?", choices=("node", "rollout", "autopilot"), default="node",
+        help="node (default): one node reconfigured; rollout: a 6-node pool rolled in waves, a halt and a resume;"
+        " autopilot: demand shifts across a pool and the layouts follow it",
     )
     parser.add_argument("--timeout", type=float, default=45.0, metavar="SECONDS", help="give up after this long")
     parser.add_argument(

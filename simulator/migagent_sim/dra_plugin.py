@@ -23,7 +23,7 @@ from migagent.clock import Clock
 from migagent.layout.profile import ci_profile_name
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.state import MIG_ENABLE
-from migagent_sim.apiserver import FakeApiServer
+from migagent_sim.cluster_api import ClusterApi
 from migagent_sim.kubelet_plugin import random_suffix
 
 JsonDict = dict[str, Any]
@@ -72,7 +72,7 @@ class FakeDraKubeletPlugin:
 
     def __init__(
         self,
-        api: FakeApiServer,
+        api: ClusterApi,
         fake_nvml: FakeNvml,
         *,
         node_name: str,

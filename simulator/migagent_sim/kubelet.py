@@ -1,6 +1,6 @@
 """`FakeKubelet`: the node-local half of Kubernetes that the agent talks to, over the simulator.
 
-It joins a FakeApiServer (the Node and its pods) with a FakeNvml (the GPUs):
+It joins an API server (`ClusterApi`: the fake one or a real one; the Node and its pods) with a FakeNvml (the GPUs):
 - serves the PodResources API on a unix socket: which workload pod holds which MIG UUID;
 - runs workloads: a pod in the apiserver plus an NVML process on its MIG device, so both the
   drain logic (pods) and the apply engine's safety gate (processes) see it; deleting or evicting
@@ -17,14 +17,13 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-import grpc
-
 from migagent.clock import Clock, SystemClock
 from migagent.layout.strategy import MigStrategy
 from migagent.podresources import PodDevices
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.state import SimGpu, SimProcess
-from migagent_sim.apiserver import FakeApiServer
+from migagent_sim.apiserver.objects import running_status
+from migagent_sim.cluster_api import ClusterApi
 from migagent_sim.dra_plugin import FakeDraKubeletPlugin
 from migagent_sim.kubelet_devices import (
     MIG_RESOURCE_PREFIX,
@@ -34,7 +33,7 @@ from migagent_sim.kubelet_devices import (
     read_inventory,
 )
 from migagent_sim.kubelet_plugin import FakeDevicePlugin, PluginMode, random_suffix
-from migagent_sim.podresources_server import serve_pod_resources
+from migagent_sim.podresources_server import PodResourcesServer, serve_pod_resources
 
 __all__ = ["DEFAULT_PLUGIN_LABELS", "FakeKubelet", "PluginMode", "Workload"]
 
@@ -65,7 +64,7 @@ class Workload:
 class FakeKubelet:
     def __init__(
         self,
-        api: FakeApiServer,
+        api: ClusterApi,
         fake_nvml: FakeNvml,
         *,
         node_name: str,
@@ -87,6 +86,7 @@ class FakeKubelet:
         driver kubelet plugin runs on the node too, publishing ResourceSlices (dra_plugin)."""
         self._api = api
         self._fake = fake_nvml
+        self._clock = clock or SystemClock()
         self.node_name = node_name
         self.socket_path = socket_path
         self._lock = threading.RLock()
@@ -116,7 +116,7 @@ class FakeKubelet:
         self._workloads: dict[tuple[str, str], Workload] = {}
         self.replacements: list[JsonDict] = []
         self._next_pid = _FIRST_PID
-        self._server: grpc.Server | None = None
+        self._server: PodResourcesServer | None = None
         self._running = False
         self._listening = False
 
@@ -150,7 +150,7 @@ class FakeKubelet:
         if self.dra is not None:
             self.dra.stop()
         if server is not None:
-            server.stop(None).wait()
+            server.stop(None)
 
     def __enter__(self) -> FakeKubelet:
         self.start()
@@ -218,12 +218,13 @@ class FakeKubelet:
         profile: str | None = None,
         labels: Mapping[str, str] | None = None,
         owner_kind: str | None = "ReplicaSet",
+        bound: bool = False,
     ) -> JsonDict:
         """Create a Running pod on this node holding one MIG device, with a process on that device.
 
         `mig_uuid` picks the device; otherwise the first free device of `profile` (e.g. `1g.10gb`,
         `1g.10gb+me` or `nvidia.com/mig-1g.10gb.me`), or of any profile when both are None.
-        """
+        `bound`: the pod exists, bound to this node by a scheduler; it is started (Running, Ready)."""
         with self._lock:
             device = self._choose_device(mig_uuid=mig_uuid, profile=profile)
             resource = self._plugin.advertised_name(device.resource_name)
@@ -231,7 +232,7 @@ class FakeKubelet:
             pid = self._free_pid()
             self._fake.sim_attach_process(device.uuid, pid=pid, used_memory_bytes=WORKLOAD_MEMORY_BYTES)
             try:
-                pod = self._api.create_pod(
+                pod = self._api.update_pod(namespace, name, self._started) if bound else self._api.create_pod(
                     node_name=self.node_name,
                     namespace=namespace,
                     name=name,
@@ -248,6 +249,9 @@ class FakeKubelet:
                 device_id=f"{device.uuid}::0" if replicated else "",
             )
             return pod
+
+    def _started(self, pod: JsonDict) -> None:
+        pod["status"] = running_status(self._clock.wall())
 
     def _choose_device(self, *, mig_uuid: str | None, profile: str | None) -> PluginDevice:
         inventory = read_inventory(self._fake, self._plugin.strategy)

@@ -38,8 +38,8 @@ from migagent.clock import Clock
 from migagent.layout.sharing import NO_SHARING, SharingConfig, SharingConfigError, parse_plugin_config
 from migagent.layout.strategy import MigStrategy
 from migagent.sim.fake_nvml import FakeNvml
-from migagent_sim.apiserver import FakeApiServer
 from migagent_sim.apiserver.errors import ApiError
+from migagent_sim.cluster_api import ClusterApi
 from migagent_sim.kubelet_devices import DeviceInventory, is_plugin_resource, read_inventory
 
 PluginMode = Literal["gpu-operator", "daemonset", "node-label", "absent"]
@@ -61,7 +61,7 @@ class FakeDevicePlugin:
 
     def __init__(
         self,
-        api: FakeApiServer,
+        api: ClusterApi,
         fake_nvml: FakeNvml,
         *,
         node_name: str,

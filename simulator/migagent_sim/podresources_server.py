@@ -59,11 +59,11 @@ def serve_pod_resources(
     *,
     allocatable: AllocatableProvider | None = None,
     max_workers: int = 4,
-) -> grpc.Server:
+) -> PodResourcesServer:
     """Start serving on `unix://<socket_path>` and return the started server.
 
     A socket file left by an earlier run is replaced, as the kubelet does. Stop it with
-    `server.stop(grace).wait()`; gRPC removes the socket file on shutdown.
+    `server.stop(grace)`; gRPC removes the socket file on shutdown.
     """
     if len(os.fsencode(socket_path)) > _MAX_UNIX_PATH_BYTES:
         raise ValueError(
@@ -76,10 +76,23 @@ def serve_pod_resources(
         path.unlink()
     elif path.exists():
         raise FileExistsError(f"PodResources socket path {socket_path} exists and is not a socket; remove it first")
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="podresources"))
+    executor = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="podresources")
+    server = grpc.server(executor)
     lister = _Lister(provider, allocatable or dict)
     api_pb2_grpc.add_PodResourcesListerServicer_to_server(lister, server)  # type: ignore[no-untyped-call]
     if server.add_insecure_port(f"unix://{os.fspath(path)}") == 0:
         raise OSError(f"cannot bind the PodResources server to unix://{socket_path}")
     server.start()
-    return server
+    return PodResourcesServer(server, executor)
+
+
+class PodResourcesServer:
+    """A started server; `stop` also ends its worker threads (gRPC leaves the executor it was given running)."""
+
+    def __init__(self, server: grpc.Server, executor: futures.ThreadPoolExecutor) -> None:
+        self._server = server
+        self._executor = executor
+
+    def stop(self, grace: float | None) -> None:
+        self._server.stop(grace).wait()
+        self._executor.shutdown(wait=True)

@@ -37,13 +37,13 @@ from migagent.nvml.driver import GpuDriver
 from migagent.reconcile.journal import FileJournal, MemoryJournal, desired_node_hash
 from migagent.reconcile.machine import ApplyEngine
 from migagent.sim.fake_nvml import FakeNvml
-from migagent.sim.fakelib_backend import nvml_for
 from migagent.sim.reset import SimResetRunner
 from migagent.sources.node_label import WatchSettings
 from migagent.wiring import AgentOptions, build_agent
 from migagent_sim.apiserver import FakeApiServer
 from migagent_sim.apiserver.rbac import UserInfo
 from migagent_sim.cluster import DEMO_LAYOUTS, GPU_OPERATOR_LABELS, RunningAgent, fast_options
+from migagent_sim.fakelib.backend import nvml_for
 from migagent_sim.kubelet import FakeKubelet
 
 if TYPE_CHECKING:  # access control needs cel-python, a test dependency; the demo runs without it

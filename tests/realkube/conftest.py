@@ -7,19 +7,15 @@ missing binaries are an error instead, so CI cannot pass with these tests skippe
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.binaries_gate import BinariesGate
 from tests.realkube.control_plane import SCRIPT, ControlPlane, binaries_built, binaries_dir, new_workdir
 from tests.realkube.deployment import Deployer
-
-_REQUIRED = os.environ.get("MIGAGENT_REQUIRE_REAL_KUBE") == "1"
-_HERE = Path(__file__).resolve().parent
-_SKIPPED = pytest.StashKey[tuple[int, str]]()
 
 
 def _missing() -> str | None:
@@ -29,23 +25,9 @@ def _missing() -> str | None:
     return f"the real control plane is not built in {directory}: run {SCRIPT}"
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    ours = [item for item in items if _HERE in Path(str(item.path)).resolve().parents]
-    message = _missing() if ours else None
-    if message is None:
-        return
-    if _REQUIRED:
-        raise pytest.UsageError(f"MIGAGENT_REQUIRE_REAL_KUBE=1 and {message}")
-    skip = pytest.mark.skip(reason=message)
-    for item in ours:
-        item.add_marker(skip)
-    config.stash[_SKIPPED] = (len(ours), message)
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    if _SKIPPED in config.stash:
-        count, message = config.stash[_SKIPPED]
-        terminalreporter.write_line(f"tests/realkube: {count} tests skipped: {message}")
+_GATE = BinariesGate(Path(__file__).resolve().parent, "MIGAGENT_REQUIRE_REAL_KUBE", _missing)
+pytest_collection_modifyitems = _GATE.collection_modifyitems
+pytest_terminal_summary = _GATE.terminal_summary
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""A real Kubernetes control plane on loopback for the tests: etcd, kube-apiserver, kube-controller-manager.
+"""A real Kubernetes control plane on loopback for the tests: etcd, kube-apiserver, kube-controller-manager,
+and, for the tests that ask for it (`start_scheduler`, the demand scenarios), kube-scheduler.
 
 The binaries come from scripts/control_plane.sh (built from Go modules at pinned versions, cached
 outside the repository). The API server runs as a cluster's does where it matters to the agent:
@@ -16,8 +17,11 @@ outside the repository). The API server runs as a cluster's does where it matter
   the simulated kubelet plays the device plugin DaemonSet's part, creating its pod when the node's
   deploy label lets it, as the fast suite's simulator does), `node-lifecycle` (with no real kubelet
   heartbeat it would taint every node unreachable and then evict the pods, the agent's own pod
-  among them, which would invalidate its bound token), and the scheduler (the tests bind pods to
-  their node themselves, as `spec.nodeName`).
+  among them, which would invalidate its bound token). kube-scheduler runs only once a test asks
+  for it (`start_scheduler`): the other scenarios bind pods to their node themselves, as
+  `spec.nodeName`, and the demand scenarios let the scheduler decide. It runs with the admin's
+  kubeconfig, leader election off, and a back-off of one second for pods it could not place, so a
+  pod is placed soon after a node starts offering what it asks.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from tests.realkube.rest import HttpError, Rest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = "scripts/control_plane.sh"
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 IDENTITY_POD_LABEL = "migagent-test-identity"
 """The label of the pods the agents' tokens are bound to (the harness's, not a scenario's)."""
@@ -265,6 +269,45 @@ class ControlPlane:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"kube-controller-manager not working:\n{self.log_tail('kube-controller-manager')}")
             time.sleep(0.5)
+
+    def start_scheduler(self) -> None:
+        """kube-scheduler, once; returns when its health endpoint answers (it then watches pods and nodes)."""
+        if any(name == "kube-scheduler" for name, _ in self._processes):
+            return
+        port = free_port()
+        config = self.workdir / "kube-scheduler.yaml"
+        config.write_text(yaml.safe_dump({
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": str(self.admin_kubeconfig)},
+            "leaderElection": {"leaderElect": False},
+            "podInitialBackoffSeconds": 1,
+            "podMaxBackoffSeconds": 1,
+        }), encoding="utf-8")
+        process = self._spawn(
+            "kube-scheduler",
+            [
+                f"--config={config}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.workdir / 'scheduler-certs'}",
+                f"--authentication-kubeconfig={self.admin_kubeconfig}",
+                f"--authorization-kubeconfig={self.admin_kubeconfig}",
+                "--v=1",
+            ],
+        )
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # its serving certificate is self-signed, made at start
+
+        def ready() -> bool:
+            try:
+                with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", timeout=5, context=context) as answer:
+                    return bool(answer.status == 200)
+            except (OSError, urllib.error.URLError):
+                return False
+
+        self._wait("kube-scheduler", process, ready, 120)
 
     # -- clients --------------------------------------------------------------------------------
 

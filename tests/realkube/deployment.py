@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from tests.integration.deploy.manifests import only, render, render_with_components
+from tests.integration.deploy.manifests import of_kind, only, render, render_with_components
 from tests.realkube.control_plane import ControlPlane, Identity
 from tests.realkube.policy_cases import NODE, Case, stored_node
 from tests.realkube.rest import SMP, HttpError
@@ -146,15 +146,16 @@ class Deployer:
             time.sleep(0.2)
 
     def agent(self, objects: list[JsonDict], node: str, *, service_account: str | None = None) -> Identity:
-        """The agent's rendered service account (the DaemonSet's), or `service_account` of the agent's
-        namespace, authenticated by a token bound to a pod on `node`."""
-        daemonset = only(objects, "DaemonSet")
-        namespace = daemonset["metadata"]["namespace"]
-        name = service_account or daemonset["spec"]["template"]["spec"]["serviceAccountName"]
-        key = (namespace, name, node)
+        """The agent's service account (its DaemonSet's), or another rendered one by name, authenticated by a
+        token bound to a pod on `node`."""
+        account = service_account or only(objects, "DaemonSet")["spec"]["template"]["spec"]["serviceAccountName"]
+        metadata = next(o for o in of_kind(objects, "ServiceAccount") if o["metadata"]["name"] == account)["metadata"]
+        key = (metadata["namespace"], metadata["name"], node)
         if key not in self._tokens:
             self.plane.ensure_node(node)
-            self._tokens[key] = self.plane.agent_identity(namespace=namespace, service_account=name, node=node)
+            self._tokens[key] = self.plane.agent_identity(
+                namespace=metadata["namespace"], service_account=metadata["name"], node=node
+            )
         return self._tokens[key]
 
 
@@ -199,13 +200,14 @@ def ensure_owner(plane: ControlPlane, kind: str, namespace: str, name: str, *, r
     return uid
 
 
-def create_pod(plane: ControlPlane, pod: JsonDict) -> JsonDict:
-    """Create `pod` as the admin (bound to its node by spec.nodeName), its owners made real first."""
+def create_pod(plane: ControlPlane, pod: JsonDict, *, replicas: int = 1) -> JsonDict:
+    """Create `pod` as the admin (bound to its node by spec.nodeName), its owners made real first
+    (`replicas`: what a ReplicaSet owner says it wants)."""
     metadata = pod["metadata"]
     namespace = metadata["namespace"]
     ensure_namespace(plane, namespace)
     for reference in metadata.get("ownerReferences") or []:
-        reference["uid"] = ensure_owner(plane, reference["kind"], namespace, reference["name"])
+        reference["uid"] = ensure_owner(plane, reference["kind"], namespace, reference["name"], replicas=replicas)
     return plane.rest(plane.admin).create(f"/api/v1/namespaces/{namespace}/pods", pod)
 
 

@@ -279,8 +279,9 @@ def run_sequence(endpoint: Endpoint) -> dict[str, JsonDict]:
 # --- the two worlds ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def fake_endpoint() -> Iterator[Endpoint]:
+    """The fake server for one test: stopped with it, so the pod removals its evictions scheduled end too."""
     objects = GPU_OPERATOR.render()
     server = FakeApiServer(access=AccessControl(objects))
     server.start()

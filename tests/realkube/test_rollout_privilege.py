@@ -52,7 +52,7 @@ def test_the_controller_may_make_each_call_it_makes(control_plane: ControlPlane,
     [node] = [n for n in api.list_nodes("") if n.name == NODE]
     api.list_pods_on_node(NODE)
     api.list_pdbs()
-    api.record_event(node, "MigRolloutLeftNode", "rollout privilege: a test of the controller's grant")
+    api.warn_node(node, "MigRolloutLeftNode", "rollout privilege: a test of the controller's grant")
     relabelled = api.set_layout(node, "all-1g.10gb")  # the one label, conditional on the Node as read
     assert relabelled.labels[MIG_CONFIG_LABEL] == "all-1g.10gb"
     with pytest.raises(NodeChangedError):

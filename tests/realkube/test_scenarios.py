@@ -1,8 +1,8 @@
 """The agent's integration scenarios against the real control plane.
 
 The scenario functions are the fast suite's own (imported from tests/integration/agent, so they are one
-code), run here with `cluster`/`make_cluster` fixtures that give a SimCluster whose Kubernetes is the
-real kube-apiserver (tests/realkube/world.py): the agent authenticates with its pod-bound token, under
+code), run here with `cluster`/`make_cluster` fixtures that give a simulated node (`AnySimulation`) whose
+Kubernetes is the real kube-apiserver (tests/realkube/world.py): the agent authenticates with its pod-bound token, under
 the RBAC and admission policies of the overlay that matches the plugin mode, applied with kubectl;
 the simulated kubelet and device plugin are clients of the same server. Scenarios that read the fake
 server's request log or inject its faults stay in the fast suite only; the drain-with-budget scenarios,
@@ -21,8 +21,7 @@ from migagent.attempt.listener import Outcome
 from migagent.attempt.post_change import CdiSettings, PostChangeSteps
 from migagent.attempt.services import HostClients, RecordingServiceManager
 from migagent.node.names import deploy_label
-from migagent_sim.cluster import SimCluster, SimClusterConfig
-from migagent_sim.kubelet import FakeKubelet
+from migagent_sim.cluster import AnySimulation, SimClusterConfig
 from migagent_sim.nvidia_ctk import FakeNvidiaTools
 from tests.integration.agent.support import (
     SMALL,
@@ -49,7 +48,7 @@ from tests.integration.agent.test_reconfigure import (
     test_an_admin_cordoned_node_stays_cordoned_after_the_change,
     test_the_delete_pod_strategy_restarts_a_daemonset_plugin_and_reaches_success,
 )
-from tests.integration.agent.test_standalone_plugin import LABELS, NS, PLUGIN_DS
+from tests.integration.agent.test_standalone_plugin import LABELS, NS, PLUGIN_DS, STANDALONE_CONFIG
 from tests.realkube.control_plane import ControlPlane
 from tests.realkube.deployment import (
     FORCE_DELETE,
@@ -76,12 +75,12 @@ SCENARIOS = (
 @pytest.fixture
 def make_cluster(
     control_plane: ControlPlane, deployer: Deployer, tmp_path: Path
-) -> Iterator[Callable[[SimClusterConfig], SimCluster]]:
+) -> Iterator[Callable[[SimClusterConfig], AnySimulation]]:
     """As tests/integration/agent's fixture: the standalone overlay with delete-pod-restart for a daemonset
     plugin, else gpu-operator; installed on the real server, the agent bound to the cluster's node."""
-    started: list[SimCluster] = []
+    started: list[AnySimulation] = []
 
-    def make(config: SimClusterConfig = SMALL) -> SimCluster:
+    def make(config: SimClusterConfig = SMALL) -> AnySimulation:
         assert not started, "one cluster per test: they would share the node"
         variant = STANDALONE_DELETE_POD if config.plugin_mode == "daemonset" else GPU_OPERATOR
         objects = deployer.install(variant)
@@ -98,20 +97,20 @@ def make_cluster(
 
 
 @pytest.fixture
-def cluster(make_cluster: Callable[[SimClusterConfig], SimCluster]) -> SimCluster:
+def cluster(make_cluster: Callable[[SimClusterConfig], AnySimulation]) -> AnySimulation:
     return make_cluster(SMALL)
 
 
-def _real(cluster: SimCluster) -> RealSimCluster:
+def _real(cluster: AnySimulation) -> RealSimCluster:
     assert isinstance(cluster, RealSimCluster)
     return cluster
 
 
-def _guarded_workloads(cluster: SimCluster) -> None:
+def _guarded_workloads(cluster: AnySimulation) -> None:
     """inference-0 on a GI that all-balanced destroys (GPU 0, slot 6), and a peer of its ReplicaSet
     (replicas 2) still starting elsewhere; a budget with maxUnavailable 1. The disruption controller
     then allows no disruption until the peer is Ready: blocked for now, not for good."""
-    real = _real(cluster).real
+    real = _real(cluster).api
     labels = {"app": "inference"}
     ensure_namespace(real.plane, "ml")
     ensure_owner(real.plane, "ReplicaSet", "ml", "inference-0-owner", replicas=2)
@@ -130,9 +129,9 @@ def _guarded_workloads(cluster: SimCluster) -> None:
 
 
 def test_a_pdb_blocking_for_now_makes_the_drain_wait_until_the_disruption_controller_allows(
-    cluster: SimCluster,
+    cluster: AnySimulation,
 ) -> None:
-    real = _real(cluster).real
+    real = _real(cluster).api
     _guarded_workloads(cluster)
     running = cluster.start_agent()
     try:
@@ -162,8 +161,8 @@ def test_a_pdb_blocking_for_now_makes_the_drain_wait_until_the_disruption_contro
     assert_released(cluster)
 
 
-def test_a_pdb_that_never_allows_fails_the_change_and_undoes_nothing_it_did_not_do(cluster: SimCluster) -> None:
-    real = _real(cluster).real
+def test_a_pdb_that_never_allows_fails_the_change_and_undoes_nothing_it_did_not_do(cluster: AnySimulation) -> None:
+    real = _real(cluster).api
     cluster.kubelet.run_workload("ml", "inference-0", mig_uuid=cluster.mig_uuid(0, 6), labels={"app": "inference"})
     real.add_pdb("ml", "inference-pdb", match_labels={"app": "inference"}, max_unavailable=0)
     real.pdb_status("ml", "inference-pdb", allowed=0)
@@ -189,22 +188,12 @@ def test_a_standalone_plugin_leaves_the_node_while_the_gpus_change_under_the_sta
     absent: the agent pauses it (absent -> paused, the standalone overlay's marker) and sets it to true."""
     objects = deployer.install(STANDALONE)
     account = next(o for o in objects if o["kind"] == "ServiceAccount")["metadata"]
-    config = SimClusterConfig(spec="2xH100-80GB-SXM", start_layout="all-1g.10gb", plugin_mode="node-label", labels={})
+    config = STANDALONE_CONFIG
     agent_account = (account["namespace"], account["name"])
     cluster = RealSimCluster(control_plane, tmp_path / "c", config, agent_account=agent_account)
-    cluster.kubelet = FakeKubelet(
-        cluster.api,
-        cluster.fake,
-        node_name=config.node_name,
-        socket_path=cluster.socket_path,
-        plugin_mode="node-label",
-        plugin_namespace=NS,
-        plugin_labels=LABELS,
-        plugin_daemonset=PLUGIN_DS,
-    )
     cluster.start()
     try:
-        cluster.real.create_pod(
+        cluster.api.create_pod(
             node_name=config.node_name,
             namespace=NS,
             name="nvdp-gfd-x1",
@@ -230,7 +219,7 @@ def test_a_standalone_plugin_leaves_the_node_while_the_gpus_change_under_the_sta
         assert after is not None
         assert after["metadata"]["uid"] != before
         assert cluster.node()["metadata"]["labels"][deploy_label("device-plugin")] == "true"
-        assert "nvdp-gfd-x1" in {p["metadata"]["name"] for p in cluster.real.pods(config.node_name)}
+        assert "nvdp-gfd-x1" in {p["metadata"]["name"] for p in cluster.api.pods(config.node_name)}
         assert advertised(cluster) == {"nvidia.com/mig-7g.80gb": 2}
         assert state(cluster) == "success"
         assert_released(cluster)
@@ -240,11 +229,11 @@ def test_a_standalone_plugin_leaves_the_node_while_the_gpus_change_under_the_sta
 
 
 def test_the_operator_validators_on_the_node_are_deleted_around_a_change_under_the_pod_policy(
-    cluster: SimCluster, tmp_path: Path
+    cluster: AnySimulation, tmp_path: Path
 ) -> None:
     """The agent's validator restarts (mig-manager's order) pass the pod policy: pods on its own node of
     the validator kinds; the same kind on another node stays."""
-    real = _real(cluster).real
+    real = _real(cluster).api
     made = {}
     for app in ("nvidia-cuda-validator", "nvidia-operator-validator"):
         made[app] = real.create_pod(

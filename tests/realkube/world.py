@@ -1,9 +1,8 @@
 """The simulator's kubelet and device plugin as clients of the real kube-apiserver.
 
-`RealKubeApi` has the surface of FakeApiServer that FakeKubelet, FakeDevicePlugin and SimCluster use
-(node, add_node, update_node, pods, create_pod, update_pod, delete_pod, on_node_changed,
-on_pod_deleted, issue_token), implemented with real requests, each under the identity that makes it
-on a cluster:
+`RealKubeApi` implements `migagent_sim.cluster_api.ClusterApi`, what the fake kubelet, its plugins and
+the simulated node use (FakeApiServer implements it too; mypy holds both to it), with real requests,
+each under the identity that makes it on a cluster:
 - the kubelet (`system:node:<name>`, client certificate) publishes the Node's status (allocatable,
   capacity) and its pods' status (Running and Ready, CrashLoopBackOff), and finishes terminating
   pods: a pod with a deletionTimestamp has its process ended (the kubelet's callbacks), then is
@@ -15,8 +14,8 @@ on a cluster:
 Changes reach the callbacks through watches (node by name, pods by spec.nodeName), as a kubelet
 learns them, so they arrive on another thread shortly after the write, not inside it.
 
-`RealSimCluster` is SimCluster with this API in place of the fake one; the agent's client speaks
-HTTPS to the real server with the cluster CA.
+`RealSimCluster` is the simulated node (`Simulation`) over this API, its kubelet built the one way
+(`cluster_config.make_kubelet`); the agent's client speaks HTTPS to the real server with the cluster CA.
 """
 
 from __future__ import annotations
@@ -26,19 +25,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Unpack
 
 from migagent.clock import Clock, SystemClock
 from migagent.kube.adapter import KubeApi
-from migagent_sim.apiserver import FakeApiServer
 from migagent_sim.apiserver.errors import ApiError
-from migagent_sim.apiserver.objects import pod_object
+from migagent_sim.apiserver.objects import PodArgs, pod_object
 from migagent_sim.apiserver.rbac import UserInfo
-from migagent_sim.cluster import SimCluster, SimClusterConfig
-from migagent_sim.kubelet import FakeKubelet
+from migagent_sim.cluster import SimClusterConfig, Simulation
 from tests.realkube.control_plane import IDENTITY_POD_LABEL, ControlPlane, Identity
-from tests.realkube.deployment import ensure_namespace, ensure_owner
+from tests.realkube.deployment import create_pod, ensure_namespace
 from tests.realkube.rest import HttpError
 
 if TYPE_CHECKING:
@@ -48,6 +46,7 @@ JsonDict = dict[str, Any]
 Listener = Callable[[JsonDict], None]
 _LOG = logging.getLogger(__name__)
 _IDENTITY = "app.kubernetes.io/name"
+WATCH_TIMEOUT_S = 2.0
 
 
 class RealKubeApi:
@@ -71,7 +70,7 @@ class RealKubeApi:
         return self.plane.url
 
     @property
-    def access(self) -> object:
+    def access(self) -> object | None:
         return self.plane  # not None: every agent request carries its token
 
     def start(self) -> str:
@@ -158,43 +157,15 @@ class RealKubeApi:
                 return None
             raise
 
-    def create_pod(
-        self,
-        *,
-        node_name: str | None,
-        namespace: str,
-        name: str,
-        labels: Mapping[str, str] | None = None,
-        owner_kind: str | None = None,
-        mirror: bool = False,
-        resources: Mapping[str, str | int] | None = None,
-        phase: str | None = None,
-        owner_name: str | None = None,
-        replicas: int = 1,
-    ) -> JsonDict:
-        """As the fake's: a pod on `node_name`, Running and Ready (its kubelet says so), or unscheduled."""
-        if mirror:
+    def create_pod(self, *, replicas: int = 1, **pod: Unpack[PodArgs]) -> JsonDict:
+        """As the fake's: a pod on `node_name`, Running and Ready (its kubelet says so), or unscheduled;
+        `replicas`: what a ReplicaSet owner says it wants."""
+        if pod.get("mirror"):
             raise NotImplementedError("mirror pods are not simulated on the real control plane")
-        wanted = pod_object(
-            namespace=namespace,
-            name=name,
-            node_name=node_name,
-            labels=labels,
-            owner_kind=owner_kind,
-            owner_name=owner_name,
-            resources=resources,
-            phase=phase,
-            wall_s=time.time(),
-        )
+        wanted = pod_object(wall_s=time.time(), **pod)
         status = wanted.pop("status")
-        ensure_namespace(self.plane, namespace)
-        for reference in wanted["metadata"].get("ownerReferences") or []:
-            reference["apiVersion"] = "apps/v1"
-            reference["uid"] = ensure_owner(
-                self.plane, reference["kind"], namespace, reference["name"], replicas=replicas
-            )
-        created = self._admin.create(f"/api/v1/namespaces/{namespace}/pods", wanted)
-        if node_name is None:
+        created = create_pod(self.plane, wanted, replicas=replicas)
+        if pod["node_name"] is None:
             return created
         created["status"] = {**created.get("status", {}), **status}
         return self._write_pod_status(created)
@@ -218,6 +189,43 @@ class RealKubeApi:
             return self._admin.delete(f"/api/v1/namespaces/{namespace}/pods/{name}")
         except HttpError as error:
             raise ApiError(error.status, error.message) from error
+
+    # -- what the node's plugins read and publish ----------------------------------------------
+
+    def put_config_map(self, namespace: str, name: str, data: Mapping[str, str]) -> JsonDict:
+        """Create the ConfigMap, or replace its data, as the admin."""
+        ensure_namespace(self.plane, namespace)
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": dict(data)}
+        path = f"/api/v1/namespaces/{namespace}/configmaps"
+        try:
+            return self._admin.create(path, body)
+        except HttpError as error:
+            if error.status != 409:
+                raise
+        current = self._admin.get(f"{path}/{name}")
+        return self._admin.replace(f"{path}/{name}", {**current, "data": dict(data)})
+
+    def config_map(self, namespace: str, name: str) -> JsonDict | None:
+        try:
+            return self._admin.get(f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+        except HttpError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def put_resource_slice(self, resource_slice: JsonDict) -> JsonDict:
+        """Create or replace a ResourceSlice as the node (a DRA kubelet plugin publishes its own)."""
+        path = "/apis/resource.k8s.io/v1/resourceslices"
+        body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", **resource_slice}
+        try:
+            return self._kubelet.create(path, body)
+        except HttpError as error:
+            if error.status != 409:
+                raise
+        name = body["metadata"]["name"]
+        current = self._kubelet.get(f"{path}/{name}")
+        body["metadata"] = {**body["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}
+        return self._kubelet.replace(f"{path}/{name}", body)
 
     # -- budgets ------------------------------------------------------------------------------
 
@@ -328,35 +336,33 @@ class RealKubeApi:
                     raise
 
 
-class RealSimCluster(SimCluster):
-    """SimCluster whose Kubernetes is the real control plane (FakeNvml and the PodResources socket as before)."""
+class RealSimCluster(Simulation[RealKubeApi]):
+    """The simulated node over the real control plane (FakeNvml and the PodResources socket as with the fake)."""
 
     def __init__(
         self, plane: ControlPlane, workdir: Path, config: SimClusterConfig, *, agent_account: tuple[str, str]
     ) -> None:
-        super().__init__(workdir, config, agent_account=agent_account)
-        self.real = RealKubeApi(plane, self.config.node_name, agent_account=agent_account)
-        self.api = cast(FakeApiServer, self.real)
-        self.kubelet = FakeKubelet(
-            self.api,
-            self.fake,
-            node_name=self.config.node_name,
-            socket_path=self.socket_path,
-            plugin_lag_s=self.config.plugin_lag_s,
-            plugin_mode=self.config.plugin_mode,
-            plugin_namespace=self.config.plugin_namespace,
-            plugin_labels=self.config.plugin_labels,
-            mig_strategy=self.config.mig_strategy,
-        )
+        api = RealKubeApi(plane, config.node_name, agent_account=agent_account)
+        super().__init__(workdir, config, api, agent_account=agent_account)
+
+    def start(self) -> RealSimCluster:
+        super().start()
+        return self
+
+    def options(self, **settings: Any) -> AgentOptions:
+        """As the fake's, with a short watch: the real server ends a watch only at its timeout, and a
+        stopped agent's watch thread must end with the test, not 30 s later."""
+        base = super().options(**settings)
+        return replace(base, watch=replace(base.watch, watch_timeout_s=WATCH_TIMEOUT_S))
 
     def agent_api(self, options: AgentOptions | None = None, *, clock: Clock | None = None) -> KubeApi:
         options = options or self.options()
-        token = self.real.issue_token(UserInfo("unused", ()))
-        api_client = self.real.plane.api_client(Identity("agent", token=token))
+        token = self.api.issue_token(UserInfo("unused", ()))
+        api_client = self.api.plane.api_client(Identity("agent", token=token))
         return KubeApi(
             api_client, node_name=options.node_name, clock=clock or SystemClock(), timeout=options.request_timeout
         )
 
     def write_kubeconfig(self, path: Path) -> Path:
-        token = self.real.issue_token(UserInfo("unused", ()))
-        return self.real.plane.write_kubeconfig(path, Identity("agent", token=token))
+        token = self.api.issue_token(UserInfo("unused", ()))
+        return self.api.plane.write_kubeconfig(path, Identity("agent", token=token))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 JsonDict = dict[str, Any]
 
@@ -101,25 +101,32 @@ def owner_reference(kind: str, name: str, uid: str) -> JsonDict:
     }
 
 
-def pod_object(
-    *,
-    namespace: str,
-    name: str,
-    node_name: str | None,
-    labels: Mapping[str, str] | None = None,
-    owner_kind: str | None = None,
-    owner_name: str | None = None,
-    mirror: bool = False,
-    resources: Mapping[str, str | int] | None = None,
-    phase: str | None = None,
-    wall_s: float,
-) -> JsonDict:
+class PodArgs(TypedDict, total=False):
+    """What a test says about a pod it creates; `pod_object` fills in the rest."""
+
+    node_name: Required[str | None]
+    namespace: Required[str]
+    name: Required[str]
+    labels: Mapping[str, str] | None
+    owner_kind: str | None
+    """"DaemonSet", "ReplicaSet", ... or None (no controller)."""
+    owner_name: str | None
+    """Defaults to "<name>-owner"."""
+    mirror: bool
+    resources: Mapping[str, str | int] | None
+    phase: str | None
+
+
+def pod_object(*, wall_s: float, **pod: Unpack[PodArgs]) -> JsonDict:
     """A pod bound to `node_name` (Running) or unscheduled (Pending); `resources` become limits and requests."""
-    phase = phase or ("Running" if node_name else "Pending")
+    namespace, name, node_name = pod["namespace"], pod["name"], pod["node_name"]
+    labels, resources, owner_kind = pod.get("labels"), pod.get("resources"), pod.get("owner_kind")
+    phase = pod.get("phase") or ("Running" if node_name else "Pending")
     metadata: JsonDict = {"name": name, "namespace": namespace, "labels": dict(labels or {}), "annotations": {}}
     if owner_kind is not None:
-        metadata["ownerReferences"] = [owner_reference(owner_kind, owner_name or f"{name}-owner", new_uid())]
-    if mirror:
+        owner_name = pod.get("owner_name") or f"{name}-owner"
+        metadata["ownerReferences"] = [owner_reference(owner_kind, owner_name, new_uid())]
+    if pod.get("mirror"):
         metadata["annotations"][MIRROR_POD_ANNOTATION] = new_uid().replace("-", "")
         metadata["ownerReferences"] = [owner_reference("Node", node_name or "", new_uid())]
     container: JsonDict = {"name": "main", "image": "registry.example/workload:1"}
@@ -140,6 +147,11 @@ def pod_object(
         "spec": spec,
         "status": _pod_status(phase, bound=bool(node_name), wall_s=wall_s),
     }
+
+
+def running_status(wall_s: float) -> JsonDict:
+    """The status a kubelet writes once a bound pod's containers run (Running, Ready)."""
+    return _pod_status("Running", bound=True, wall_s=wall_s)
 
 
 def _pod_status(phase: str, *, bound: bool, wall_s: float) -> JsonDict:

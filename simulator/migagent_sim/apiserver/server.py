@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from migagent.clock import Clock, SystemClock
 from migagent_sim.apiserver.dispatch import Dispatcher, WatchSettings
@@ -19,6 +19,7 @@ from migagent_sim.apiserver.disruption import BudgetRule, DisruptionController
 from migagent_sim.apiserver.faults import FaultInjector, RecordedRequest, RequestLog
 from migagent_sim.apiserver.handler import ApiRequestHandler, LoopbackHttpServer
 from migagent_sim.apiserver.objects import (
+    PodArgs,
     daemonset_status,
     node_object,
     pdb_object,
@@ -106,13 +107,13 @@ class FakeApiServer:
     def stop(self) -> None:
         if self._http is None:
             return
-        self._terminator.stop()
         self._store.drop_subscriptions()
         self._http.shutdown()
         self._http.close_connections()
         self._http.server_close()
         if self._thread is not None:
             self._thread.join()
+        self._terminator.stop()  # last: a request still in flight may have scheduled a pod's removal
         self._http = None
         self._thread = None
 
@@ -178,36 +179,10 @@ class FakeApiServer:
         pod = {**pod, "metadata": {**metadata, "namespace": metadata.get("namespace") or "default"}}
         return self._store.create(PODS, {"apiVersion": "v1", "kind": "Pod", **pod})
 
-    def create_pod(
-        self,
-        *,
-        node_name: str | None,
-        namespace: str,
-        name: str,
-        labels: Mapping[str, str] | None = None,
-        owner_kind: str | None = None,
-        mirror: bool = False,
-        resources: Mapping[str, str | int] | None = None,
-        phase: str | None = None,
-        owner_name: str | None = None,
-    ) -> JsonDict:
-        """A pod on `node_name` (Running) or unscheduled (Pending); owner_kind "DaemonSet"/"ReplicaSet"/None.
-
-        `resources` become the container's limits and requests; `owner_name` defaults to "<name>-owner".
-        """
-        pod = pod_object(
-            namespace=namespace,
-            name=name,
-            node_name=node_name,
-            labels=labels,
-            owner_kind=owner_kind,
-            owner_name=owner_name,
-            mirror=mirror,
-            resources=resources,
-            phase=phase,
-            wall_s=self._clock.wall(),
-        )
-        return self._store.create(PODS, pod)
+    def create_pod(self, **pod: Unpack[PodArgs]) -> JsonDict:
+        """A pod on `node_name` (Running) or unscheduled (Pending); `resources` become the container's
+        limits and requests (`objects.PodArgs`)."""
+        return self._store.create(PODS, pod_object(wall_s=self._clock.wall(), **pod))
 
     def pod(self, namespace: str, name: str) -> JsonDict | None:
         return self._store.get(PODS, namespace, name)

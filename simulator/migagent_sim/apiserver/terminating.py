@@ -38,6 +38,7 @@ class Terminator:
         self._grace_scale = grace_scale
         self._lock = threading.Lock()
         self._timers: dict[tuple[str, str, str], threading.Timer] = {}
+        self._stopped = False
 
     @property
     def immediate(self) -> bool:
@@ -51,6 +52,8 @@ class Terminator:
         timer = threading.Timer(grace_s * self._grace_scale, self._finish, args=key)
         timer.daemon = True
         with self._lock:
+            if self._stopped:  # the server is going away: nothing is finished after it
+                return
             if key in self._timers:  # already Terminating: a second delete only ever shortens the wait
                 if grace_s > 0:
                     return
@@ -60,6 +63,7 @@ class Terminator:
 
     def stop(self) -> None:
         with self._lock:
+            self._stopped = True
             timers, self._timers = list(self._timers.values()), {}
         for timer in timers:
             timer.cancel()

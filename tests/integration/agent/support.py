@@ -18,7 +18,8 @@ from migagent.node.names import (
     MIG_CONFIG_STATE_LABEL,
     PAUSED_FOR_MIG_CHANGE,
 )
-from migagent_sim.cluster import PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig
+from migagent_sim.cluster import PDB_BLOCKING_FOR_NOW, AnySimulation, SimCluster, SimClusterConfig
+from migagent_sim.doubles.intercept import SimulatedCrash
 
 BLOCKING_FOR_NOW = PDB_BLOCKING_FOR_NOW
 T = TypeVar("T")
@@ -36,10 +37,6 @@ class ImpatientClock(SystemClock):
 
     def sleep(self, seconds: float) -> None:
         super().sleep(seconds / 10)
-
-
-class SimulatedCrash(BaseException):
-    """Stands for the agent process dying: a BaseException, so no `except Exception` undoes anything."""
 
 
 def crash_at(phase: AgentPhase) -> PhaseHook:
@@ -62,38 +59,38 @@ def eventually(check: Callable[[], T | None], *, what: str, timeout_s: float = 3
         time.sleep(0.02)
 
 
-def state(cluster: SimCluster) -> str | None:
+def state(cluster: AnySimulation) -> str | None:
     labels: dict[str, str] = cluster.node()["metadata"].get("labels", {})
     return labels.get(MIG_CONFIG_STATE_LABEL)
 
 
-def condition(cluster: SimCluster) -> JsonDict:
+def condition(cluster: AnySimulation) -> JsonDict:
     conditions = cluster.node().get("status", {}).get("conditions", [])
     found = next((c for c in conditions if c["type"] == CONDITION_TYPE), None)
     assert found is not None, f"node has no {CONDITION_TYPE} condition"
     return dict(found)
 
 
-def condition_reason(cluster: SimCluster) -> str | None:
+def condition_reason(cluster: AnySimulation) -> str | None:
     conditions = cluster.node().get("status", {}).get("conditions", [])
     return next((str(c["reason"]) for c in conditions if c["type"] == CONDITION_TYPE), None)
 
 
-def advertised(cluster: SimCluster) -> dict[str, int]:
+def advertised(cluster: AnySimulation) -> dict[str, int]:
     """Non-zero MIG resources in Node allocatable (a stale resource reads 0, as on a real kubelet)."""
     return {name: count for name, count in cluster.kubelet.advertised().items() if count}
 
 
-def node_annotations(cluster: SimCluster) -> dict[str, str]:
+def node_annotations(cluster: AnySimulation) -> dict[str, str]:
     return dict(cluster.node()["metadata"].get("annotations", {}))
 
 
-def paused_labels(cluster: SimCluster) -> list[str]:
+def paused_labels(cluster: AnySimulation) -> list[str]:
     labels: dict[str, str] = cluster.node()["metadata"].get("labels", {})
     return sorted(k for k, v in labels.items() if k.startswith(DEPLOY_LABEL_PREFIX) and v == PAUSED_FOR_MIG_CHANGE)
 
 
-def assert_released(cluster: SimCluster) -> None:
+def assert_released(cluster: AnySimulation) -> None:
     """Nothing an attempt does to the node outside the GPUs is left behind."""
     node = cluster.node()
     assert not node["spec"].get("unschedulable"), "node left cordoned"
@@ -108,11 +105,11 @@ def request_counts(cluster: SimCluster, since: int = 0) -> Counter[str]:
     )
 
 
-def workload_names(cluster: SimCluster) -> set[str]:
+def workload_names(cluster: AnySimulation) -> set[str]:
     return {w.name for w in cluster.kubelet.workloads()}
 
 
-def attached_pids(cluster: SimCluster) -> set[int]:
+def attached_pids(cluster: AnySimulation) -> set[int]:
     return {
         process.pid
         for gpu in cluster.fake.state.gpus

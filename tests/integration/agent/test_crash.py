@@ -9,12 +9,12 @@ import pytest
 
 from migagent.attempt.phases import AgentPhase, Outcome
 from migagent.node.names import ATTEMPT_ANNOTATION, HANDED_OVER_ANNOTATION
-from migagent_sim.cluster import SimCluster
+from migagent_sim.cluster import AnySimulation, SimCluster
+from migagent_sim.doubles.intercept import SimulatedCrash, crashing_driver
 from tests.integration.agent.support import (
     BLOCKING_FOR_NOW,
     SMALL_ALL_1G,
     SMALL_BALANCED,
-    SimulatedCrash,
     advertised,
     assert_released,
     condition,
@@ -25,20 +25,18 @@ from tests.integration.agent.support import (
     state,
     workload_names,
 )
-from tests.integration.apply.support import SimulatedCrash as CrashInsideApply
-from tests.integration.apply.support import crashing_driver
 
 KILLABLE = [phase for phase in AgentPhase if phase is not AgentPhase.UNDO]
 
 
-def _start_change(cluster: SimCluster) -> None:
+def _start_change(cluster: AnySimulation) -> None:
     # A pod on a GI that all-balanced destroys, and one on a GI it keeps.
     cluster.kubelet.run_workload("ml", "moves", mig_uuid=cluster.mig_uuid(0, 6))
     cluster.kubelet.run_workload("ml", "stays", mig_uuid=cluster.mig_uuid(1, 0))
     cluster.label("all-balanced")
 
 
-def _assert_converged(cluster: SimCluster) -> None:
+def _assert_converged(cluster: AnySimulation) -> None:
     assert state(cluster) == "success"
     assert (condition(cluster)["status"], condition(cluster)["reason"]) == ("True", "Applied")
     assert advertised(cluster) == SMALL_BALANCED
@@ -64,13 +62,13 @@ def test_an_agent_killed_as_a_phase_starts_is_finished_by_a_restarted_agent(
 
 @pytest.mark.parametrize("crash_at_call", [1, 9])
 def test_an_agent_killed_in_the_middle_of_the_apply_is_finished_by_a_restarted_agent(
-    cluster: SimCluster, crash_at_call: int
+    cluster: AnySimulation, crash_at_call: int
 ) -> None:
     _start_change(cluster)
     doomed, _ = cluster.build_agent(
         wrap_driver=lambda driver: crashing_driver(driver, crash_at=crash_at_call, after_call=True)
     )
-    with pytest.raises(CrashInsideApply):
+    with pytest.raises(SimulatedCrash):
         doomed.reconcile_once()
     assert cluster.node()["spec"].get("unschedulable") is True, "the crash left the node mid-change"
 

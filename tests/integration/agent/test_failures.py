@@ -10,7 +10,7 @@ from migagent.attempt.listener import Outcome
 from migagent.node.names import ATTEMPT_ANNOTATION, LAST_ERROR_ANNOTATION, deploy_label
 from migagent.reconcile.reboot import RecordingRebootRequester
 from migagent.reconcile.retry import RetryPolicy
-from migagent_sim.cluster import DEMO_LAYOUTS, SimCluster, SimClusterConfig
+from migagent_sim.cluster import DEMO_LAYOUTS, AnySimulation, SimCluster, SimClusterConfig
 from tests.integration.agent.support import (
     BLOCKING_FOR_NOW,
     SMALL_ALL_1G,
@@ -126,7 +126,7 @@ def test_a_layout_that_does_not_fit_fails_as_layout_does_not_fit_and_touches_not
     assert_released(cluster)
 
 
-def test_a_layout_the_device_plugin_cannot_advertise_is_refused_before_anything_changes(cluster: SimCluster) -> None:
+def test_a_layout_the_device_plugin_cannot_advertise_is_refused_before_anything_changes(cluster: AnySimulation) -> None:
     agent, _ = cluster.build_agent()
     cluster.label("not-advertisable")
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from migagent.sim.fakelib_node import NvmlClients
 from migagent.sim.state import pci_bus_id
 from migagent_sim.cluster import SimCluster
+from migagent_sim.fakelib.node import NvmlClients
 from tests.integration.agent.support import condition_reason, eventually
 from tests.integration.fakelib.support import build, library_env, nvidia_smi
 

@@ -12,7 +12,8 @@ from migagent.node.names import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
 from migagent.node.port import NodeChangedError
 from migagent.reconcile.ports import NodeDriver
 from migagent.sources.node_label import NodeLabelSource
-from migagent_sim.cluster import SimCluster
+from migagent_sim.cluster import AnySimulation, SimCluster
+from migagent_sim.doubles.intercept import InterceptingDriver
 from tests.integration.agent.support import (
     BLOCKING_FOR_NOW,
     SMALL_ALL_1G,
@@ -21,12 +22,11 @@ from tests.integration.agent.support import (
     eventually,
     workload_names,
 )
-from tests.integration.apply.support import InterceptingDriver
 
 SMALL_7G = {"nvidia.com/mig-7g.80gb": 2}
 
 
-def _cordon_flips(cluster: SimCluster) -> list[bool]:
+def _cordon_flips(cluster: AnySimulation) -> list[bool]:
     """Every change of spec.unschedulable on the Node, in order (False -> True is a cordon)."""
     flips: list[bool] = []
 
@@ -40,7 +40,7 @@ def _cordon_flips(cluster: SimCluster) -> list[bool]:
     return flips
 
 
-def _states(cluster: SimCluster) -> list[tuple[str | None, str | None]]:
+def _states(cluster: AnySimulation) -> list[tuple[str | None, str | None]]:
     """(label, state) pairs the Node showed, in order."""
     seen: list[tuple[str | None, str | None]] = []
     cluster.api.on_node_changed(
@@ -55,7 +55,7 @@ def _watching(source: NodeLabelSource, layout: str) -> None:
     eventually(lambda: source.desired == layout, what=f"the watch to see {layout}", timeout_s=10)
 
 
-def test_a_label_change_between_nvml_steps_re_plans_to_the_new_layout_with_one_cordon(cluster: SimCluster) -> None:
+def test_a_label_change_between_nvml_steps_re_plans_to_the_new_layout_with_one_cordon(cluster: AnySimulation) -> None:
     source_box: list[NodeLabelSource] = []
     changed: list[str] = []
     mutations: list[str] = []

@@ -14,6 +14,7 @@ from migagent.attempt.listener import Outcome
 from migagent.nvml.driver import GpuDriver
 from migagent.reconcile.ports import NodeDriver
 from migagent_sim.cluster import SimCluster, SimClusterConfig
+from migagent_sim.doubles.intercept import InterceptingDriver
 from tests.integration.agent.support import (
     SMALL,
     SMALL_BALANCED,
@@ -23,7 +24,6 @@ from tests.integration.agent.support import (
     eventually,
     state,
 )
-from tests.integration.apply.support import InterceptingDriver
 
 LEASE = ("migagent", "migagent-node-gpu-node-1")
 

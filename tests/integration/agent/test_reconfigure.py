@@ -15,7 +15,7 @@ from migagent.node.names import (
     deploy_label,
 )
 from migagent.plumbing.health import HealthState
-from migagent_sim.cluster import SimCluster, SimClusterConfig
+from migagent_sim.cluster import AnySimulation, SimCluster, SimClusterConfig
 from tests.integration.agent.support import (
     SMALL_ALL_1G,
     SMALL_BALANCED,
@@ -162,7 +162,7 @@ def test_every_phase_of_a_change_is_recorded_as_an_event_on_the_node(cluster: Si
         assert (event["involvedObject"]["kind"], event["involvedObject"]["uid"]) == ("Node", node_uid)
 
 
-def test_an_admin_cordoned_node_stays_cordoned_after_the_change(cluster: SimCluster) -> None:
+def test_an_admin_cordoned_node_stays_cordoned_after_the_change(cluster: AnySimulation) -> None:
     cluster.edit_node(lambda node: node["spec"].update(unschedulable=True))
     agent, _ = cluster.build_agent()
     cluster.label("all-balanced")

@@ -12,7 +12,6 @@ from pathlib import Path
 from migagent.attempt.phases import AgentPhase, Outcome
 from migagent.node.names import deploy_label
 from migagent_sim.cluster import SimCluster, SimClusterConfig
-from migagent_sim.kubelet import FakeKubelet
 from tests.integration.agent.support import assert_released, condition, state
 
 NS = "nvidia-device-plugin"
@@ -20,22 +19,23 @@ LABELS = {"app.kubernetes.io/name": "nvidia-device-plugin", "app.kubernetes.io/i
 PLUGIN_DS = "nvdp-nvidia-device-plugin"
 
 
+STANDALONE_CONFIG = SimClusterConfig(
+    spec="2xH100-80GB-SXM",
+    start_layout="all-1g.10gb",
+    plugin_mode="node-label",
+    labels={},
+    plugin_namespace=NS,
+    plugin_labels=LABELS,
+    plugin_daemonset=PLUGIN_DS,
+)
+"""NVIDIA's standalone device plugin chart: its own namespace, labels and DaemonSet, no operator labels."""
+
+
 def _standalone(workdir: Path) -> SimCluster:
-    config = SimClusterConfig(spec="2xH100-80GB-SXM", start_layout="all-1g.10gb", plugin_mode="node-label", labels={})
-    cluster = SimCluster(workdir, config)
-    cluster.kubelet = FakeKubelet(
-        cluster.api,
-        cluster.fake,
-        node_name=config.node_name,
-        socket_path=cluster.socket_path,
-        plugin_mode="node-label",
-        plugin_namespace=NS,
-        plugin_labels=LABELS,
-        plugin_daemonset=PLUGIN_DS,
-    )
+    cluster = SimCluster(workdir, STANDALONE_CONFIG)
     cluster.start()
     cluster.api.create_pod(
-        node_name=config.node_name, namespace=NS, name="nvdp-gfd-x1", labels=LABELS,
+        node_name=STANDALONE_CONFIG.node_name, namespace=NS, name="nvdp-gfd-x1", labels=LABELS,
         owner_kind="DaemonSet", owner_name=f"{PLUGIN_DS}-gpu-feature-discovery",
     )
     return cluster

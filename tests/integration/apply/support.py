@@ -9,18 +9,15 @@ engine can catch it) at the k-th mutation, either before it reaches NVML or righ
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from migagent.catalog.model import Placement
 from migagent.clock import FakeClock
 from migagent.layout.desired import DesiredNode
-from migagent.layout.observed import Observation, ObservedGpu
+from migagent.layout.observed import Observation
 from migagent.layout.parse import parse_layout
 from migagent.layout.resolve import identity_of, resolve_config
 from migagent.nvml.driver import GpuDriver
-from migagent.nvml.mode import ModeActivation
 from migagent.planning import Plan, StepKind, plan
 from migagent.reconcile.bootid import FixedBootId
 from migagent.reconcile.journal import FileJournal, desired_node_hash
@@ -29,8 +26,8 @@ from migagent.reconcile.ports import NodeDriver
 from migagent.reconcile.reboot import RecordingRebootRequester
 from migagent.reconcile.retry import RetryPolicy
 from migagent.sim.fake_nvml import FakeNvml
-from migagent.sim.fakelib_backend import nvml_for
 from migagent.sim.reset import SimResetRunner
+from migagent_sim.fakelib.backend import nvml_for
 
 LAYOUTS = """
 version: v1
@@ -96,7 +93,6 @@ mig-configs:
       mig-enabled: false
 """
 
-T = TypeVar("T")
 NVML_MUTATIONS = (
     "nvmlDeviceSetMigMode",
     "nvmlDeviceCreateGpuInstanceWithPlacement",
@@ -104,83 +100,6 @@ NVML_MUTATIONS = (
     "nvmlComputeInstanceDestroy",
     "nvmlGpuInstanceDestroy",
 )
-
-
-class SimulatedCrash(BaseException):
-    """The process died here."""
-
-
-class InterceptingDriver:
-    """A NodeDriver delegating to another, calling `before(name)` and `after(name)` around each mutation."""
-
-    def __init__(
-        self,
-        driver: NodeDriver,
-        *,
-        before: Callable[[str], None] = lambda name: None,
-        after: Callable[[str], None] = lambda name: None,
-    ) -> None:
-        self._driver = driver
-        self._before = before
-        self._after = after
-
-    def observe(self) -> Observation:
-        return self._driver.observe()
-
-    def observe_gpu(self, index: int) -> ObservedGpu:
-        return self._driver.observe_gpu(index)
-
-    def _mutate(self, name: str, call: Callable[[], T]) -> T:
-        self._before(name)
-        result = call()
-        self._after(name)
-        return result
-
-    def set_mig_mode(self, gpu: int, *, enabled: bool) -> ModeActivation:
-        return self._mutate("set_mig_mode", lambda: self._driver.set_mig_mode(gpu, enabled=enabled))
-
-    def reset_gpu(self, gpu: int) -> None:
-        self._mutate("reset_gpu", lambda: self._driver.reset_gpu(gpu))
-
-    def create_gpu_instance(self, gpu: int, *, profile_id: int, placement: Placement) -> int:
-        return self._mutate(
-            "create_gpu_instance",
-            lambda: self._driver.create_gpu_instance(gpu, profile_id=profile_id, placement=placement),
-        )
-
-    def create_compute_instance(
-        self, gpu: int, *, gi_id: int, profile_id: int, placement: Placement | None = None
-    ) -> int:
-        return self._mutate(
-            "create_compute_instance",
-            lambda: self._driver.create_compute_instance(gpu, gi_id=gi_id, profile_id=profile_id, placement=placement),
-        )
-
-    def destroy_compute_instance(self, gpu: int, *, gi_id: int, ci_id: int) -> None:
-        self._mutate(
-            "destroy_compute_instance", lambda: self._driver.destroy_compute_instance(gpu, gi_id=gi_id, ci_id=ci_id)
-        )
-
-    def destroy_gpu_instance(self, gpu: int, *, gi_id: int) -> None:
-        self._mutate("destroy_gpu_instance", lambda: self._driver.destroy_gpu_instance(gpu, gi_id=gi_id))
-
-
-def crashing_driver(driver: NodeDriver, *, crash_at: int, after_call: bool) -> InterceptingDriver:
-    """A driver that dies at mutation number `crash_at` (0-based): before NVML runs it, or right after
-    NVML did it but before the engine could journal it."""
-    done = 0
-
-    def before(name: str) -> None:
-        if done == crash_at and not after_call:
-            raise SimulatedCrash(f"before {name} #{crash_at}")
-
-    def after(name: str) -> None:
-        nonlocal done
-        done += 1
-        if done - 1 == crash_at and after_call:
-            raise SimulatedCrash(f"after {name} #{crash_at}")
-
-    return InterceptingDriver(driver, before=before, after=after)
 
 
 class SimNode:

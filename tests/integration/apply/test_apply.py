@@ -9,7 +9,8 @@ from migagent.reconcile.assertion import config_mismatches
 from migagent.reconcile.journal import MemoryJournal, desired_node_hash
 from migagent.reconcile.machine import ApplyEngine, ApplyOutcome
 from migagent.reconcile.states import Phase
-from tests.integration.apply.support import InterceptingDriver, SimNode
+from migagent_sim.doubles.intercept import InterceptingDriver
+from tests.integration.apply.support import SimNode
 
 MakeNode = Callable[[str], SimNode]
 

@@ -18,7 +18,8 @@ from migagent.planning import StepKind
 from migagent.reconcile.assertion import config_mismatches
 from migagent.reconcile.states import Phase
 from migagent.sim.state import SimNodeState
-from tests.integration.apply.support import InterceptingDriver, SimNode, SimulatedCrash, crashing_driver
+from migagent_sim.doubles.intercept import InterceptingDriver, SimulatedCrash, crashing_driver
+from tests.integration.apply.support import SimNode
 
 MakeNode = Callable[[str], SimNode]
 

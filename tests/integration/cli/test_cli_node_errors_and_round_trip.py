@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from migagent.cli import main
+from migagent_sim.doubles.layouts import ALL_1G
 
 SPEC = "2xA100-40GB,2xA30-24GB,1xH100-80GB-SXM"
 
@@ -133,18 +134,15 @@ def test_export_after_apply_round_trips_compute_profiles_media_mixed_models_and_
     assert capsys.readouterr().out == exported
 
 
-UNFILTERED_80GB_ONLY = """
-version: v1
-mig-configs:
-  all-1g.10gb:
-    - devices: all
-      mig-enabled: true
-      mig-devices: {"1g.10gb": 7}
+UNFILTERED_80GB_ONLY = (
+    ALL_1G
+    + """\
   fits-nowhere:
     - devices: all
       mig-enabled: true
       mig-devices: {"1g.5gb": 8}
 """
+)
 
 
 def test_an_unfiltered_entry_that_fits_some_models_is_valid_with_a_warning_for_the_others(

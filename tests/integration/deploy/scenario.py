@@ -21,7 +21,6 @@ from migagent.node.names import DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
 from migagent_sim.apiserver.access import AccessControl
 from migagent_sim.apiserver.faults import RecordedRequest
 from migagent_sim.cluster import GPU_OPERATOR_LABELS, PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig
-from migagent_sim.kubelet import FakeKubelet
 from migagent_sim.kubelet_plugin import PluginMode
 from migagent_sim.nvidia_ctk import FakeNvidiaTools
 from tests.integration.deploy.manifests import Obj, agent_container, only
@@ -95,23 +94,14 @@ def run_agent_scenario(workdir: Path, objects: list[Obj]) -> ScenarioRecord:
         plugin_mode=PLUGIN_MODE_FOR[flags.restart],
         labels=dict(GPU_OPERATOR_LABELS) if operator else {},
         mig_strategy=flags.mig_strategy,
+        # the plugin pod where this deployment's agent is told to look
+        plugin_namespace=flags.plugin_namespace,
+        plugin_labels=_selector_labels(flags.plugin_selector),
+        plugin_daemonset=flags.plugin_daemonset or "nvidia-device-plugin-daemonset",
     )
     account = only(objects, "ServiceAccount")["metadata"]
     access = AccessControl(objects)
     cluster = SimCluster(workdir, config, access=access, agent_account=(account["namespace"], account["name"]))
-    # SimCluster's kubelet keeps the plugin pod in gpu-operator/app=nvidia-device-plugin-daemonset;
-    # put it where this deployment's agent is told to look, before anything starts.
-    cluster.kubelet = FakeKubelet(
-        cluster.api,
-        cluster.fake,
-        node_name=config.node_name,
-        socket_path=cluster.socket_path,
-        plugin_mode=config.plugin_mode,
-        plugin_namespace=flags.plugin_namespace,
-        plugin_labels=_selector_labels(flags.plugin_selector),
-        mig_strategy=flags.mig_strategy,
-        plugin_daemonset=flags.plugin_daemonset or "nvidia-device-plugin-daemonset",
-    )
     with cluster:
         for namespace, name, (gpu, slot), labels in (GUARDED_WORKLOAD, PLAIN_WORKLOAD):
             cluster.kubelet.run_workload(namespace, name, mig_uuid=cluster.mig_uuid(gpu, slot), labels=labels)

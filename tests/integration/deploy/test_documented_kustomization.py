@@ -1,7 +1,7 @@
 """The kustomization the READMEs tell an admin to write renders, with the image it names.
 
-The block is read from deploy/README.md (GPU Operator path, step 5) and README.md, `<path to>` and
-the layouts file filled in, and rendered with `kubectl kustomize` as the admin would apply it.
+The block is read from deploy/README.md (GPU Operator path, step 5), README.md and docs/migrating.md,
+`<path to>` and the layouts file filled in, and rendered with `kubectl kustomize` as the admin would apply it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def _blocks(readme: Path) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("readme", ["deploy/README.md", "README.md"])
+@pytest.mark.parametrize("readme", ["deploy/README.md", "README.md", "docs/migrating.md"])
 def test_the_documented_kustomization_sets_the_image_and_renders(readme: str, tmp_path: Path) -> None:
     blocks = _blocks(REPO / readme)
     assert blocks, f"{readme} shows no kustomization with an images: entry"

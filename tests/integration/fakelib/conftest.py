@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import ctypes
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from migagent.sim.fake_nvml import FakeNvml
-from migagent.sim.fakelib_backend import bind
+from migagent_sim.fakelib.backend import bind
 from tests.integration.fakelib.support import build
 
 
@@ -15,6 +16,15 @@ from tests.integration.fakelib.support import build
 def fake_nvml_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """DIR from `scripts/build_fake_nvml.sh DIR`, built once with the system C compiler."""
     return build(tmp_path_factory.mktemp("fake-nvml"))
+
+
+@pytest.fixture(scope="session")
+def nvml_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """clients/nvml_client.c built with the system C compiler: an NVML client without Python."""
+    binary = tmp_path_factory.mktemp("nvml-client") / "nvml_client"
+    source = Path(__file__).with_name("clients") / "nvml_client.c"
+    subprocess.run(["cc", "-std=c11", "-O1", "-o", str(binary), str(source), "-ldl", "-lpthread"], check=True)
+    return binary
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ caller-sized buffers), and its answers carry the simulator's values."""
 from __future__ import annotations
 
 import ctypes
-import subprocess
 from collections.abc import Callable
 from ctypes import byref, c_char_p, c_uint, c_void_p
 from pathlib import Path
@@ -219,19 +218,3 @@ def test_a_placement_passed_by_value_is_not_taken_for_a_pointer(fake_nvml_dir: P
     result = python(library_env(fake_nvml_dir, state), code)
     assert result.returncode != 0
     assert FakeNvml.load(state).state.gpus[0].gpu_instances == []
-
-
-def test_a_process_without_a_python_interpreter_gets_library_not_found_from_nvml_init(
-    fake_nvml_dir: Path, tmp_path: Path
-) -> None:
-    program = tmp_path / "client.c"
-    program.write_text(
-        "#include <dlfcn.h>\n#include <stdio.h>\n"
-        "int main(int argc, char **argv) {\n"
-        "  void *lib = dlopen(argv[1], RTLD_NOW);\n  if (!lib) { puts(dlerror()); return 100; }\n"
-        "  int (*init)(void) = (int (*)(void))dlsym(lib, \"nvmlInit_v2\");\n"
-        "  return init();\n}\n"
-    )
-    subprocess.run(["cc", "-o", str(tmp_path / "client"), str(program), "-ldl"], check=True)
-    result = subprocess.run([str(tmp_path / "client"), str(fake_nvml_dir / "libnvidia-ml.so.1")], check=False)
-    assert result.returncode == pynvml.NVML_ERROR_LIBRARY_NOT_FOUND

@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 
 from migagent.sim.fake_nvml import FakeNvml
+from migagent_sim.fakelib.node import NvmlClients
 from tests.integration.fakelib.support import LAYOUTS, library_env, migagent
 
 BALANCED_A100_80GB = {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
@@ -38,7 +39,7 @@ def test_apply_export_and_assert_run_the_real_gpu_path_over_the_library(fake_nvm
     # The library saved every change to the state file; the CLI never saw a --state flag.
     gpus = json.loads(state.read_text())["gpus"]
     assert [len(gpu["gpu_instances"]) for gpu in gpus] == [4, 4]
-    assert json.loads(state.with_name("node.json.clients").read_text()) == {}, "every client shut NVML down"
+    assert NvmlClients(state.with_name("node.json.clients")).read() == {}, "every client shut NVML down"
 
 
 def test_apply_that_enables_mig_on_ampere_resets_through_nvidia_smi_after_releasing_nvml(

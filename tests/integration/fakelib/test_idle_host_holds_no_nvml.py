@@ -17,8 +17,8 @@ import pynvml
 import pytest
 
 from migagent.sim.fake_nvml import FakeNvml
-from migagent.sim.fakelib_node import NvmlClients
 from migagent.sim.state import pci_bus_id
+from migagent_sim.fakelib.node import NvmlClients
 from tests.integration.fakelib.support import library_env, nvidia_smi
 from tests.integration.host.test_sdnotify import NotifySocket
 

@@ -92,4 +92,28 @@ def test_an_unknown_bus_id_or_option_is_refused(fake_nvml_dir: Path, tmp_path: P
     missing = nvidia_smi(fake_nvml_dir, env, "-r", "-i", "00000000:99:00.0")
     assert missing.returncode == pynvml.NVML_ERROR_NOT_FOUND
     assert "No GPU with PCI bus id 00000000:99:00.0" in missing.stderr
-    assert nvidia_smi(fake_nvml_dir, env, "-L").returncode == 2  # argparse: only the reset is simulated
+    assert nvidia_smi(fake_nvml_dir, env, "-q").returncode == 2  # argparse: an option not simulated
+
+
+def test_the_summary_and_the_list_show_each_gpu_and_mig_device(fake_nvml_dir: Path, tmp_path: Path) -> None:
+    """What mig-manager's reconfigure-mig.sh runs (`nvidia-smi`, its status checked) and `-L`."""
+    state = tmp_path / "node.json"
+    fake = FakeNvml.from_spec("2xA100-80GB", mig_enabled=True)
+    fake.nvmlInit()
+    device = fake.nvmlDeviceGetHandleByIndex(1)
+    gi = fake.nvmlDeviceCreateGpuInstance(device, fake.nvmlDeviceGetGpuInstanceProfileInfo(device, 0).id)
+    fake.nvmlGpuInstanceCreateComputeInstance(gi, 0)
+    fake.save(state)
+    env = library_env(fake_nvml_dir, state)
+    summary = nvidia_smi(fake_nvml_dir, env)
+    assert summary.returncode == 0, summary.stderr
+    assert "Driver Version: 580.65.06" in summary.stdout
+    assert "NVIDIA A100-SXM4-80GB MIG 1g.10gb" in summary.stdout
+    listed = nvidia_smi(fake_nvml_dir, env, "-L")
+    assert listed.returncode == 0, listed.stderr
+    gpus, ci = fake.state.gpus, fake.state.gpus[1].gpu_instances[0].compute_instances[0]
+    assert listed.stdout.splitlines() == [
+        f"GPU 0: NVIDIA A100-SXM4-80GB (UUID: {gpus[0].uuid})",
+        f"GPU 1: NVIDIA A100-SXM4-80GB (UUID: {gpus[1].uuid})",
+        f"  MIG 1g.10gb      Device  0: (UUID: {ci.uuid})",
+    ]

@@ -9,8 +9,8 @@ import pytest
 
 from migagent.nvml.driver import GpuDriver
 from migagent.sim.fake_nvml import FakeNvml
-from migagent.sim.fakelib_backend import bind, library_selected, nvml_for
 from migagent.sim.reset import SimResetRunner
+from migagent_sim.fakelib.backend import bind, library_selected, nvml_for
 
 
 def test_nvml_for_selects_the_fake_or_pynvml_over_the_library_as_the_environment_says() -> None:

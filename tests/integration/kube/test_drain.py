@@ -9,7 +9,7 @@ from migagent.kube.adapter import KubeApi
 from migagent.layout.observed import Observation
 from migagent.node.drain import Drainer, DrainPlanner
 from migagent_sim.apiserver import FakeApiServer
-from tests.unit.node.support import Holding, gpu_plan, mig_gpu, plan
+from migagent_sim.doubles.builders import Holding, gpu_plan, mig_gpu, plan
 
 from .conftest import NODE, HookedClock
 

@@ -1,8 +1,6 @@
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,16 +24,6 @@ def fake() -> FakeNvml:
 def api() -> Iterator[FakeApiServer]:
     with FakeApiServer(grace_scale=0.01) as server:
         yield server
-
-
-@pytest.fixture
-def socket_path(tmp_path: Path) -> Iterator[str]:
-    path = tmp_path / "kubelet.sock"
-    if len(str(path)) <= 100:
-        yield str(path)
-        return
-    with tempfile.TemporaryDirectory(prefix="kl-") as short:
-        yield str(Path(short) / "kubelet.sock")
 
 
 @pytest.fixture

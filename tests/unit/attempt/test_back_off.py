@@ -16,8 +16,7 @@ from migagent.node.budgets import PdbView
 from migagent.node.names import NEXT_RETRY_ANNOTATION
 from migagent.reconcile.retry import RetryPolicy
 from migagent_sim.cluster import DEMO_LAYOUTS
-
-from .node import MemoryNode
+from migagent_sim.doubles.memory_node import MemoryNode
 
 POLICY = RetryPolicy(failure_backoff_initial=30.0, failure_backoff_max=1800.0)
 

@@ -15,7 +15,7 @@ from migagent.node.deviceplugin import GpuOperatorPause, PausedComponents
 from migagent.node.names import CORDONED_BY_MIGAGENT_ANNOTATION, HANDED_OVER_ANNOTATION, PAUSED_FOR_MIG_CHANGE
 from migagent.node.status import StatusReporter
 from migagent_sim.cluster import GPU_OPERATOR_LABELS
-from migagent_sim.memory_kube import MemoryKube
+from migagent_sim.doubles.memory_kube import MemoryKube
 
 PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
 
@@ -108,8 +108,7 @@ def test_a_failed_resume_stays_open_so_the_undo_retries_it(kube: MemoryKube) -> 
 
 
 def test_host_clients_are_stopped_once_per_change_and_started_exactly_once(kube: MemoryKube) -> None:
-    systemd = RecordingServiceManager(active=["dcgm.service"])
-    steps = PostChangeSteps(api=kube, namespace="gpu-operator", host_clients=HostClients(systemd, ["dcgm.service"]))
+    systemd, steps = _host_clients(kube)
     window = _window(kube, RecordingRestarter(kube), steps)
     window.before_change()
     window.before_change()  # a superseded layout re-planned in the same attempt
@@ -120,8 +119,7 @@ def test_host_clients_are_stopped_once_per_change_and_started_exactly_once(kube:
 
 
 def test_host_clients_stopped_by_a_failed_attempt_are_started_by_the_undo(kube: MemoryKube) -> None:
-    systemd = RecordingServiceManager(active=["dcgm.service"])
-    steps = PostChangeSteps(api=kube, namespace="gpu-operator", host_clients=HostClients(systemd, ["dcgm.service"]))
+    systemd, steps = _host_clients(kube)
     window = _window(kube, RecordingRestarter(kube), steps)
     window.before_change()
     window.unwind()
@@ -152,3 +150,87 @@ def test_a_handover_leaves_the_window_open_and_says_so_on_the_node(kube: MemoryK
     assert successor.adopt(kube.get_node()) == (UNCORDON, RESUME_PLUGIN)
     successor.cordon("all-balanced")
     assert kube.cordon_episodes == 1, "the successor kept the one cordon"
+
+
+def _host_clients(kube: MemoryKube) -> tuple[RecordingServiceManager, PostChangeSteps]:
+    systemd = RecordingServiceManager(active=["dcgm.service"])
+    return systemd, PostChangeSteps(
+        api=kube, namespace="gpu-operator", host_clients=HostClients(systemd, ["dcgm.service"])
+    )
+
+
+def test_a_layout_superseded_after_the_plugin_resumed_pauses_the_plugin_again(kube: MemoryKube) -> None:
+    window = _window(kube, RecordingRestarter(kube))
+    window.pause()
+    window.resume_plugin()
+    assert kube.labels[PLUGIN] == "true"
+
+    window.pause_again()  # the GPUs are about to change once more under the re-planned layout
+
+    assert kube.labels[PLUGIN] == PAUSED_FOR_MIG_CHANGE
+    assert window.open == (RESUME_PLUGIN,)
+
+
+def test_a_layout_superseded_while_the_plugin_is_paused_pauses_nothing_twice(kube: MemoryKube) -> None:
+    window = _window(kube, RecordingRestarter(kube))
+    window.pause()
+    writes = list(kube.writes)
+    window.pause_again()
+    assert kube.writes == writes
+    assert window.open == (RESUME_PLUGIN,)
+
+
+def test_a_handover_starts_the_host_clients_the_change_stopped(kube: MemoryKube) -> None:
+    systemd, steps = _host_clients(kube)
+    window = _window(kube, RecordingRestarter(kube), steps)
+    window.cordon("all-balanced")
+    window.before_change()
+    assert "dcgm.service" not in systemd.active
+
+    assert window.hand_over(layout="all-balanced", attempt=1) == (UNCORDON,)
+
+    assert systemd.active == {"dcgm.service"}, "the successor cannot know which units were stopped"
+    assert json.loads(kube.annotations[HANDED_OVER_ANNOTATION])["open"] == [UNCORDON]
+
+
+def test_the_forward_path_closes_the_window_resuming_the_plugin_once_and_uncordoning(kube: MemoryKube) -> None:
+    restarter = RecordingRestarter(kube)
+    window = _window(kube, restarter)
+    window.cordon("all-balanced")
+    window.pause()
+    window.resume_plugin()
+    window.uncordon()
+
+    assert window.open == ()
+    assert not kube.unschedulable
+    assert kube.labels[PLUGIN] == "true"
+    assert window.unwind() == ()
+    assert len(restarter.resumes) == 1, "the undo resumed the plugin a second time"
+
+
+def test_an_abandoned_change_settles_the_gpus_only_once_they_may_have_changed(kube: MemoryKube) -> None:
+    settled: list[str] = []
+
+    def settle() -> tuple[str, ...]:
+        settled.append("settled")
+        return ()
+
+    def window() -> ChangeWindow:
+        return ChangeWindow(kube, RecordingRestarter(kube), StatusReporter(kube), clock=FakeClock(), settle_gpus=settle)
+
+    untouched = window()
+    untouched.abandon()
+    assert settled == []
+
+    touched = window()
+    touched.gpus_may_change()
+    touched.abandon()
+    assert settled == ["settled"]
+
+
+def test_an_interrupted_attempts_paused_plugin_is_resumed_even_with_no_cordon(kube: MemoryKube) -> None:
+    kube.patch_labels({PLUGIN: PAUSED_FOR_MIG_CHANGE})
+    window = _window(kube, RecordingRestarter(kube))
+    assert window.adopt(kube.get_node()) == (RESUME_PLUGIN,)
+    window.unwind()
+    assert kube.labels[PLUGIN] == "true"

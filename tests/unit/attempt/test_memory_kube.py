@@ -7,7 +7,7 @@ import pytest
 from migagent.errors import PermanentError
 from migagent.node.budgets import PdbView
 from migagent.node.port import EvictionStatus, NodeChangedError, PodRef, PodView
-from migagent_sim.memory_kube import MemoryKube
+from migagent_sim.doubles.memory_kube import MemoryKube
 
 
 def test_a_conditional_write_at_a_stale_resource_version_is_refused_with_409_and_writes_nothing() -> None:

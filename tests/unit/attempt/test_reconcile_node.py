@@ -15,9 +15,8 @@ from migagent.node.expected import expected_resources
 from migagent.node.names import ATTEMPT_ANNOTATION, HANDED_OVER_ANNOTATION, LAST_ERROR_ANNOTATION, MIG_CONFIG_LABEL
 from migagent.node.port import NodeChangedError
 from migagent.reconcile.machine import ApplyEngine
-from tests.integration.apply.support import InterceptingDriver
-
-from .node import ALL_7G, BALANCED, MemoryNode
+from migagent_sim.doubles.intercept import InterceptingDriver
+from migagent_sim.doubles.memory_node import ALL_7G, BALANCED, MemoryNode
 
 
 @pytest.fixture

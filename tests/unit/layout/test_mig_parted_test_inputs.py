@@ -2,7 +2,7 @@
 
 Those inputs are JSON indented with tabs, some with a trailing comma, read through sigs.k8s.io/yaml.
 Each must be read as mig-parted reads it, or refused where migagent is stricter by design (the
-README's "Differences from mig-parted" table); the test name says which.
+docs/layouts.md's "Differences from mig-parted" table); the test name says which.
 """
 
 from __future__ import annotations

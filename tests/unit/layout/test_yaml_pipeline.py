@@ -1,7 +1,7 @@
 """The loader reads layouts through mig-parted's pipeline (go-yaml v2's YAML 1.1, then JSON).
 
 First what mig-parted accepts and we read the same; then each deliberate refusal, with its message
-(the README's "Differences from mig-parted" table has one row per refusal here).
+(docs/layouts.md's "Differences from mig-parted" table has one row per refusal here).
 """
 
 from __future__ import annotations

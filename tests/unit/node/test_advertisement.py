@@ -11,8 +11,7 @@ from migagent.layout.strategy import MigStrategy
 from migagent.node.advertisement import Expectation, ResourceExpectation, expectation
 from migagent.node.port import NodeView
 from migagent.node.sharing_source import SharingSettings, SharingSource, SharingView, gfd_view
-
-from .support import mig_gpu
+from migagent_sim.doubles.builders import mig_gpu
 
 ONE_G_TWICE = "sharing: {timeSlicing: {renameByDefault: %s, resources: [{name: nvidia.com/mig-1g.5gb, replicas: 2}]}}"
 

@@ -2,8 +2,7 @@ from __future__ import annotations
 
 from migagent.layout.observed import Observation
 from migagent.node.drain import DrainPlanner
-
-from .support import Holding, gpu_plan, mig_gpu, plan, pod
+from migagent_sim.doubles.builders import Holding, gpu_plan, mig_gpu, plan, pod
 
 GPU0 = mig_gpu(0, [("3g.20gb", 0), ("2g.10gb", 4), ("1g.5gb", 6)])
 GPU1 = mig_gpu(1, [("7g.40gb", 0)])

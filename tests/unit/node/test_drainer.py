@@ -10,8 +10,7 @@ from migagent.clock import FakeClock
 from migagent.errors import DrainBlockedError, TransientError
 from migagent.node.drain import Drainer
 from migagent.node.port import EvictionOutcome, EvictionStatus, PodRef, PodView
-
-from .support import pod
+from migagent_sim.doubles.builders import pod
 
 
 @dataclass

@@ -8,8 +8,7 @@ from migagent.errors import InvalidLayoutError
 from migagent.layout.observed import Observation
 from migagent.layout.strategy import mig_resource_name
 from migagent.node.expected import NotAdvertisableError, advertisement_matches, describe_diff, expected_resources
-
-from .support import mig_gpu
+from migagent_sim.doubles.builders import mig_gpu
 
 
 def test_each_whole_gi_compute_instance_is_one_unit_of_its_mixed_strategy_resource() -> None:

@@ -5,8 +5,7 @@ import json
 from migagent.layout.observed import Observation
 from migagent.node.names import deploy_label, is_gpu_resource
 from migagent.node.status import desired_annotation, observed_annotation, plan_annotation
-
-from .support import gpu_plan, mig_gpu, plan
+from migagent_sim.doubles.builders import gpu_plan, mig_gpu, plan
 
 
 def test_observed_annotation_lists_each_gpu_with_its_instances_by_profile_name_and_placement() -> None:

@@ -11,7 +11,7 @@ import pytest
 from migagent.errors import TransientError
 from migagent.podresources import PodDevices, PodResourcesClient
 from migagent.podresources.generated import api_pb2
-from migagent_sim.podresources_server import serve_pod_resources
+from migagent_sim.podresources_server import PodResourcesServer, serve_pod_resources
 
 TRAIN = PodDevices("ml", "train-0", "main", "nvidia.com/mig-3g.40gb", ("MIG-11111111-2222-5333-8444-555555555555",))
 INFER = PodDevices("ml", "infer-0", "main", "nvidia.com/mig-1g.10gb", ("MIG-a", "MIG-b"))
@@ -22,12 +22,12 @@ def serving(
     socket_path: str,
     provider: Callable[[], Sequence[PodDevices]],
     allocatable: Callable[[], Mapping[str, Sequence[str]]] | None = None,
-) -> Iterator[grpc.Server]:
+) -> Iterator[PodResourcesServer]:
     server = serve_pod_resources(socket_path, provider, allocatable=allocatable)
     try:
         yield server
     finally:
-        server.stop(None).wait()
+        server.stop(None)
 
 
 def test_list_returns_what_the_server_provides(socket_path: str) -> None:

@@ -24,20 +24,10 @@ from migagent.rollout.codec import encode
 from migagent.rollout.scope import initial_state, one_layout
 from migagent.rollout.spec import RolloutSpec
 from migagent.rollout.state import Layouts, RolloutState
+from migagent_sim.doubles.layouts import ALL_1G_AND_BALANCED
 from tests.unit.rollout.support import report
 
-LAYOUT_TEXT = """\
-version: v1
-mig-configs:
-  all-1g.10gb:
-    - devices: all
-      mig-enabled: true
-      mig-devices: {"1g.10gb": 7}
-  all-balanced:
-    - devices: all
-      mig-enabled: true
-      mig-devices: {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
-"""
+LAYOUT_TEXT = ALL_1G_AND_BALANCED
 LAYOUTS = Layouts.parse(LAYOUT_TEXT, source="test layouts")
 
 
@@ -130,7 +120,7 @@ class Cluster:
         self.nodes[node.name] = replace(current, labels=labels, resource_version=str(self._node_version))
         return self.nodes[node.name]
 
-    def record_event(self, node: NodeView, reason: str, message: str) -> None:
+    def warn_node(self, node: NodeView, reason: str, message: str) -> None:
         self.events.append((node.name, reason, message))
 
     def list_pods_on_node(self, node: str) -> list[PodView]:

@@ -12,20 +12,12 @@ from migagent.layout.resolve import identity_of, resolve_config
 from migagent.layout.spec import LayoutFile
 from migagent.node.status import observed_annotation
 from migagent.planning import empty_observation, plan
+from migagent_sim.doubles.layouts import ALL_1G_AND_BALANCED
 
 H100 = model_by_key("H100-80GB-SXM")
 LAYOUTS: LayoutFile = parse_layout(
-    """\
-version: v1
-mig-configs:
-  all-1g.10gb:
-    - devices: all
-      mig-enabled: true
-      mig-devices: {"1g.10gb": 7}
-  all-balanced:
-    - devices: all
-      mig-enabled: true
-      mig-devices: {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
+    ALL_1G_AND_BALANCED
+    + """\
   all-disabled:
     - devices: all
       mig-enabled: false

@@ -51,7 +51,6 @@ CASES: list[tuple[str, Edit, str]] = [
     ("target-a-number", lambda s: s["nodes"]["a"].update(target=7), "state.nodes.a.target: expected a string or null"),
     ("target-not-in-layouts", lambda s: s["nodes"]["a"].update(target="all-7g"),
      'state.nodes.a.target: "all-7g" is not a layout of the rollout\'s layouts (valid: all-1g.10gb, all-balanced)'),
-    ("spec-layout-not-in-layouts", lambda s: s["spec"].update(layout="all-7g"), "state.spec.layout: \"all-7g\" is not"),
     ("holder-expires-a-string", lambda s: s.update(holder_expires="soon"), "state.holder_expires: expected a number"),
     ("reasons-a-string", lambda s: s.update(reasons="boom"), "state.reasons: expected a list of strings"),
     ("labelled-a-string", lambda s: s["nodes"]["a"].update(labelled="yes"), "state.nodes.a.labelled: expected true"),

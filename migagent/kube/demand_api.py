@@ -1,0 +1,214 @@
+"""Cluster I/O of `migagent advise` and the autopilot: the rollout's (RolloutApi), plus every GPU pod
+with what the scheduler filters it by, the nodes' taints, the autopilot's object and its Events.
+
+Least privilege (deploy/components/autopilot): the rollout controller's grants, plus `list` on pods in
+all namespaces (the pending ones are nowhere in particular), `create` on events (in `default` for
+Nodes, in its own namespace for its object), and create/get/list/update on ConfigMaps of its own
+namespace (its object and the rollouts it starts).
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import uuid
+from collections.abc import Mapping, Sequence
+
+from kubernetes.client import (
+    ApiClient,
+    CoreV1Event,
+    V1ConfigMap,
+    V1Container,
+    V1EventSource,
+    V1NodeSelectorTerm,
+    V1ObjectMeta,
+    V1ObjectReference,
+    V1Pod,
+)
+from kubernetes.client.exceptions import ApiException
+
+from migagent.clock import Clock
+from migagent.kube.classify import call_with_retries, classified
+from migagent.kube.convert import node_view, whole_quantities
+from migagent.kube.rollout_api import RolloutApi, StoredState
+from migagent.node.names import (
+    EVENT_COMPONENT,
+    EVENT_NAMESPACE,
+    LAYOUTS_NAMESPACE,
+    MIRROR_POD_ANNOTATION,
+    ROLLOUT_NAMESPACE,
+)
+from migagent.node.port import PodRef
+from migagent.node.scheduling import (
+    DemandNode,
+    DemandPod,
+    NodeSelectorTerm,
+    Requirement,
+    Taint,
+    Toleration,
+    gpu_requests,
+)
+
+AUTOPILOT_OBJECT = "migagent-autopilot"
+_TIMEOUT_S = (5.0, 30.0)
+_HTTP_NOT_FOUND = 404
+_MAX_MESSAGE = 1024
+
+
+def _container_requests(container: V1Container) -> dict[str, int]:
+    """Requests, with limits standing for requests where only limits are set (the API's defaulting)."""
+    resources = container.resources
+    if resources is None:
+        return {}
+    return {**whole_quantities(resources.limits), **whole_quantities(resources.requests)}
+
+
+def _terms(terms: Sequence[V1NodeSelectorTerm]) -> tuple[NodeSelectorTerm, ...]:
+    return tuple(
+        NodeSelectorTerm(
+            expressions=tuple(Requirement(r.key, r.operator, tuple(r.values or ())) for r in t.match_expressions or ()),
+            fields=tuple(Requirement(r.key, r.operator, tuple(r.values or ())) for r in t.match_fields or ()),
+        )
+        for t in terms
+    )
+
+
+def _wall(value: datetime.datetime | None) -> float:
+    if value is None:
+        return 0.0
+    return (value if value.tzinfo else value.replace(tzinfo=datetime.UTC)).timestamp()
+
+
+def demand_pod(model: V1Pod) -> DemandPod:
+    meta, spec, status = model.metadata, model.spec, model.status
+    containers = [_container_requests(c) for c in (spec.containers if spec else None) or ()]
+    inits = [_container_requests(c) for c in (spec.init_containers if spec else None) or ()]
+    affinity = spec.affinity.node_affinity if spec and spec.affinity else None
+    required = affinity.required_during_scheduling_ignored_during_execution if affinity else None
+    return DemandPod(
+        ref=PodRef((meta.namespace if meta else None) or "", (meta.name if meta else None) or "",
+                   (meta.uid if meta else None) or ""),
+        requests=gpu_requests(containers, inits),
+        priority=(spec.priority if spec else None) or 0,
+        node_name=(spec.node_name if spec else None) or "",
+        phase=(status.phase if status else None) or "Pending",
+        created=_wall(meta.creation_timestamp if meta else None),
+        labels=dict((meta.labels if meta else None) or {}),
+        node_selector=dict((spec.node_selector if spec else None) or {}),
+        affinity=_terms(required.node_selector_terms or ()) if required else (),
+        tolerations=tuple(
+            Toleration(t.key or "", t.operator or "Equal", t.value or "", t.effect or "")
+            for t in (spec.tolerations if spec else None) or ()
+        ),
+        owner_kinds=tuple(o.kind for o in ((meta.owner_references if meta else None) or ())),
+        is_mirror=MIRROR_POD_ANNOTATION in ((meta.annotations if meta else None) or {}),
+        deleting=meta is not None and meta.deletion_timestamp is not None,
+    )
+
+
+class DemandApi(RolloutApi):
+    """RolloutApi (the pool, its state objects) and what the advice and the autopilot read besides."""
+
+    _instance = uuid.uuid4().hex[:8]
+    _serial = itertools.count(1)
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        clock: Clock,
+        namespace: str = ROLLOUT_NAMESPACE,
+        layouts_namespace: str = LAYOUTS_NAMESPACE,
+    ) -> None:
+        super().__init__(api_client, clock=clock, namespace=namespace, layouts_namespace=layouts_namespace)
+        self._client = api_client
+
+    def close(self) -> None:
+        """Close the client's connections (a command that is done with the cluster)."""
+        self._client.close()  # type: ignore[no-untyped-call]
+
+    def list_demand_nodes(self, selector: str) -> list[DemandNode]:
+        call = f"list nodes -l {selector}"
+
+        def read() -> list[DemandNode]:
+            with classified(call):
+                listing = self._core.list_node(label_selector=selector or None, _request_timeout=_TIMEOUT_S)
+            nodes = []
+            for item in listing.items or ():
+                taints = tuple(Taint(t.key, t.effect, t.value or "") for t in (item.spec.taints if item.spec else None)
+                               or ())
+                nodes.append(DemandNode(node_view(item), taints))
+            return sorted(nodes, key=lambda n: n.name)
+
+        return call_with_retries(call, read, clock=self._clock)
+
+    def list_gpu_pods(self) -> list[DemandPod]:
+        call = "list pods in all namespaces"
+
+        def read() -> list[DemandPod]:
+            with classified(call):
+                listing = self._core.list_pod_for_all_namespaces(_request_timeout=_TIMEOUT_S)
+            pods = (demand_pod(item) for item in listing.items or ())
+            return [pod for pod in pods if pod.requests]
+
+        return call_with_retries(call, read, clock=self._clock)
+
+    # --- the autopilot's object and Events ----------------------------------------------------------
+
+    def read_autopilot(self) -> StoredState | None:
+        call = f"get configmap {self.namespace}/{AUTOPILOT_OBJECT}"
+
+        def read() -> StoredState | None:
+            with classified(call):
+                try:
+                    item = self._core.read_namespaced_config_map(
+                        AUTOPILOT_OBJECT, self.namespace, _request_timeout=_TIMEOUT_S
+                    )
+                except ApiException as error:
+                    if error.status == _HTTP_NOT_FOUND:
+                        return None
+                    raise
+            version = str(item.metadata.resource_version or "") if item.metadata else ""
+            return StoredState(self.namespace, AUTOPILOT_OBJECT, item.data or {}, version)
+
+        return call_with_retries(call, read, clock=self._clock)
+
+    def write_autopilot(self, data: Mapping[str, str], resource_version: str) -> str:
+        body = V1ConfigMap(
+            metadata=V1ObjectMeta(name=AUTOPILOT_OBJECT, namespace=self.namespace,
+                                  resource_version=resource_version or None),
+            data=dict(data),
+        )
+        if not resource_version:
+            return self._conditional(
+                f"create configmap {self.namespace}/{AUTOPILOT_OBJECT}",
+                lambda: self._core.create_namespaced_config_map(self.namespace, body, _request_timeout=_TIMEOUT_S),
+            )
+        return self._conditional(
+            f"replace configmap {self.namespace}/{AUTOPILOT_OBJECT}",
+            lambda: self._core.replace_namespaced_config_map(
+                AUTOPILOT_OBJECT, self.namespace, body, _request_timeout=_TIMEOUT_S
+            ),
+        )
+
+    def record_event(self, *, node: str | None, reason: str, message: str, warning: bool) -> None:
+        now = datetime.datetime.fromtimestamp(int(self._clock.wall()), tz=datetime.UTC)
+        if node is not None:
+            namespace, involved = EVENT_NAMESPACE, V1ObjectReference(api_version="v1", kind="Node", name=node)
+        else:
+            namespace = self.namespace
+            involved = V1ObjectReference(api_version="v1", kind="ConfigMap", name=AUTOPILOT_OBJECT,
+                                         namespace=self.namespace)
+        event = CoreV1Event(
+            api_version="v1", kind="Event",
+            metadata=V1ObjectMeta(name=f"{node or AUTOPILOT_OBJECT}.{self._instance}{next(self._serial):06x}",
+                                  namespace=namespace),
+            involved_object=involved, reason=reason, message=message[:_MAX_MESSAGE],
+            type="Warning" if warning else "Normal",
+            source=V1EventSource(component=f"{EVENT_COMPONENT}-autopilot"),
+            reporting_component=f"{EVENT_COMPONENT}-autopilot", reporting_instance=self._instance,
+            first_timestamp=now, last_timestamp=now, count=1,
+        )
+        call = f"record event {reason} on {involved.kind} {involved.name}"
+        with classified(call):
+            self._core.create_namespaced_event(namespace, event, _request_timeout=_TIMEOUT_S)

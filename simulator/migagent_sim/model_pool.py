@@ -1,0 +1,241 @@
+"""A pool of model GPU nodes (model_node.py) behind the autopilot's port, in memory, on a fake clock.
+
+It plays the rest of the cluster for the demand bench and the autopilot's fast tests:
+- the scheduler: `schedule()` binds each pending pod (highest priority first, then oldest) to the
+  first free device of what it requests on a node it may run on (selector, affinity, taints, cordon);
+- the agents: a relabel (`set_layout`, what the rollout writes) starts the node's change, which ends
+  `reconfigure_s` later (`advance`);
+- the workload controllers: an evicted pod is replaced by a new pending pod of the same job, with
+  the time the job still had to run;
+- the API server's objects the rollout and the autopilot keep: their state objects (409 on a stale
+  resourceVersion) and Events; PodDisruptionBudgets are listed as given (their status never moves).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from migagent.clock import FakeClock
+from migagent.kube.rollout_api import StateConflictError, StoredState, state_object_name
+from migagent.layout.parse import parse_layout
+from migagent.node.budgets import PdbView
+from migagent.node.port import NodeChangedError, NodeView, PodRef, PodView
+from migagent.node.scheduling import DemandNode, DemandPod
+from migagent.node.selectors import parse_equality
+from migagent_sim.model_node import ModelGi, ModelNode
+
+
+@dataclass
+class Job:
+    """A pod's work: what it asks, how long it runs once started, and how each of its pods fared."""
+
+    name: str
+    requests: Mapping[str, int]
+    duration_s: float
+    priority: int = 0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    patience_s: float | None = None
+    """How long its owner lets a pod of it wait before withdrawing it (None: for ever)."""
+    remaining_s: float = 0.0
+    waits: list[float] = field(default_factory=list)
+    """Seconds each of its pods waited before it ran."""
+    evictions: int = 0
+
+
+@dataclass
+class RunningPod:
+    pod: DemandPod
+    job: Job
+    devices: list[ModelGi] = field(default_factory=list)
+    started: float = 0.0
+
+
+@dataclass(frozen=True)
+class RecordedEvent:
+    node: str | None
+    reason: str
+    message: str
+    at: float
+
+
+class ModelPool:
+    def __init__(self, nodes: Sequence[ModelNode], layouts: str, *, clock: FakeClock, reconfigure_s: float = 60.0,
+                 namespace: str = "ml") -> None:
+        self.nodes = {node.name: node for node in nodes}
+        self.layouts = layouts
+        self.layout = parse_layout(layouts, source="model pool layouts")
+        self.clock = clock
+        self.reconfigure_s = reconfigure_s
+        self.namespace = namespace
+        self.pending: dict[str, tuple[DemandPod, Job]] = {}
+        self.running: dict[str, RunningPod] = {}
+        self.budgets: list[PdbView] = []
+        self.events: list[RecordedEvent] = []
+        self.relabels: list[tuple[float, str, str | None]] = []
+        self.gpus_reconfigured = 0
+        self.objects: dict[str, StoredState] = {}
+        self._versions = itertools.count(1)
+        self._serial = itertools.count(1)
+        self.on_change: Callable[[str, str | None], None] | None = None
+
+    # --- the workload ---------------------------------------------------------------------------------
+
+    def submit(self, job: Job) -> DemandPod:
+        """A new pending pod for `job` (its first, or the replacement of an evicted one)."""
+        if not job.remaining_s:
+            job.remaining_s = job.duration_s
+        name = f"{job.name}-{next(self._serial)}"
+        pod = DemandPod(
+            ref=PodRef(self.namespace, name, f"uid-{name}"), requests=dict(job.requests), priority=job.priority,
+            created=self.clock.wall(), labels=dict(job.labels), node_selector=dict(job.node_selector),
+            owner_kinds=("ReplicaSet",),
+        )
+        self.pending[pod.name] = (pod, job)
+        return pod
+
+    def cancel(self, job_name: str) -> None:
+        """The job's owner gave up on a pod still pending (what an alternating demand does)."""
+        for name, (_, job) in list(self.pending.items()):
+            if job.name == job_name:
+                del self.pending[name]
+
+    def schedule(self) -> list[str]:
+        """Bind what fits; returns the pods bound."""
+        free = {node.name: node.free_by_resource() for node in self.nodes.values()}
+        bound: list[str] = []
+        for name, (pod, job) in sorted(self.pending.items(), key=lambda i: (-i[1][0].priority, i[1][0].created, i[0])):
+            node = self._fit(pod, free)
+            if node is None:
+                continue
+            gis = [free[node.name][resource].pop() for resource, count in pod.requests.items() for _ in range(count)]
+            for gi in gis:
+                gi.pod = pod.name
+            node.version += 1
+            now = self.clock.wall()
+            job.waits.append(now - pod.created)
+            self.running[name] = RunningPod(replace(pod, node_name=node.name, phase="Running"), job, gis, now)
+            del self.pending[name]
+            bound.append(name)
+        return bound
+
+    def _fit(self, pod: DemandPod, free: Mapping[str, Mapping[str, list[ModelGi]]]) -> ModelNode | None:
+        for node in self.nodes.values():
+            devices = free[node.name]
+            if all(len(devices.get(r, ())) >= n for r, n in pod.requests.items()) and (
+                pod.may_run_on(node.name, node.labels, ()) is None
+            ):
+                return node
+        return None
+
+    def advance(self, seconds: float) -> None:
+        """Time passes: pods whose work is done leave, changes whose time is up end."""
+        self.clock.advance(seconds)
+        now = self.clock.wall()
+        for name, running in list(self.running.items()):
+            if now - running.started >= running.job.remaining_s:
+                self._release(name)
+        for node in self.nodes.values():
+            if node.finish_change(now) and self.on_change is not None:
+                self.on_change(node.name, node.layout)
+
+    def _release(self, name: str) -> RunningPod:
+        running = self.running.pop(name)
+        for gi in running.devices:
+            if gi.pod == name:
+                gi.pod = None
+        if running.pod.node_name in self.nodes:
+            self.nodes[running.pod.node_name].version += 1
+        return running
+
+    # --- the rollout's port ---------------------------------------------------------------------------
+
+    def _selected(self, selector: str) -> list[ModelNode]:
+        matches = parse_equality(selector) if selector else None
+        return [n for n in self.nodes.values() if matches is None or matches(n.view().labels)]
+
+    def list_nodes(self, selector: str) -> list[NodeView]:
+        return [node.view() for node in self._selected(selector)]
+
+    def set_layout(self, node: NodeView, layout: str | None) -> NodeView:
+        """As the rollout writes it: only while the Node is at the resourceVersion it was read at."""
+        model = self.nodes[node.name]
+        if model.view().resource_version != node.resource_version:
+            raise NodeChangedError(f"node {node.name} changed since it was read")
+        if layout is None:
+            raise NotImplementedError("the model pool does not remove layout labels")
+        now = self.clock.wall()
+        previous = model.layout
+        evicted, gpus_changed = model.start_change(self.layout, layout, done_at=now + self.reconfigure_s)
+        self.relabels.append((now, node.name, layout))
+        self.gpus_reconfigured += gpus_changed
+        for name in evicted:
+            running = self.running.pop(name)
+            running.job.evictions += 1
+            running.job.remaining_s = max(1.0, running.job.remaining_s - (now - running.started))
+            self.submit(running.job)
+        if self.on_change is not None:
+            self.on_change(node.name, previous)
+        return model.view()
+
+    def list_pods_on_node(self, node: str) -> list[PodView]:
+        return [
+            PodView(ref=r.pod.ref, labels=r.pod.labels, owner_kinds=r.pod.owner_kinds, node_name=node,
+                    phase="Running", gpu_resources=frozenset(r.pod.requests))
+            for r in self.running.values() if r.pod.node_name == node
+        ]
+
+    def list_pdbs(self) -> list[PdbView]:
+        return list(self.budgets)
+
+    def _read(self, key: str) -> StoredState | None:
+        return self.objects.get(key)
+
+    def _write(self, key: str, name: str, data: Mapping[str, str], resource_version: str | None) -> str:
+        current = self.objects.get(key)
+        if resource_version is None and current is not None:
+            raise StateConflictError(f"{key} exists already")
+        if resource_version is not None and (current is None or current.resource_version != resource_version):
+            raise StateConflictError(f"{key} changed since it was read")
+        version = str(next(self._versions))
+        self.objects[key] = StoredState("model-pool", name, data, version)
+        return version
+
+    def read_state(self, rollout: str) -> StoredState | None:
+        return self._read(f"rollout/{rollout}")
+
+    def list_states(self) -> list[StoredState]:
+        return [state for key, state in sorted(self.objects.items()) if key.startswith("rollout/")]
+
+    def create_state(self, rollout: str, data: Mapping[str, str]) -> str | None:
+        if self._read(f"rollout/{rollout}") is not None:
+            return None
+        return self._write(f"rollout/{rollout}", state_object_name(rollout), data, None)
+
+    def replace_state(self, rollout: str, data: Mapping[str, str], resource_version: str) -> str:
+        return self._write(f"rollout/{rollout}", state_object_name(rollout), data, resource_version)
+
+    # --- the autopilot's port -------------------------------------------------------------------------
+
+    def list_demand_nodes(self, selector: str) -> list[DemandNode]:
+        return [DemandNode(node.view()) for node in self._selected(selector)]
+
+    def list_gpu_pods(self) -> list[DemandPod]:
+        return [pod for pod, _ in self.pending.values()] + [r.pod for r in self.running.values()]
+
+    def read_layouts(self) -> str:
+        return self.layouts
+
+    def read_autopilot(self) -> StoredState | None:
+        return self._read("autopilot")
+
+    def write_autopilot(self, data: Mapping[str, str], resource_version: str) -> str:
+        return self._write("autopilot", "autopilot", data, resource_version or None)
+
+    def record_event(self, *, node: str | None, reason: str, message: str, warning: bool) -> None:
+        self.events.append(RecordedEvent(node, reason, message, self.clock.wall()))
+
+    def warn_node(self, node: NodeView, reason: str, message: str) -> None:
+        self.record_event(node=node.name, reason=reason, message=message, warning=True)

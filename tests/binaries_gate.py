@@ -1,0 +1,38 @@
+"""Suites that need binaries built outside the repository (tests/realkube: the control plane;
+tests/judge: NVIDIA's tools): without them every test of the suite is skipped at collection and
+the run ends with one line naming the script; with the suite's MIGAGENT_REQUIRE_* variable set to
+1 (what .ci/run does) a missing binary is an error instead, so CI cannot pass with them skipped."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+
+@dataclass
+class BinariesGate:
+    suite: Path  # the suite's directory
+    required_by: str  # the variable that makes a missing binary an error
+    missing: Callable[[], str | None]  # why the binaries cannot be used, naming the script; None: built
+    _skipped: pytest.StashKey[tuple[int, str]] = field(default_factory=pytest.StashKey)
+
+    def collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        ours = [item for item in items if self.suite in Path(str(item.path)).resolve().parents]
+        message = self.missing() if ours else None
+        if message is None:
+            return
+        if os.environ.get(self.required_by) == "1":
+            raise pytest.UsageError(f"{self.required_by}=1 and {message}")
+        skip = pytest.mark.skip(reason=message)
+        for item in ours:
+            item.add_marker(skip)
+        config.stash[self._skipped] = (len(ours), message)
+
+    def terminal_summary(self, terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+        if self._skipped in config.stash:
+            count, message = config.stash[self._skipped]
+            terminalreporter.write_line(f"tests/{self.suite.name}: {count} tests skipped: {message}")

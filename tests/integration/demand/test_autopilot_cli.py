@@ -1,0 +1,64 @@
+"""`migagent autopilot run|history|pause|resume` on a simulated pool, through the real client over HTTP."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from migagent.autopilot.controller import load
+from migagent.autopilot.decide import OPT_IN_LABEL
+from migagent.cli import main
+from migagent.plumbing.logging import configure_logging
+from migagent_sim.cluster import GPU_OPERATOR_LABELS
+from migagent_sim.demand_pool import demand_api, running_on, scheduler, submit
+from migagent_sim.pool import SimPool, SimPoolConfig
+from tests.integration.demand.support import FULL_NODE, THREE_G, eventually, fill, layouts
+
+
+@pytest.fixture
+def pool(make_pool: Callable[..., SimPool]) -> SimPool:
+    configure_logging(level=logging.WARNING)
+    started = make_pool(SimPoolConfig(nodes=2, labels={**GPU_OPERATOR_LABELS, OPT_IN_LABEL: "enabled"}))
+    fill(started, FULL_NODE)
+    return started
+
+
+def _history(pool: SimPool, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    capsys.readouterr()
+    assert main(["autopilot", "history", "-o", "json", "--api-server", pool.api.url]) == 0
+    result: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return result
+
+
+def test_paused_the_run_records_what_it_would_do_and_resumed_it_does_it(
+    pool: SimPool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = ["--api-server", pool.api.url]
+    assert main(["autopilot", "pause", *server]) == 0
+    assert "autopilot paused" in capsys.readouterr().out
+    waiting = [submit(pool, "train-0", THREE_G)]
+    before = layouts(pool)
+    run = ["autopilot", "run", "--persist", "0.5", "--poll", "0.2", *server]
+    with scheduler(pool):
+        assert main([*run, "--run-for", "3"]) == 0
+        assert layouts(pool) == before
+        history = _history(pool, capsys)
+        assert history["paused"] is True
+        (held,) = history["history"]
+        assert held["verdict"] == "held"
+        assert held["reasons"] == ["paused (migagent autopilot resume)"]
+        assert main(["autopilot", "resume", *server]) == 0
+        assert main([*run, "--run-for", "6"]) == 0
+        eventually(lambda: bool(running_on(pool, waiting)), "the waiting pod runs")
+    verdicts = [d["verdict"] for d in _history(pool, capsys)["history"]]
+    assert verdicts == ["held", "changed", "rollout-done"]
+    capsys.readouterr()
+    assert main(["autopilot", "history", *server]) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[0] == "autopilot: active"
+    assert "  reason: paused (migagent autopilot resume)" in text
+    assert load(demand_api(pool)).rollout is None

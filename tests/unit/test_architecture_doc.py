@@ -1,0 +1,53 @@
+"""docs/architecture.md stays true: its layers are the import contract, its packages the folders, its
+state tables the enums and the transition table."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+from migagent.attempt.phases import AgentPhase
+from migagent.reconcile.states import TRANSITIONS, Phase
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def _section(marker: str) -> str:
+    start = DOC.index(f"<!-- {marker}")
+    return DOC[start : DOC.index("<!-- end of", start)]
+
+
+def _rows(marker: str) -> list[list[str]]:
+    """The table's rows under `marker`, each as its stripped cells (the header and the rule left out)."""
+    lines = [line for line in _section(marker).splitlines() if line.startswith("|")]
+    return [[cell.strip().strip("`") for cell in line.strip("|").split("|")] for line in lines[2:]]
+
+
+def test_the_documented_layers_are_the_import_contract() -> None:
+    contract = next(c for c in PYPROJECT["tool"]["importlinter"]["contracts"] if c["name"] == "Layers only point down")
+    block = _section("layers").split("```")[1]
+    documented = [line.strip() for line in block.strip().splitlines()]
+    assert documented == [layer.replace("migagent.", "") for layer in contract["layers"]]
+
+
+def test_every_package_is_described_and_every_described_package_exists() -> None:
+    packages = {p.parent.name for p in (ROOT / "migagent").glob("*/__init__.py")}
+    assert {row[0] for row in _rows("packages")} == packages
+
+
+def test_the_agent_phase_table_lists_the_phases_in_their_order() -> None:
+    assert [row[0] for row in _rows("agent phases")] == [phase.value for phase in AgentPhase]
+
+
+def test_the_engine_phase_table_is_the_transition_table() -> None:
+    documented = {row[0]: {p.strip() for p in row[1].split(",")} for row in _rows("engine phases")}
+    assert documented == {phase.value: {p.value for p in TRANSITIONS[phase]} for phase in Phase}
+
+
+def test_pytest_quiet_still_prints_its_summary_line() -> None:
+    """`addopts = -q` made the README's `pytest -q` quieter still (-qq): no `N passed` line at all."""
+    addopts = PYPROJECT["tool"]["pytest"]["ini_options"]["addopts"]
+    assert not re.search(r"(^|\s)-q+\b", addopts), addopts
