@@ -59,7 +59,7 @@ def expected_advertisement(settings: SimClusterConfig, layout: str, layout_file:
     """What the device plugin advertises (mixed strategy) once `layout` is applied to a fresh node."""
     fake = FakeNvml.from_spec(settings.spec)
     apply_directly(fake, layout_file, layout)
-    return {name: n for name, n in read_inventory(fake, MigStrategy.MIXED).counts().items() if n}
+    return {name: len(ids) for name, ids in read_inventory(fake, MigStrategy.MIXED).resources().items() if ids}
 
 
 def write_start_node(settings: SimClusterConfig, layout_file: Path, path: Path) -> Path:

@@ -3,8 +3,9 @@
 `eviction_reasons` says, per pod the drain moves, which device it holds and what the plan does to
 it, so Events and the demo can show why a pod moved (and, by omission, why the others stayed).
 `check_advertisable` refuses a layout the device plugin, under its MIG strategy, could never
-advertise (mixed: C < G profiles; single: a node that is not uniform), before anything on the node
-is touched.
+advertise (single: a node that is not uniform) or would advertise as something it is not (mixed:
+a compute instance smaller than its GI is advertised as the whole GI's resource), before anything
+on the node is touched.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from migagent.catalog.model import Placement
 from migagent.layout.desired import DesiredGpu, DesiredNode
 from migagent.layout.observed import Observation, ObservedGpu
 from migagent.layout.profile import MigProfile, ci_profile_name, gi_profile_name
-from migagent.layout.strategy import GpuDevices, MigStrategy, strategy_problems
+from migagent.layout.strategy import GpuDevices, MigStrategy, renamed_by_mixed, resource_patterns, strategy_problems
 from migagent.node.drain import PodDeviceHolding
 from migagent.node.expected import NotAdvertisableError, observed_devices
 from migagent.node.names import is_gpu_resource
@@ -33,6 +34,18 @@ def check_advertisable(desired: DesiredNode, observation: Observation, strategy:
             f"the NVIDIA device plugin ({strategy} strategy) would exit on this layout and advertise nothing,"
             f" so nothing was changed: {'; '.join(problems)}"
         )
+    smaller = [(gpu, p, name) for gpu, p, name in renamed_by_mixed(gpus) if not p.is_full_gi]
+    if strategy is MigStrategy.MIXED and smaller:
+        raise NotAdvertisableError(
+            "the NVIDIA device plugin (mixed strategy, v0.18.2) would advertise compute instances smaller than"
+            " their GPU instance as the whole GPU instance, so a pod asking for it would get a fraction;"
+            " nothing was changed: "
+            + "; ".join(
+                f"{gpu} has compute instance profile {p}, advertised as {name}."
+                f" Use {p.gi_name} (one compute instance per GPU instance) instead"
+                for gpu, p, name in smaller
+            )
+        )
 
 
 def _after_change(gpu: ObservedGpu, want: DesiredGpu | None) -> GpuDevices:
@@ -46,7 +59,8 @@ def _after_change(gpu: ObservedGpu, want: DesiredGpu | None) -> GpuDevices:
             ci_profile = gi_profile.ci_profile(ci_id) if gi_profile is not None else None
             if table is not None and gi_profile is not None and ci_profile is not None:
                 profiles.append(ci_profile_name(gi_profile, ci_profile, table))
-    return GpuDevices(f"GPU {gpu.index}", want.mig_enabled, tuple(profiles))
+    patterns = resource_patterns(table) if table is not None else ()
+    return GpuDevices(f"GPU {gpu.index}", want.mig_enabled, tuple(profiles), patterns)
 
 
 def plan_summary(plan: Plan) -> str:

@@ -23,6 +23,7 @@ import structlog
 
 from migagent.errors import PermanentError
 from migagent.layout.observed import Observation
+from migagent.layout.sharing import Advertised
 from migagent.layout.strategy import MigStrategy
 from migagent.node.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from migagent.node.owners import (
@@ -34,10 +35,12 @@ from migagent.node.owners import (
     strategy_of_policy,
 )
 from migagent.node.port import NodeView, PodView
+from migagent.node.sharing_source import SharingView
 
 log = structlog.get_logger(__name__)
 
 GFD_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+PLAIN_GPU = Advertised(GPU_RESOURCE, 1)
 JsonDict = dict[str, Any]
 S = TypeVar("S", bound="StrategyChoice")
 
@@ -74,11 +77,20 @@ class StrategyChoice(Protocol):
     def mig_strategy_auto(self) -> bool: ...
 
 
+class SharingViews(Protocol):
+    """kube.sharing_source.SharingSource: how the plugin on this node shares its devices."""
+
+    def view(self, node: NodeView) -> SharingView: ...
+
+
 @dataclass(frozen=True)
 class Preflight:
     pods: PodLister
     facts: ClusterFacts | None = None
     """None: no cluster-wide reads (ResourceSlices, ClusterPolicy); the pod and label checks still run."""
+    sharing: SharingViews | None = None
+    """How `nvidia.com/gpu` is replicated, so its count proves a strategy only divided by its replicas
+    (None: not replicated)."""
 
     def check(
         self, node: NodeView, settings: S, observe: Callable[[], Observation], *, pods: Sequence[PodView] | None = None
@@ -121,13 +133,19 @@ class Preflight:
                 " DynamicMIG gate) or stop migagent here"
             )
 
+    def _gpu_sharing(self, node: NodeView) -> Advertised | None:
+        """How the plugin advertises nvidia.com/gpu, read only when that count is evidence (one request)."""
+        if self.sharing is None or not _whole_gpus_advertised(node.allocatable):
+            return PLAIN_GPU
+        return self.sharing.view(node).advertised(GPU_RESOURCE)
+
     def _strategy(
         self, node: NodeView, settings: S, policy: JsonDict | None, observe: Callable[[], Observation]
     ) -> S:
-        advertised = advertised_strategy(node.allocatable, observe)
+        advertised = advertised_strategy(node.allocatable, observe, gpu=self._gpu_sharing(node))
         if settings.mig_strategy_auto:
             from_policy = strategy_of_policy(policy)
-            chosen = from_policy or advertised or _gfd_strategy(node.labels) or MigStrategy.MIXED
+            chosen = from_policy or advertised or gfd_strategy(node.labels) or MigStrategy.MIXED
             source = "ClusterPolicy" if from_policy else "device plugin" if advertised else "default"
             if advertised is not None and chosen is not advertised:
                 raise _mismatch(f"the ClusterPolicy says mig.strategy {chosen}", advertised)
@@ -138,6 +156,13 @@ class Preflight:
         return settings
 
 
+def _whole_gpus_advertised(allocatable: Mapping[str, int]) -> bool:
+    """Only a node advertising whole GPUs and no MIG resource needs the sharing config to be read."""
+    if any(name.startswith(MIG_RESOURCE_PREFIX) and count > 0 for name, count in allocatable.items()):
+        return False
+    return any(count > 0 for name, count in allocatable.items() if name.startswith(GPU_RESOURCE))
+
+
 def _mismatch(ours: str, advertised: MigStrategy) -> StrategyMismatchError:
     return StrategyMismatchError(
         f"{ours} but the device plugin advertises as with mig.strategy {advertised}; nothing was cordoned or"
@@ -145,18 +170,28 @@ def _mismatch(ours: str, advertised: MigStrategy) -> StrategyMismatchError:
     )
 
 
-def _gfd_strategy(labels: Mapping[str, str]) -> MigStrategy | None:
+def gfd_strategy(labels: Mapping[str, str]) -> MigStrategy | None:
+    value = labels.get(GFD_STRATEGY_LABEL)
+    if value is None:
+        # GFD writes no nvidia.com/mig.strategy under `none`, its GPU labels all the same (found against
+        # GFD v0.18.2 in tests/nvidia): those without that label mean `none`.
+        return MigStrategy.NONE if f"{GPU_RESOURCE}.product" in labels else None
     try:
-        return MigStrategy(labels.get(GFD_STRATEGY_LABEL, ""))
+        return MigStrategy(value)
     except ValueError:
         return None
 
 
-def advertised_strategy(allocatable: Mapping[str, int], observe: Callable[[], Observation]) -> MigStrategy | None:
-    """The strategy the plugin's advertisement proves, or None when it proves none."""
+def advertised_strategy(
+    allocatable: Mapping[str, int], observe: Callable[[], Observation], *, gpu: Advertised | None = PLAIN_GPU
+) -> MigStrategy | None:
+    """The strategy the plugin's advertisement proves, or None when it proves none. `gpu`: how the plugin
+    advertises `nvidia.com/gpu` under its sharing config (None: unknown, so its count proves nothing);
+    a replicated count is divided by its replicas first (found against NVIDIA's plugin: `none` with
+    `nvidia.com/gpu` x4 on 2 GPUs advertises 8, the count of their 8 MIG devices under `single`)."""
     if any(name.startswith(MIG_RESOURCE_PREFIX) and count > 0 for name, count in allocatable.items()):
         return MigStrategy.MIXED
-    gpus = allocatable.get(GPU_RESOURCE, 0)
+    gpus = _gpu_devices(allocatable, gpu)
     if gpus <= 0:
         return None
     observation = observe()
@@ -172,3 +207,11 @@ def advertised_strategy(allocatable: Mapping[str, int], observe: Callable[[], Ob
     if gpus == whole and gpus != devices:
         return MigStrategy.NONE
     return None
+
+
+def _gpu_devices(allocatable: Mapping[str, int], gpu: Advertised | None) -> int:
+    """The devices behind the advertised `nvidia.com/gpu` count (replicas divided out); 0: unknown."""
+    if gpu is None or not gpu.exact:
+        return 0
+    advertised = allocatable.get(gpu.name, 0)
+    return advertised // gpu.replicas if advertised > 0 and advertised % gpu.replicas == 0 else 0

@@ -8,17 +8,19 @@ flags (reference/landscape.md §3.4):
         renameByDefault: false     # true: every replicated resource becomes <name>.shared
         failRequestsGreaterThanOne: false
         resources:
-          - name: nvidia.com/mig-1g.10gb
-            replicas: 2            # each device is advertised twice (ids <uuid>::0, <uuid>::1)
-            rename: nvidia.com/mig-1g.10gb.ts   # optional, wins over renameByDefault
-            devices: all           # optional: all (default), a count, or a list of indexes/UUIDs
+          - name: nvidia.com/mig-1g.10gb   # `mig-1g.10gb` means the same (nvidia.com/ is added)
+            replicas: 2            # at least 2; each device is advertised twice (<uuid>::0, <uuid>::1)
+            rename: ...            # parsed, then ignored (see below)
+            devices: all           # parsed (all, a count, or a list of indexes/UUIDs), then ignored
 
-(k8s-device-plugin api/config/v1/replicas.go and sharing.go). So a node advertises instances x
-replicas of each replicated resource, under its new name when renamed. A `devices` subset replicates
-only some devices; which ones depends on the plugin's enumeration order, so the count is not
-predicted (`exact` is False) rather than guessed. `failRequestsGreaterThanOne` changes admission,
-not the count. MPS (`sharing.mps`) advertises replicas the same way; the plugin refuses MPS on MIG
-devices, so a MIG resource under MPS is not predicted either.
+(k8s-device-plugin v0.18.2 api/config/v1 replicas.go, sharing.go, config.go). A node advertises
+instances x replicas of each replicated resource, `<name>.shared` with renameByDefault. The plugin
+and GFD both call DisableResourceNamingInConfig before use: a custom `rename` is dropped (the
+resource keeps its name, or gets `.shared` with renameByDefault) and a `devices` subset becomes
+all devices, each with a warning, so neither changes what the node shows. `failRequestsGreaterThanOne`
+changes admission (a request for more than one replica is refused by Allocate), not the count. MPS
+(`sharing.mps`) advertises replicas the same way; the plugin refuses MPS on MIG devices and with the
+mixed strategy, so a MIG resource under MPS is not predicted.
 
 Pure: the agent (what Node allocatable must show) and the simulator's device plugin (what it
 registers) read the same rules from here.
@@ -26,6 +28,8 @@ registers) read the same rules from here.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +45,14 @@ class SharingConfigError(PermanentError):
     """A device plugin config the plugin itself would refuse (names the field and what is valid)."""
 
 
+RESOURCE_PREFIX = "nvidia.com/"
+_MAX_RESOURCE_NAME = 63
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_GPU_UUID = re.compile(r"^GPU-[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
+_MIG_UUID = re.compile(r"^MIG-([0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}|GPU-[-0-9a-fA-F]+/\d+/\d+)$")
+_INDEX = re.compile(r"^\d+(:\d+)?$")
+
+
 @dataclass(frozen=True)
 class ReplicatedResource:
     """One entry of `sharing.<kind>.resources`."""
@@ -48,8 +60,9 @@ class ReplicatedResource:
     name: str
     replicas: int
     rename: str | None = None
+    """As written; the plugin ignores it (only renameByDefault renames)."""
     all_devices: bool = True
-    """False when `devices` names a count or a list: only some devices are replicated."""
+    """False when `devices` names a count or a list, which the plugin ignores (it replicates all)."""
 
 
 @dataclass(frozen=True)
@@ -61,8 +74,6 @@ class Advertised:
     exact: bool = True
     """False: instances x replicas is not what the node will show (a device subset, MPS on MIG)."""
     why_not_exact: str = ""
-    name_known: bool = True
-    """False: renamed to a name the source does not tell (GPU Feature Discovery labels)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,8 @@ class SharingConfig:
     """`timeSlicing`, `mps`, or "" when nothing is replicated."""
     rename_by_default: bool = False
     resources: tuple[ReplicatedResource, ...] = ()
+    fail_requests_greater_than_one: bool = False
+    """Allocate refuses a container asking for more than one replica (always so under MPS)."""
 
     @property
     def replicates(self) -> bool:
@@ -83,9 +96,7 @@ class SharingConfig:
         entry = next((r for r in self.resources if r.name == resource), None)
         if entry is None:
             return Advertised(resource, 1)
-        name = entry.rename or (resource + SHARED_SUFFIX if self.rename_by_default else resource)
-        if not entry.all_devices:
-            return Advertised(name, entry.replicas, exact=False, why_not_exact=f"{resource} replicates a device subset")
+        name = resource + SHARED_SUFFIX if self.rename_by_default else resource
         if self.kind == "mps" and resource.startswith("nvidia.com/mig-"):
             return Advertised(name, entry.replicas, exact=False, why_not_exact=f"{resource} is shared with MPS")
         return Advertised(name, entry.replicas)
@@ -101,6 +112,18 @@ class SharingConfig:
 
 
 NO_SHARING = SharingConfig()
+NAMED_FALLBACK = "default"
+
+
+def select_config(names: Collection[str], selected: str | None, default: str | None) -> str | None:
+    """Which of the plugin's configs its config-manager picks: the node label's, else the default,
+    else (its fallbacks as the plugin chart sets them: named, single) the one called `default`, else
+    the only one; None: none (a label naming a config that is not there is returned as it is)."""
+    if selected or default:
+        return selected or default
+    if NAMED_FALLBACK in names:
+        return NAMED_FALLBACK
+    return next(iter(names)) if len(names) == 1 else None
 
 
 def parse_plugin_config(text: str, *, where: str) -> SharingConfig:
@@ -143,22 +166,66 @@ def _section(section: Any, *, kind: str, where: str) -> SharingConfig:
     rename_by_default = section.get("renameByDefault", False)
     if not isinstance(rename_by_default, bool):
         raise SharingConfigError(f"{where}: {field}.renameByDefault must be true or false")
+    fail_greater = section.get("failRequestsGreaterThanOne", False)
+    if not isinstance(fail_greater, bool):
+        raise SharingConfigError(f"{where}: {field}.failRequestsGreaterThanOne must be true or false")
     entries = tuple(_resource(entry, field=f"{field}.resources[{i}]", where=where) for i, entry in enumerate(resources))
-    return SharingConfig(kind=kind, rename_by_default=rename_by_default, resources=entries)
+    return SharingConfig(
+        kind=kind,
+        rename_by_default=rename_by_default,
+        resources=entries,
+        fail_requests_greater_than_one=fail_greater or kind == "mps",  # MPS always refuses (config.go)
+    )
 
 
 def _resource(entry: Any, *, field: str, where: str) -> ReplicatedResource:
     if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
         raise SharingConfigError(f"{where}: {field}.name is required (a resource name such as nvidia.com/gpu)")
+    name = _resource_name(entry["name"], field=f"{field}.name", where=where)
     replicas = entry.get("replicas")
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas <= 0:
-        raise SharingConfigError(f"{where}: {field}.replicas must be a positive integer, got {replicas!r}")
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 2:
+        raise SharingConfigError(
+            f"{where}: {field}.replicas must be an integer of at least 2 (the plugin refuses fewer), got {replicas!r}"
+        )
     rename = entry.get("rename")
-    if rename is not None and (not isinstance(rename, str) or not rename):
-        raise SharingConfigError(f"{where}: {field}.rename must be a resource name")
+    if rename is not None:
+        if not isinstance(rename, str) or not rename:
+            raise SharingConfigError(f"{where}: {field}.rename must be a resource name")
+        rename = _resource_name(rename, field=f"{field}.rename", where=where)
     devices = entry.get("devices", "all")
-    if isinstance(devices, str) and devices != "all":
-        raise SharingConfigError(f"{where}: {field}.devices is {devices!r}; valid: all, a count, or a list")
-    return ReplicatedResource(
-        name=entry["name"], replicas=replicas, rename=rename or None, all_devices=devices == "all"
-    )
+    _check_devices(devices, field=f"{field}.devices", where=where)
+    return ReplicatedResource(name=name, replicas=replicas, rename=rename, all_devices=devices == "all")
+
+
+def _resource_name(text: str, *, field: str, where: str) -> str:
+    """NewResourceName: `nvidia.com/` is added when missing; the whole at most 63 characters, the part
+    after the prefix a DNS subdomain."""
+    name = text if text.startswith(RESOURCE_PREFIX) else RESOURCE_PREFIX + text
+    short = name.split("/", 1)[1]
+    if len(name) > _MAX_RESOURCE_NAME or not _DNS_SUBDOMAIN.match(short):
+        raise SharingConfigError(
+            f"{where}: {field} {text!r} is not a valid resource name: at most {_MAX_RESOURCE_NAME} characters"
+            " with its nvidia.com/ prefix, lower case letters, digits, '-' and '.'"
+        )
+    return name
+
+
+def _check_devices(devices: Any, *, field: str, where: str) -> None:
+    """ReplicatedDevices.UnmarshalJSON: "all", a positive count, or a list of indexes or UUIDs."""
+    if devices == "all":
+        return
+    if isinstance(devices, str):
+        raise SharingConfigError(f"{where}: {field} is {devices!r}; valid: all, a count, or a list")
+    if isinstance(devices, int) and not isinstance(devices, bool):
+        if devices <= 0:
+            raise SharingConfigError(f"{where}: {field} is {devices}; a count of devices must be > 0")
+        return
+    if isinstance(devices, list):
+        for item in devices:
+            text = str(item) if isinstance(item, int) and not isinstance(item, bool) else item
+            if not isinstance(text, str) or not (_INDEX.match(text) or _GPU_UUID.match(text) or _MIG_UUID.match(text)):
+                raise SharingConfigError(
+                    f"{where}: {field} has {item!r}; valid items: a GPU index, a MIG index (0:1), a GPU or MIG UUID"
+                )
+        return
+    raise SharingConfigError(f"{where}: {field} is {devices!r}; valid: all, a count, or a list")

@@ -1,10 +1,15 @@
 """The NVIDIA device plugin's MIG strategies: what a node advertises, and which layouts it refuses.
 
 The strategy is the plugin's `--mig-strategy` (the GPU Operator's `mig.strategy`, default `single`
-there, `none` in the plugin's own chart). Rules (reference/landscape.md §3.1, kubernetes.md §1.5):
-- `mixed`: each MIG device (compute instance) is one `nvidia.com/mig-<profile>` (`+` written `.`);
-  a CI smaller than its GI (C < G) matches no resource pattern and the plugin exits. GPUs with MIG
-  off stay `nvidia.com/gpu`; a MIG-enabled GPU without devices offers nothing.
+there, `none` in the plugin's own chart). Rules (reference/landscape.md §3.1, kubernetes.md §1.5,
+checked against NVIDIA's plugin v0.18.2 in tests/nvidia):
+- `mixed`: each MIG device (compute instance) is one `nvidia.com/mig-<pattern>` (`+` written `.`),
+  where the patterns are the GPU's full GPU-instance profiles in NVML's profile-enum order and the
+  first one found anywhere in the device's profile name wins (internal/rm/device_map.go matches
+  them unanchored): `1g.10gb+me` is advertised as `nvidia.com/mig-1g.10gb` (the `1g.10gb` pattern
+  comes first), a CI smaller than its GI, `1c.3g.40gb`, as `nvidia.com/mig-3g.40gb`. A device no
+  pattern matches makes the plugin exit. GPUs with MIG off stay `nvidia.com/gpu`; a MIG-enabled
+  GPU without devices offers nothing.
 - `single`: every MIG device is one `nvidia.com/gpu`; the plugin exits unless every GPU has the
   same MIG mode, every MIG-enabled GPU has devices, and all devices have one profile.
 - `none`: MIG is ignored; every GPU, MIG-enabled or not, is one `nvidia.com/gpu`.
@@ -20,7 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from migagent.layout.profile import MigProfile
+from migagent.catalog import ProfileTable
+from migagent.layout.profile import MigProfile, gi_profile_name
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
@@ -54,17 +60,35 @@ class GpuDevices:
     """How messages name the GPU, e.g. `GPU 0`."""
     mig_enabled: bool
     profiles: tuple[MigProfile, ...] = ()
+    patterns: tuple[str, ...] = ()
+    """The mixed strategy's resource patterns for this GPU (`resource_patterns`); () when unknown:
+    then a full profile is named after itself and any other matches nothing."""
+
+
+def resource_patterns(table: ProfileTable) -> tuple[str, ...]:
+    """The GPU's full GPU-instance profile names in NVML's profile-enum order: the patterns the plugin's
+    mixed strategy names MIG devices by (rm.AddDefaultResourcesToConfig through VisitMigProfiles)."""
+    return tuple(str(gi_profile_name(gi, table)) for gi in sorted(table.gi_profiles, key=lambda gi: gi.enum_value))
+
+
+def mixed_resource_name(profile: MigProfile, patterns: Sequence[str]) -> str | None:
+    """The resource the mixed strategy advertises a device of `profile` as: the first pattern found in
+    its name (None: no pattern matches, the plugin exits)."""
+    if not patterns:
+        return mig_resource_name(profile) if profile.is_full_gi else None
+    name = str(profile)
+    return next((mig_resource_name(pattern) for pattern in patterns if pattern in name), None)
 
 
 def strategy_problems(strategy: MigStrategy, gpus: Sequence[GpuDevices]) -> list[str]:
     """Why the plugin, run with `strategy`, would exit on these GPUs (empty: it advertises them)."""
     if strategy is MigStrategy.MIXED:
         return [
-            f"{gpu.label} has compute instance profile {profile}, smaller than its GPU instance."
-            f" Use {profile.gi_name} (one compute instance per GPU instance) instead"
+            f"{gpu.label} has MIG devices of profile {profile}, which matches none of the device plugin's"
+            f" resource patterns. Use {profile.gi_name} (one compute instance per GPU instance) instead"
             for gpu in gpus
             for profile in sorted(set(gpu.profiles), key=str)
-            if not profile.is_full_gi
+            if mixed_resource_name(profile, gpu.patterns) is None
         ]
     if strategy is MigStrategy.SINGLE:
         return _single_problems(gpus)
@@ -102,5 +126,17 @@ def advertised_counts(strategy: MigStrategy, gpus: Sequence[GpuDevices]) -> dict
         elif strategy is MigStrategy.SINGLE:
             counts[GPU_RESOURCE] += len(gpu.profiles)
         else:
-            counts.update(mig_resource_name(profile) for profile in gpu.profiles)
+            counts.update(str(mixed_resource_name(profile, gpu.patterns)) for profile in gpu.profiles)
     return dict(sorted(counts.items()))
+
+
+def renamed_by_mixed(gpus: Sequence[GpuDevices]) -> list[tuple[str, MigProfile, str]]:
+    """(GPU label, profile, advertised name) for each profile the mixed strategy advertises under
+    another profile's resource (`1c.3g.40gb` as `nvidia.com/mig-3g.40gb`, `1g.10gb+me` as `...-1g.10gb`)."""
+    found: list[tuple[str, MigProfile, str]] = []
+    for gpu in gpus:
+        for profile in sorted(set(gpu.profiles), key=str):
+            name = mixed_resource_name(profile, gpu.patterns)
+            if name is not None and name != mig_resource_name(profile):
+                found.append((gpu.label, profile, name))
+    return found

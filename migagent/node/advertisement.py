@@ -39,14 +39,14 @@ class ResourceExpectation:
     resource: str
     """The name without sharing (`nvidia.com/mig-1g.10gb`)."""
     instances: int
-    names: tuple[str, ...] | None
-    """The names it may be advertised under (None: unknown, a rename the agent cannot see)."""
+    names: tuple[str, ...]
+    """The names it may be advertised under (two when the sharing is unknown: its own, or `.shared`)."""
     count: int | None
     """instances x replicas; None when the replicas are unknown."""
 
     @property
     def exact(self) -> bool:
-        return self.names is not None and self.count is not None
+        return self.count is not None
 
 
 @dataclass(frozen=True)
@@ -67,28 +67,23 @@ class Expectation:
 
     def counts(self) -> dict[str, int]:
         """The exact entries as resource name -> count (the first name each may have)."""
-        return {e.names[0]: e.count for e in self.entries if e.names is not None and e.count is not None}
+        return {e.names[0]: e.count for e in self.entries if e.count is not None}
 
     def matches(self, allocatable: Mapping[str, int]) -> tuple[bool, dict[str, tuple[int, int]]]:
         """(matches, diff): diff maps each differing resource to (advertised, expected); for a count
         the agent does not know, `expected` is the least it accepts (one per instance)."""
         diff: dict[str, tuple[int, int]] = {}
         covered: set[str] = set()
-        unknown_names = False
         for entry in self.entries:
-            if entry.names is None:
-                unknown_names = True
-                continue
             covered.update(entry.names)
             have = sum(allocatable.get(name, 0) for name in entry.names)
             if entry.count is not None and have != entry.count:
                 diff[entry.names[0]] = (have, entry.count)
             elif entry.count is None and have < max(entry.instances, 1):
                 diff[entry.names[0]] = (have, max(entry.instances, 1))
-        if not unknown_names:  # a resource no device explains must be gone (0 or absent)
-            for name, have in allocatable.items():
-                if name.startswith(MIG_RESOURCE_PREFIX) and name not in covered and have:
-                    diff[name] = (have, 0)
+        for name, have in allocatable.items():  # a resource no device explains must be gone (0 or absent)
+            if name.startswith(MIG_RESOURCE_PREFIX) and name not in covered and have:
+                diff[name] = (have, 0)
         if not diff and self.probe is not None and self.probe() is not None:
             return (False, {})  # counts right, but another consumer (DRA) does not show the devices yet
         return (not diff, dict(sorted(diff.items())))
@@ -96,7 +91,7 @@ class Expectation:
     def describe(self) -> str:
         """`2 resource(s) (nvidia.com/mig-1g.10gb: 14, ...)`, and what is not known."""
         parts = [
-            f"{'/'.join(e.names) if e.names else e.resource + ' (renamed)'}:"
+            f"{'/'.join(e.names)}:"
             f" {e.count if e.count is not None else f'>= {e.instances}'}"
             for e in self.entries
         ]
@@ -125,17 +120,13 @@ def expectation(
     for resource, instances in base.items():
         advertised = sharing.advertised(resource)
         if advertised is None:
-            names: tuple[str, ...] | None = _candidates(resource)
-            entries.append(ResourceExpectation(resource, instances, names, None))
+            entries.append(ResourceExpectation(resource, instances, _candidates(resource), None))
             unknown.append(f"replicas of {resource}")
             continue
         count = instances * advertised.replicas if advertised.exact else None
-        names = (advertised.name,) if advertised.name_known else None
-        entries.append(ResourceExpectation(resource, instances, names, count))
+        entries.append(ResourceExpectation(resource, instances, (advertised.name,), count))
         if not advertised.exact:
             unknown.append(advertised.why_not_exact)
-        elif not advertised.name_known:
-            unknown.append(f"the name {resource} is renamed to")
     note = None
     if unknown:
         note = f"{'; '.join(unknown)} not known ({sharing.source})"

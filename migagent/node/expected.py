@@ -1,12 +1,12 @@
 """What the NVIDIA device plugin advertises for a layout under its MIG strategy, and whether a Node shows it.
 
-The rules per strategy are in migagent.layout.strategy. Mixed (reference/landscape.md §3.1):
-every compute instance spanning its whole GI (C == G) is one `nvidia.com/mig-<profile>`, `+`
-written as `.`; a CI smaller than its GI makes the stock plugin exit, advertising nothing. Single:
-every MIG device is one `nvidia.com/gpu`, and a non-uniform node makes it exit. None: whole GPUs.
-`expected_resources` refuses a layout the plugin would exit on instead of predicting counts that
-will never appear. A GI without compute instances is no MIG
-device and is not advertised. After a change, resources of profiles no longer present linger in
+The rules per strategy are in migagent.layout.strategy (checked against NVIDIA's plugin v0.18.2 in
+tests/nvidia). Mixed: every compute instance is one `nvidia.com/mig-<pattern>`, the first of the
+GPU's full profiles found in its profile name (`1g.10gb+me` counts as `nvidia.com/mig-1g.10gb`,
+`1c.3g.40gb` as `nvidia.com/mig-3g.40gb`). Single: every MIG device is one `nvidia.com/gpu`, and a
+non-uniform node makes it exit. None: whole GPUs. `expected_resources` refuses a layout the plugin
+would exit on instead of predicting counts that will never appear. A GI without compute instances is
+no MIG device and is not advertised. After a change, resources of profiles no longer present linger in
 Node status as "0" (kubelet behaviour), so "0" and absent mean the same.
 """
 
@@ -18,7 +18,13 @@ from typing import Protocol
 from migagent.errors import InvalidLayoutError
 from migagent.layout.observed import Observation, ObservedGi, ObservedGpu
 from migagent.layout.profile import MigProfile, ci_profile_name
-from migagent.layout.strategy import GpuDevices, MigStrategy, advertised_counts, strategy_problems
+from migagent.layout.strategy import (
+    GpuDevices,
+    MigStrategy,
+    advertised_counts,
+    resource_patterns,
+    strategy_problems,
+)
 from migagent.node.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 
 
@@ -56,6 +62,7 @@ def observed_devices(observation: Observation) -> list[GpuDevices]:
             f"GPU {gpu.index}",
             gpu.mig_current,
             tuple(p for gi in gpu.gpu_instances for p in _gi_profiles(gpu, gi)) if gpu.mig_current else (),
+            resource_patterns(gpu.profiles) if gpu.profiles is not None else (),
         )
         for gpu in observation.gpus
     ]

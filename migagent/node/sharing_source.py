@@ -8,10 +8,13 @@ In order (the first one configured wins):
    `devicePlugin.config.name`, in the operator namespace; the plugin chart's `config.name`, or the
    `<release>-nvidia-device-plugin-configs` map it renders from `config.map`);
 3. GPU Feature Discovery's labels on the Node: `nvidia.com/<resource>.replicas` and `.product`,
-   which ends `-SHARED` for a replicated resource that is not renamed (GFD internal/lm/resource.go).
+   which ends `-SHARED` for a replicated resource that is not renamed (GFD internal/lm/resource.go);
+   GFD and the plugin (v0.18.2) honour no rename but renameByDefault's, so a replicated resource
+   whose product lacks `-SHARED` is advertised as `<resource>.shared`.
 With 1 and 2 the config is the key the Node's `nvidia.com/device-plugin.config` label names, else
 `--device-plugin-config-default` (ClusterPolicy `devicePlugin.config.default`, chart
-`config.default`), else the only key. A Node that selects a config nothing configured can read is
+`config.default`), else config-manager's fallbacks as the plugin chart sets them: the key `default`,
+else the only key (layout.sharing.select_config). A Node that selects a config nothing configured can read is
 "unknown", not "unshared": the agent then waits for a stable advertisement (advertisement.py).
 GFD labels only exist for resources present when GFD last ran, so a resource it has not labelled
 yet is unknown when it replicates anything, and plain otherwise.
@@ -27,10 +30,12 @@ from typing import Protocol
 from migagent.errors import PermanentError
 from migagent.layout.sharing import (
     NO_SHARING,
+    SHARED_SUFFIX,
     Advertised,
     SharingConfig,
     SharingConfigError,
     parse_plugin_config,
+    select_config,
 )
 from migagent.node.names import DEVICE_PLUGIN_CONFIG_LABEL
 from migagent.node.port import NodeView
@@ -46,8 +51,8 @@ class SharingView:
 
     source: str
     config: SharingConfig | None = None
-    labelled: Mapping[str, Advertised] = field(default_factory=dict)
-    """From GFD labels: per resource (without sharing) how it is advertised."""
+    labelled: Mapping[str, Advertised | None] = field(default_factory=dict)
+    """From GFD labels: per resource (without sharing) how it is advertised (None: the labels do not say)."""
     unlabelled_known: bool = True
     """From GFD: a resource without labels is plain (nothing on the node replicates)."""
     unknown: bool = False
@@ -67,7 +72,7 @@ class SharingView:
             return self.config.describe()
         if self.unknown:
             return "unknown"
-        shared = [f"{name} x{a.replicas}" for name, a in sorted(self.labelled.items()) if a.replicas > 1]
+        shared = [f"{name} x{a.replicas}" for name, a in sorted(self.labelled.items()) if a and a.replicas > 1]
         return "GFD labels: " + (", ".join(shared) or "nothing replicated")
 
 
@@ -135,9 +140,7 @@ class SharingSource:
 
     def _select(self, configs: Mapping[str, str], where: str, selected: str | None) -> SharingView:
         """The config `selected` (else the default, else the only one), parsed; only that one must be valid."""
-        key = selected or self._settings.default_config
-        if key is None and len(configs) == 1:
-            key = next(iter(configs))
+        key = select_config(configs, selected, self._settings.default_config)
         if key is None:
             return SharingView(
                 source=f"{where} has {len(configs)} configs ({', '.join(configs)}) and neither the node label"
@@ -172,17 +175,22 @@ def _replicas_labels(labels: Mapping[str, str]) -> list[str]:
 
 def gfd_view(labels: Mapping[str, str]) -> SharingView:
     """What GPU Feature Discovery's labels say: per resource its replicas, and renamed or not."""
-    labelled: dict[str, Advertised] = {}
+    labelled: dict[str, Advertised | None] = {}
     for key in _replicas_labels(labels):
         resource = key.removesuffix(_REPLICAS_SUFFIX)
         try:
-            replicas = max(int(labels[key]), 1)  # 0: GFD runs without the sharing config
+            replicas = int(labels[key])
         except ValueError:
+            continue
+        if replicas <= 0:
+            # GFD labels a MIG-enabled GPU's nvidia.com/gpu without its sharing (replicas 0), yet under the
+            # `none` strategy the plugin replicates those GPUs as its config says: found against NVIDIA's GFD.
+            labelled[resource] = None
             continue
         product = labels.get(resource + _PRODUCT_SUFFIX, "")
         renamed = replicas > 1 and not product.endswith(_SHARED_PRODUCT)
-        labelled[resource] = Advertised(resource, replicas, name_known=not renamed)
-    replicating = any(a.replicas > 1 for a in labelled.values())
+        labelled[resource] = Advertised(resource + SHARED_SUFFIX if renamed else resource, replicas)
+    replicating = any(a is not None and a.replicas > 1 for a in labelled.values())
     return SharingView(
         source="GPU Feature Discovery labels (nvidia.com/<resource>.replicas)",
         labelled=labelled,

@@ -187,7 +187,11 @@ def build_agent(
         listener=listener or NullListener(),
         post_change=post_change,
         node_updates=source,
-        preflight=Preflight(api, api.owner_reads(cluster_policy=options.cluster_policy)),
+        preflight=Preflight(
+            api,
+            api.owner_reads(cluster_policy=options.cluster_policy),
+            sharing=SharingSource(options.settings.sharing, reader=api),
+        ),
     )
     if health is not None:
         health.add_liveness_check(source.stuck)

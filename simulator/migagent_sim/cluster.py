@@ -38,6 +38,7 @@ from migagent.reconcile.journal import FileJournal, MemoryJournal, desired_node_
 from migagent.reconcile.machine import ApplyEngine
 from migagent.reconcile.ports import NodeDriver, RebootRequester
 from migagent.sim.fake_nvml import FakeNvml
+from migagent.sim.persistence import persist_after_each_mutation
 from migagent.sim.reset import SimResetRunner
 from migagent.sources.node_label import NodeLabelSource
 from migagent.wiring import AgentOptions, build_agent
@@ -55,6 +56,7 @@ from migagent_sim.cluster_config import (
 )
 from migagent_sim.fakelib.backend import nvml_for
 from migagent_sim.kubelet import FakeKubelet
+from migagent_sim.nvidia_plugin import ContainerMaker, NvidiaPluginSettings, gpu_node_command, nvidia_plugin
 
 if TYPE_CHECKING:  # access control needs cel-python, a test dependency; the demo runs without it
     from migagent_sim.apiserver.access import AccessControl
@@ -121,8 +123,12 @@ class Simulation(Generic[Api_co]):
         self._socket_dir = Path(tempfile.mkdtemp(prefix="migsim-"))
         self.socket_path = str(self._socket_dir / "kubelet.sock")
         self.fake = FakeNvml.from_spec(self.config.spec)
+        self.state_file = workdir / "gpu-node.json"
+        """The GPUs' state for NVIDIA's binaries (with `nvidia_tools`), saved after every change."""
         self._api = api
-        self.kubelet: FakeKubelet = make_kubelet(self.config, api, self.fake, socket_path=self.socket_path)
+        self.kubelet: FakeKubelet = make_kubelet(
+            self.config, api, self.fake, socket_path=self.socket_path, plugin_container=self._nvidia_plugin()
+        )
         self._drivers: list[GpuDriver] = []
         self._running: list[RunningAgent] = []
 
@@ -138,6 +144,10 @@ class Simulation(Generic[Api_co]):
         if self.config.start_layout is not None:
             self._apply_directly(self.config.start_layout)
         self.api.start()
+        if self.config.nvidia_tools is not None:
+            self.fake.save(self.state_file)
+            persist_after_each_mutation(self.fake, self.state_file)
+            self._write_plugin_kubeconfig()
         if self.config.plugin_configs is not None:
             namespace, name = self.config.plugin_config_map
             self.api.put_config_map(namespace, name, self.config.plugin_configs)
@@ -159,6 +169,36 @@ class Simulation(Generic[Api_co]):
 
     def __enter__(self) -> Simulation[Api_co]:
         return self.start()
+
+    def _nvidia_plugin(self) -> ContainerMaker | None:
+        tools = self.config.nvidia_tools
+        if tools is None:
+            return None
+        settings = NvidiaPluginSettings(
+            device_plugin=tools.device_plugin,
+            config_manager=tools.config_manager,
+            node_command=gpu_node_command(self.state_file),
+            mig_strategy=self.config.mig_strategy,
+            workdir=self.workdir,
+            node_name=self.config.node_name,
+            configs=self.config.plugin_configs,
+            default_config=self.config.plugin_default_config,
+            kubeconfig=self.workdir / "plugin-kubeconfig" if self.config.plugin_configs is not None else None,
+            restart_backoff_s=self.config.plugin_restart_backoff_s,
+        )
+        return nvidia_plugin(settings)
+
+    def _write_plugin_kubeconfig(self) -> None:
+        """How NVIDIA's config-manager reaches the API server (anonymous: the fake one without access control)."""
+        kubeconfig = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "sim", "cluster": {"server": self.api.url}}],
+            "users": [{"name": "device-plugin", "user": {}}],
+            "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "device-plugin"}}],
+            "current-context": "sim",
+        }
+        (self.workdir / "plugin-kubeconfig").write_text(yaml.safe_dump(kubeconfig), encoding="utf-8")
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -21,6 +21,7 @@ from migagent.wiring import AgentOptions
 from migagent_sim.cluster_api import ClusterApi
 from migagent_sim.kubelet import FakeKubelet
 from migagent_sim.kubelet_plugin import PluginMode
+from migagent_sim.nvidia_plugin import ContainerMaker, NvidiaTools
 
 DEMO_LAYOUTS = """\
 version: v1
@@ -106,6 +107,11 @@ class SimClusterConfig:
     """Publish GPU Feature Discovery's per-resource labels (replicas, product) with each registration."""
     dra_driver: bool = False
     """NVIDIA's DRA driver kubelet plugin runs on the node, publishing ResourceSlices (static MIG)."""
+    nvidia_tools: NvidiaTools | None = None
+    """Run NVIDIA's device plugin (and config-manager) from these binaries in the plugin pod instead
+    of the simulated plugin; the GPUs' state is then saved to the workdir after every change, for them."""
+    plugin_restart_backoff_s: float = 1.0
+    """With `nvidia_tools`: how long the pod waits to restart a plugin that exited (10 s on a real node)."""
 
 
 def time_slicing_config(
@@ -163,7 +169,14 @@ def fast_options(node_name: str, layout_file: Path, socket_path: str) -> AgentOp
     )
 
 
-def make_kubelet(config: SimClusterConfig, api: ClusterApi, fake: FakeNvml, *, socket_path: str) -> FakeKubelet:
+def make_kubelet(
+    config: SimClusterConfig,
+    api: ClusterApi,
+    fake: FakeNvml,
+    *,
+    socket_path: str,
+    plugin_container: ContainerMaker | None = None,
+) -> FakeKubelet:
     """The node's kubelet as `config` describes it: the one construction, for the fake API server and the real."""
     return FakeKubelet(
         api,
@@ -180,4 +193,5 @@ def make_kubelet(config: SimClusterConfig, api: ClusterApi, fake: FakeNvml, *, s
         plugin_default_config=config.plugin_default_config,
         gfd_labels=config.gfd_labels,
         dra=config.dra_driver,
+        plugin_container=plugin_container,
     )

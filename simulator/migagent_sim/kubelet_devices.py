@@ -3,14 +3,14 @@
 Read straight from the FakeNvml state rather than through NVML calls, so the fake kubelet never
 consumes a fault a test injected for the code under test, nor shows up in `sim_mutations`.
 
-Rules (reference landscape.md §3.1, kubernetes.md §1.5; single and none: migagent.layout.strategy).
+Rules: migagent.layout.strategy (checked against NVIDIA's plugin v0.18.2 in tests/nvidia).
 Mixed strategy:
-- a MIG-enabled GPU offers one device per compute instance; resource `nvidia.com/mig-<profile>`
-  with `+` written as `.` (`1g.10gb+me` -> `nvidia.com/mig-1g.10gb.me`); device id = the MIG UUID;
+- a MIG-enabled GPU offers one device per compute instance, named by the first of the GPU's full
+  profiles found in its profile name (`1g.10gb+me` -> `nvidia.com/mig-1g.10gb`, `1c.2g.20gb` ->
+  `nvidia.com/mig-2g.20gb`); device id = the MIG UUID;
 - a GPU with MIG disabled stays `nvidia.com/gpu` (id = GPU UUID); a MIG-enabled GPU without
   MIG devices offers nothing;
-- a compute instance smaller than its GI (C < G, e.g. `1c.2g.20gb`) matches no resource pattern:
-  the plugin exits, so nothing at all is advertised while such a device exists.
+- a device no pattern matches makes the plugin exit, so nothing at all is advertised.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from migagent.layout.strategy import (
     GpuDevices,
     MigStrategy,
     mig_resource_name,
+    mixed_resource_name,
+    resource_patterns,
     strategy_problems,
 )
 from migagent.sim.fake_nvml import FakeNvml
@@ -38,8 +40,13 @@ __all__ = [
     "PluginDevice",
     "is_plugin_resource",
     "mig_resource_name",
+    "mps_refusal",
     "read_inventory",
 ]
+
+
+_NO_PATTERN = ""
+"""The resource of a MIG device no mixed-strategy pattern matches (the plugin exits on it)."""
 
 
 def is_plugin_resource(name: str) -> bool:
@@ -73,46 +80,43 @@ class DeviceInventory:
         if not problems:
             return None
         if self.strategy is MigStrategy.MIXED:
-            profile = next(d.profile for d in self.devices if d.profile is not None and not d.profile.is_full_gi)
-            device = next(d for d in self.devices if d.profile == profile)
-            # The plugin's own words (internal/rm/device_map.go), then ours.
-            return (
-                f"MIG profile '{profile}' (device {device.uuid} on GPU {device.gpu_index}) does not match any"
-                f" resource patterns: the device plugin's mixed strategy only exposes compute instances that fill"
-                f" their GPU instance"
-            )
+            device = next(d for d in self.devices if d.resource_name == _NO_PATTERN)
+            # The plugin's own words (internal/rm/device_map.go).
+            return f"MIG profile '{device.profile}' (device {device.uuid}) does not match any resource patterns"
         return f"invalid MIG configuration for the {self.strategy} strategy: {'; '.join(problems)}"
 
     def resources(self, sharing: SharingConfig = NO_SHARING) -> dict[str, tuple[str, ...]]:
         """Resource name -> device ids the plugin registers (empty when the plugin would exit).
 
-        Under a sharing config a replicated resource's devices are registered `replicas` times as
-        `<uuid>::<n>` (internal/rm/devices.go NewAnnotatedID), under its new name when renamed. A
-        `devices` subset is modelled as its first device only (the agent does not predict subsets)."""
+        Under a sharing config every device of a replicated resource is registered `replicas` times
+        as `<uuid>::<n>` (internal/rm/device_map.go updateDeviceMapWithReplicas, devices.go
+        NewAnnotatedID), under `<name>.shared` with renameByDefault."""
         if self.plugin_error is not None:
             return {}
-        grouped: dict[str, list[str]] = {}
-        for device in self.devices:
-            grouped.setdefault(device.resource_name, []).append(device.uuid)
         registered: dict[str, list[str]] = {}
-        for name, ids in grouped.items():
-            advertised = sharing.advertised(name)
+        for device in self.devices:
+            advertised = sharing.advertised(device.resource_name)
+            ids = registered.setdefault(advertised.name, [])
             if advertised.replicas <= 1:
-                registered.setdefault(advertised.name, []).extend(ids)
-                continue
-            replicated = ids if advertised.exact else ids[:1]
-            for uuid in ids:
-                copies = advertised.replicas if uuid in replicated else 1
-                registered.setdefault(advertised.name, []).extend(
-                    f"{uuid}::{n}" if uuid in replicated else uuid for n in range(copies)
-                )
+                ids.append(device.uuid)
+            else:
+                ids.extend(f"{device.uuid}::{n}" for n in range(advertised.replicas))
         return {name: tuple(ids) for name, ids in sorted(registered.items())}
-
-    def counts(self, sharing: SharingConfig = NO_SHARING) -> dict[str, int]:
-        return {name: len(ids) for name, ids in self.resources(sharing).items()}
 
     def by_uuid(self, uuid: str) -> PluginDevice | None:
         return next((d for d in self.devices if d.uuid == uuid), None)
+
+
+def mps_refusal(sharing: SharingConfig, strategy: MigStrategy, inventory: DeviceInventory) -> str | None:
+    """Why the plugin refuses to start with an MPS sharing config here (main.go validateFlags,
+    internal/plugin/mps.go), or None."""
+    if sharing.kind != "mps":
+        return None
+    if strategy is MigStrategy.MIXED:
+        return "unable to validate flags: using --mig-strategy=mixed is not supported with MPS"
+    if any(d.profile is not None and sharing.advertised(d.resource_name).replicas > 1 for d in inventory.devices):
+        return "sharing using MPS is not supported for MIG devices"
+    return None
 
 
 def read_inventory(fake: FakeNvml, strategy: MigStrategy = MigStrategy.MIXED) -> DeviceInventory:
@@ -122,6 +126,7 @@ def read_inventory(fake: FakeNvml, strategy: MigStrategy = MigStrategy.MIXED) ->
             f"GPU {index}",
             gpu.mig_current == MIG_ENABLE,
             tuple(d.profile for d in mig_devices if d.gpu_index == index and d.profile is not None),
+            resource_patterns(fake.model(index).profiles),
         )
         for index, gpu in enumerate(list(fake.state.gpus))
     )
@@ -141,11 +146,12 @@ def _announced(fake: FakeNvml, mig_devices: list[PluginDevice], strategy: MigStr
 
 
 def _mig_devices(fake: FakeNvml) -> Iterator[PluginDevice]:
-    """Every MIG device (compute instance) with its mixed-strategy resource name."""
+    """Every MIG device (compute instance) with its mixed-strategy resource name (_NO_PATTERN: none)."""
     for index, gpu in enumerate(list(fake.state.gpus)):
         if gpu.mig_current != MIG_ENABLE:
             continue
         table = fake.model(index).profiles
+        patterns = resource_patterns(table)
         pairs = [(gi, ci) for gi in list(gpu.gpu_instances) for ci in list(gi.compute_instances)]
         for gi, ci in sorted(pairs, key=lambda pair: (pair[0].id, pair[1].id)):
             gi_profile = table.gi_profile(gi.profile_id)
@@ -153,4 +159,4 @@ def _mig_devices(fake: FakeNvml) -> Iterator[PluginDevice]:
             if gi_profile is None or ci_profile is None:
                 continue  # only a hand-edited state can name a profile the model lacks
             profile = ci_profile_name(gi_profile, ci_profile, table)
-            yield PluginDevice(ci.uuid, index, mig_resource_name(profile), profile)
+            yield PluginDevice(ci.uuid, index, mixed_resource_name(profile, patterns) or _NO_PATTERN, profile)

@@ -6,20 +6,18 @@ It answers from callables, so the caller's own state stays the single truth: `Li
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent import futures
-from pathlib import Path
 
 import grpc
 
 from migagent.podresources.generated import api_pb2, api_pb2_grpc
 from migagent.podresources.model import PodDevices, to_pod_resources
+from migagent_sim.unix_grpc import UnixServer, check_socket_path
+
+PodResourcesServer = UnixServer
 
 PodDevicesProvider = Callable[[], Sequence[PodDevices]]
 AllocatableProvider = Callable[[], Mapping[str, Sequence[str]]]
-# sockaddr_un.sun_path is 108 bytes on Linux, one of them the terminating NUL.
-_MAX_UNIX_PATH_BYTES = 107
 
 
 class _Lister(api_pb2_grpc.PodResourcesListerServicer):
@@ -65,34 +63,9 @@ def serve_pod_resources(
     A socket file left by an earlier run is replaced, as the kubelet does. Stop it with
     `server.stop(grace)`; gRPC removes the socket file on shutdown.
     """
-    if len(os.fsencode(socket_path)) > _MAX_UNIX_PATH_BYTES:
-        raise ValueError(
-            f"PodResources socket path {socket_path} is {len(os.fsencode(socket_path))} bytes; unix sockets "
-            f"allow at most {_MAX_UNIX_PATH_BYTES}: choose a shorter path"
-        )
-    path = Path(socket_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_socket():
-        path.unlink()
-    elif path.exists():
-        raise FileExistsError(f"PodResources socket path {socket_path} exists and is not a socket; remove it first")
-    executor = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="podresources")
-    server = grpc.server(executor)
+    check_socket_path(socket_path, "PodResources")
+    server = PodResourcesServer(max_workers, "podresources")
     lister = _Lister(provider, allocatable or dict)
-    api_pb2_grpc.add_PodResourcesListerServicer_to_server(lister, server)  # type: ignore[no-untyped-call]
-    if server.add_insecure_port(f"unix://{os.fspath(path)}") == 0:
-        raise OSError(f"cannot bind the PodResources server to unix://{socket_path}")
-    server.start()
-    return PodResourcesServer(server, executor)
-
-
-class PodResourcesServer:
-    """A started server; `stop` also ends its worker threads (gRPC leaves the executor it was given running)."""
-
-    def __init__(self, server: grpc.Server, executor: futures.ThreadPoolExecutor) -> None:
-        self._server = server
-        self._executor = executor
-
-    def stop(self, grace: float | None) -> None:
-        self._server.stop(grace).wait()
-        self._executor.shutdown(wait=True)
+    api_pb2_grpc.add_PodResourcesListerServicer_to_server(lister, server.grpc)  # type: ignore[no-untyped-call]
+    server.start(socket_path, "PodResources")
+    return server

@@ -20,11 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes.client import ApiClient
 
-from migagent.clock import FakeClock, SystemClock
+from migagent.clock import SystemClock
 from migagent.kube.adapter import KubeApi
 from migagent.kube.client import make_api_client
-from migagent.layout.parse import load_layout_file
-from migagent.layout.resolve import identity_of, resolve_config
 from migagent.node.names import (
     CONDITION_TYPE,
     DESIRED_ANNOTATION,
@@ -34,15 +32,14 @@ from migagent.node.names import (
     MIG_CONFIG_STATE_LABEL,
 )
 from migagent.nvml.driver import GpuDriver
-from migagent.reconcile.journal import FileJournal, MemoryJournal, desired_node_hash
-from migagent.reconcile.machine import ApplyEngine
+from migagent.reconcile.journal import FileJournal
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.reset import SimResetRunner
 from migagent.sources.node_label import WatchSettings
 from migagent.wiring import AgentOptions, build_agent
 from migagent_sim.apiserver import FakeApiServer
 from migagent_sim.apiserver.rbac import UserInfo
-from migagent_sim.cluster import DEMO_LAYOUTS, GPU_OPERATOR_LABELS, RunningAgent, fast_options
+from migagent_sim.cluster import DEMO_LAYOUTS, GPU_OPERATOR_LABELS, RunningAgent, apply_directly, fast_options
 from migagent_sim.fakelib.backend import nvml_for
 from migagent_sim.kubelet import FakeKubelet
 
@@ -105,16 +102,7 @@ class PoolNode:
 
     def apply_directly(self, layout_file: Path, layout_name: str) -> None:
         """The GPUs in a layout before anything runs (no agent, no journal kept)."""
-        with GpuDriver(nvml_for(self.fake), reset_runner=SimResetRunner(self.fake)) as driver:
-            observation = driver.observe()
-            desired = resolve_config(
-                load_layout_file(layout_file), layout_name, [identity_of(gpu) for gpu in observation.gpus]
-            )
-            result = ApplyEngine(driver, MemoryJournal(), clock=FakeClock()).apply(
-                desired, layout_hash=desired_node_hash(desired), config_name=layout_name
-            )
-            if not result.converged:
-                raise RuntimeError(f"node {self.name}: could not apply {layout_name}: {result.error}")
+        apply_directly(self.fake, layout_file, layout_name)
 
     def stop(self) -> None:
         if self.agent is not None:

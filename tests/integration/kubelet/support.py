@@ -89,6 +89,10 @@ class GateClock(SystemClock):
     def release(self) -> None:
         self._gate.set()
 
+    def hold(self) -> None:
+        """Make later waits last until the next `release()` again."""
+        self._gate.clear()
+
     def wait(self, event: threading.Event, timeout: float) -> bool:
         self.waits.append(timeout)
         while not (event.is_set() or self._gate.is_set()):

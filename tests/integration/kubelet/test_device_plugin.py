@@ -7,9 +7,11 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from migagent.clock import FakeClock
 from migagent.podresources import PodResourcesClient
 from migagent.sim import FakeNvml
 from migagent_sim.apiserver import FakeApiServer
+from migagent_sim.cluster import time_slicing_config
 from migagent_sim.kubelet import FakeKubelet
 from tests.integration.kubelet.conftest import DEPLOY_LABEL
 from tests.integration.kubelet.support import NODE, GateClock, clear, eventually, lay_out
@@ -49,11 +51,13 @@ def test_pausing_the_gpu_operator_plugin_removes_its_pod_and_zeroes_allocatable_
     assert _mig_status(api, "capacity") == {"nvidia.com/mig-3g.40gb": "2"}
 
 
-def test_unpausing_recreates_the_plugin_and_advertises_the_new_layout_with_stale_resources_at_zero(
+def test_unpausing_advertises_the_new_layout_and_stale_resources_keep_capacity_until_the_grace_period_ends(
     fake: FakeNvml, make_kubelet: Callable[..., FakeKubelet], api: FakeApiServer, core_v1: k8s.CoreV1Api
 ) -> None:
+    """Stale: allocatable 0 at once; capacity keeps the old count for the kubelet's grace period (5 min)."""
     lay_out(fake, 0, [("3g.40gb", 0), ("3g.40gb", 4)])
-    kubelet = make_kubelet()
+    clock = FakeClock()
+    kubelet = make_kubelet(clock=clock)
     (before,) = _plugin_pods(core_v1)
     _set_deploy_label(core_v1, "paused-for-mig-change")
     clear(fake, 0)
@@ -64,8 +68,14 @@ def test_unpausing_recreates_the_plugin_and_advertises_the_new_layout_with_stale
     (after,) = eventually(lambda: _plugin_pods(core_v1), until=lambda pods: len(pods) == 1)
     assert after["metadata"]["uid"] != before["metadata"]["uid"]
     assert _mig_status(api, "allocatable") == {"nvidia.com/mig-3g.40gb": "0", "nvidia.com/mig-1g.10gb": "7"}
-    assert _mig_status(api, "capacity") == {"nvidia.com/mig-3g.40gb": "0", "nvidia.com/mig-1g.10gb": "7"}
+    assert _mig_status(api, "capacity") == {"nvidia.com/mig-3g.40gb": "2", "nvidia.com/mig-1g.10gb": "7"}
     assert kubelet.allocatable() == {"nvidia.com/mig-1g.10gb": tuple(new_uuids)}
+
+    clock.advance(301)
+    assert kubelet.sync_node_status()
+
+    assert _mig_status(api, "capacity") == {"nvidia.com/mig-3g.40gb": "0", "nvidia.com/mig-1g.10gb": "7"}
+    assert _mig_status(api, "allocatable") == {"nvidia.com/mig-3g.40gb": "0", "nvidia.com/mig-1g.10gb": "7"}
 
 
 def test_a_false_deploy_label_keeps_the_plugin_away(
@@ -119,7 +129,8 @@ def test_in_daemonset_mode_a_deleted_plugin_pod_is_recreated_with_a_new_name_and
     )
     assert new["metadata"]["name"] != old["metadata"]["name"]
     assert new["metadata"]["ownerReferences"][0]["kind"] == "DaemonSet"
-    assert kubelet.advertised() == {"nvidia.com/mig-4g.40gb": 0, "nvidia.com/mig-2g.20gb": 2}
+    expected = {"nvidia.com/mig-4g.40gb": 0, "nvidia.com/mig-2g.20gb": 2}  # the pod shows before it registers
+    assert eventually(kubelet.advertised, until=lambda adv: adv == expected) == expected
 
 
 def test_the_new_advertisement_waits_for_the_plugin_lag_on_the_kubelets_clock(
@@ -168,3 +179,36 @@ def test_pausing_during_the_lag_cancels_the_pending_advertisement(
 
     assert kubelet.advertised() == {}
     assert kubelet.allocatable() == {}
+
+
+def test_a_config_label_naming_no_config_keeps_the_running_plugins_config_as_nvidia_config_manager_does(
+    fake: FakeNvml, make_kubelet: Callable[..., FakeKubelet], api: FakeApiServer, core_v1: k8s.CoreV1Api
+) -> None:
+    """Found against NVIDIA's config-manager (tests/nvidia): its sidecar exits, the plugin is not signalled."""
+    lay_out(fake, 0, [("1g.10gb", start) for start in range(7)])
+    configs = {"default": time_slicing_config(2), "four": time_slicing_config(4)}
+    api.put_config_map("gpu-operator", "plugin-configs", configs)
+    kubelet = make_kubelet(plugin_config_map=("gpu-operator", "plugin-configs"))
+    assert kubelet.advertised() == {"nvidia.com/mig-1g.10gb": 14}  # the config named "default"
+
+    core_v1.patch_node(NODE, {"metadata": {"labels": {"nvidia.com/device-plugin.config": "nine"}}})
+
+    assert kubelet.advertised() == {"nvidia.com/mig-1g.10gb": 14}
+    assert kubelet.plugin_config_restarts == 0
+    assert kubelet.plugin_error is None
+
+
+def test_with_a_node_status_period_a_change_reaches_the_node_at_the_next_tick_an_uncertain_lag(
+    fake: FakeNvml, make_kubelet: Callable[..., FakeKubelet], core_v1: k8s.CoreV1Api
+) -> None:
+    """nodeStatusUpdateFrequency (10 s) is the kubelet's; how soon a real Node shows a plugin's change was
+    never measured, so the period is a setting (0 in the fast suite)."""
+    lay_out(fake, 0, [("7g.80gb", 0)])
+    kubelet = make_kubelet(node_status_period_s=2.0)
+    assert eventually(kubelet.advertised, until=bool) == {"nvidia.com/mig-7g.80gb": 1}
+
+    _set_deploy_label(core_v1, "paused-for-mig-change")
+
+    assert kubelet.device_manager.capacity()[1] == {"nvidia.com/mig-7g.80gb": 0}
+    assert kubelet.advertised() == {"nvidia.com/mig-7g.80gb": 1}, "not before the next status tick"
+    assert eventually(kubelet.advertised, until=lambda adv: adv == {"nvidia.com/mig-7g.80gb": 0})

@@ -11,7 +11,7 @@ from migagent.podresources import PodDevices, PodResourcesClient
 from migagent.sim import FakeNvml
 from migagent_sim.apiserver import FakeApiServer
 from migagent_sim.kubelet import FakeKubelet
-from tests.integration.kubelet.support import NODE, eventually, lay_out, processes_by_uuid
+from tests.integration.kubelet.support import NODE, GateClock, eventually, lay_out, processes_by_uuid
 
 
 def test_a_workload_is_a_running_pod_on_the_node_requesting_its_mig_resource(
@@ -154,3 +154,36 @@ def test_an_evicted_pod_stays_terminating_and_keeps_its_device_in_pod_resources_
     core_v1.delete_namespaced_pod("train-0", "ml", grace_period_seconds=0)
     assert eventually(lambda: PodResourcesClient(socket_path).list(), until=lambda pods: pods == ()) == ()
     assert api.pod("ml", "train-0") is None
+
+
+def test_a_workload_gets_its_device_through_the_plugins_allocate_and_pod_resources_shows_that_id(
+    fake: FakeNvml, make_kubelet: Callable[..., FakeKubelet], socket_path: str
+) -> None:
+    uuids = lay_out(fake, 0, [("3g.40gb", 0), ("3g.40gb", 4)])
+    kubelet = make_kubelet()
+
+    pod = kubelet.run_workload("ml", "train", mig_uuid=uuids[1])
+
+    (entry,) = kubelet.device_manager.pod_devices()
+    assert (entry.pod_uid, entry.resource, entry.device_ids) == (pod["metadata"]["uid"], "nvidia.com/mig-3g.40gb",
+                                                                 (uuids[1],))
+    assert entry.envs == {"NVIDIA_VISIBLE_DEVICES": uuids[1]}
+    assert [e.device_ids for e in PodResourcesClient(socket_path).list()] == [(uuids[1],)]
+
+
+def test_a_restarted_kubelet_reads_zero_until_the_plugin_registers_again(
+    fake: FakeNvml, make_kubelet: Callable[..., FakeKubelet]
+) -> None:
+    lay_out(fake, 0, [("7g.80gb", 0)])
+    clock = GateClock()
+    kubelet = make_kubelet(plugin_lag_s=30.0, clock=clock)
+    clock.release()
+    eventually(kubelet.advertised, until=lambda adv: adv == {"nvidia.com/mig-7g.80gb": 1})
+    clock.hold()
+
+    kubelet.restart()
+
+    assert kubelet.advertised() == {"nvidia.com/mig-7g.80gb": 0}
+    clock.release()
+    eventually(kubelet.advertised, until=lambda adv: adv == {"nvidia.com/mig-7g.80gb": 1})
+    assert kubelet.registration.registrations == ["nvidia.com/mig-7g.80gb"], "the new kubelet's own record"

@@ -11,6 +11,7 @@ import pytest
 from migagent.attempt.gpu_processes import command_of, pod_uid_of
 from migagent.attempt.preflight import advertised_strategy
 from migagent.layout.observed import Observation
+from migagent.layout.sharing import Advertised
 from migagent.layout.strategy import MigStrategy
 from migagent.node.owners import dynamic_mig_devices, strategy_of_policy
 
@@ -69,3 +70,18 @@ def test_advertised_mig_resources_prove_mixed_and_nothing_advertised_proves_noth
 
     assert advertised_strategy({"nvidia.com/mig-1g.10gb": 7}, never) is MigStrategy.MIXED
     assert advertised_strategy({"nvidia.com/mig-1g.10gb": 0, "nvidia.com/gpu": 0}, never) is None
+
+
+def test_a_replicated_gpu_count_proves_a_strategy_only_divided_by_its_replicas() -> None:
+    """Found against NVIDIA's plugin (tests/nvidia): `none` with nvidia.com/gpu x4 on two GPUs holding
+    eight MIG devices advertises 8, which read as plain devices would prove `single`."""
+    from migagent_sim.doubles.builders import mig_gpu
+
+    def observe() -> Observation:
+        layout = [("1g.5gb", 0), ("1g.5gb", 1), ("2g.10gb", 2), ("3g.20gb", 4)]
+        return Observation(gpus=(mig_gpu(0, layout), mig_gpu(1, layout)))
+
+    allocatable = {"nvidia.com/gpu": 8}
+    assert advertised_strategy(allocatable, observe) is MigStrategy.SINGLE  # as if nothing were replicated
+    assert advertised_strategy(allocatable, observe, gpu=Advertised("nvidia.com/gpu", 4)) is MigStrategy.NONE
+    assert advertised_strategy(allocatable, observe, gpu=None) is None, "sharing unknown: proves nothing"

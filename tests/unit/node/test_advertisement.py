@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from migagent.layout.observed import Observation
-from migagent.layout.sharing import parse_plugin_config
+from migagent.layout.sharing import Advertised, parse_plugin_config
 from migagent.layout.strategy import MigStrategy
 from migagent.node.advertisement import Expectation, ResourceExpectation, expectation
 from migagent.node.port import NodeView
@@ -111,7 +111,8 @@ def test_an_explicit_file_or_directory_of_configs_wins(tmp_path: Path) -> None:
     ).replicas == 2
 
 
-def test_gfd_labels_give_replicas_and_a_missing_shared_suffix_means_a_rename_the_labels_do_not_name() -> None:
+def test_gfd_labels_give_replicas_and_a_missing_shared_suffix_means_renamed_by_default_to_dot_shared() -> None:
+    """GFD and the plugin (v0.18.2) honour only renameByDefault's rename, so the name is known."""
     view = gfd_view({
         "nvidia.com/mig-1g.10gb.replicas": "2",
         "nvidia.com/mig-1g.10gb.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb-SHARED",
@@ -119,8 +120,8 @@ def test_gfd_labels_give_replicas_and_a_missing_shared_suffix_means_a_rename_the
         "nvidia.com/mig-3g.40gb.product": "NVIDIA-H100-80GB-HBM3-MIG-3g.40gb",
     })
     assert view.advertised("nvidia.com/mig-1g.10gb") == view.labelled["nvidia.com/mig-1g.10gb"]
-    assert view.labelled["nvidia.com/mig-1g.10gb"].name_known
-    assert not view.labelled["nvidia.com/mig-3g.40gb"].name_known
+    assert view.labelled["nvidia.com/mig-1g.10gb"] == Advertised("nvidia.com/mig-1g.10gb", 2)
+    assert view.labelled["nvidia.com/mig-3g.40gb"] == Advertised("nvidia.com/mig-3g.40gb.shared", 2)
     assert view.advertised("nvidia.com/mig-2g.20gb") is None, "unlabelled while others replicate: unknown"
     plain = gfd_view({"nvidia.com/mig-1g.10gb.replicas": "1"})
     assert plain.advertised("nvidia.com/mig-2g.20gb") is not None
@@ -137,3 +138,11 @@ def test_expectation_multiplies_observed_instances_and_notes_what_is_unknown() -
     )
     assert unknown.note == "replicas of nvidia.com/mig-1g.5gb not known (because)"
     assert unknown.stable_s == 5
+
+
+def test_gfd_replicas_zero_leaves_the_resource_unknown_as_nvidia_gfd_labels_mig_enabled_gpus_without_sharing() -> None:
+    """Found against NVIDIA's GFD and plugin (tests/nvidia): under `none`, MIG-enabled GPUs are labelled
+    `nvidia.com/gpu.replicas=0` while the plugin replicates them as its config says."""
+    view = gfd_view({"nvidia.com/gpu.replicas": "0", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    assert view.advertised("nvidia.com/gpu") is None
+    assert view.advertised("nvidia.com/mig-1g.10gb") == Advertised("nvidia.com/mig-1g.10gb", 1), "nothing replicates"

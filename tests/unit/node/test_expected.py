@@ -1,12 +1,12 @@
 from __future__ import annotations
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from migagent.errors import InvalidLayoutError
 from migagent.layout.observed import Observation
-from migagent.layout.strategy import mig_resource_name
+from migagent.layout.profile import MigProfile
+from migagent.layout.strategy import GpuDevices, MigStrategy, mig_resource_name, strategy_problems
 from migagent.node.expected import NotAdvertisableError, advertisement_matches, describe_diff, expected_resources
 from migagent_sim.doubles.builders import mig_gpu
 
@@ -25,10 +25,11 @@ def test_each_whole_gi_compute_instance_is_one_unit_of_its_mixed_strategy_resour
     }
 
 
-def test_media_extension_profiles_are_advertised_with_the_plus_written_as_a_dot() -> None:
+def test_a_media_extension_profile_is_advertised_as_its_plain_profile_as_nvidia_plugin_v0_18_2_does() -> None:
+    """Found against NVIDIA's plugin: its resource pattern `1g.5gb` comes first and matches `1g.5gb+me`."""
     observation = Observation(gpus=(mig_gpu(0, [("1g.5gb+me", 0), ("1g.5gb", 1)]),))
-    assert expected_resources(observation) == {"nvidia.com/mig-1g.5gb": 1, "nvidia.com/mig-1g.5gb.me": 1}
-    assert mig_resource_name("1g.10gb+me") == "nvidia.com/mig-1g.10gb.me"
+    assert expected_resources(observation) == {"nvidia.com/mig-1g.5gb": 2}
+    assert mig_resource_name("1g.10gb+me") == "nvidia.com/mig-1g.10gb.me"  # its own name, which GFD labels
 
 
 def test_gpus_with_mig_disabled_advertise_no_mig_resources_and_whole_gpus_only_on_request() -> None:
@@ -45,10 +46,18 @@ def test_a_gpu_instance_without_compute_instances_is_not_a_mig_device() -> None:
     assert expected_resources(observation) == {"nvidia.com/mig-3g.20gb": 1}
 
 
-def test_compute_instances_smaller_than_their_gi_are_refused_because_the_plugin_exits_on_them() -> None:
+def test_compute_instances_smaller_than_their_gi_count_as_the_gi_as_nvidia_plugin_v0_18_2_advertises_them() -> None:
+    """Found against NVIDIA's plugin: the pattern `3g.20gb` matches `1c.3g.20gb` (it does not exit)."""
     observation = Observation(gpus=(mig_gpu(0, [("3g.20gb", 0, ["1c.3g.20gb", "1c.3g.20gb", "1c.3g.20gb"])]),))
-    with pytest.raises(NotAdvertisableError, match=r"GPU 0 .*1c\.3g\.20gb.*Use 3g\.20gb"):
-        expected_resources(observation)
+    assert expected_resources(observation) == {"nvidia.com/mig-3g.20gb": 3}
+
+
+def test_a_device_no_pattern_matches_is_refused_because_the_plugin_exits_on_it() -> None:
+    gpu = GpuDevices("GPU 0", True, (MigProfile.parse("1c.3g.20gb"),), patterns=("1g.5gb",))
+    assert strategy_problems(MigStrategy.MIXED, [gpu]) == [
+        "GPU 0 has MIG devices of profile 1c.3g.20gb, which matches none of the device plugin's resource patterns."
+        " Use 3g.20gb (one compute instance per GPU instance) instead"
+    ]
     assert issubclass(NotAdvertisableError, InvalidLayoutError)
 
 
