@@ -28,12 +28,13 @@ from migagent.autopilot.state import AutopilotState, Decision
 from migagent.cli.advise import DescribedHelp
 from migagent.cli.commands import summary
 from migagent.cli.pool_args import pool_api
-from migagent.cli.rollout_flags import MAX_UNAVAILABLE
+from migagent.cli.rollout_flags import MAX_UNAVAILABLE, NAMESPACE
 from migagent.cli.rollout_view import JsonEvents
 from migagent.cli.signals import signals_handled
 from migagent.clock import SystemClock
 from migagent.errors import TransientError
 from migagent.kube.demand_api import DemandApi
+from migagent.node.names import AUTOPILOT_NAMESPACE
 
 _CONFLICT_TRIES = 10
 
@@ -133,7 +134,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)"
     )
     parser.add_argument("--api-server", help="API server URL, e.g. the simulator's http://127.0.0.1:PORT")
-    parser.add_argument("--namespace", default="migagent",
+    parser.add_argument("--namespace", type=NAMESPACE, default=AUTOPILOT_NAMESPACE,
                         help="where its object (ConfigMap migagent-autopilot), the layouts and rollouts live")
 
 

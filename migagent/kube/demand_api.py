@@ -32,11 +32,10 @@ from migagent.kube.classify import call_with_retries, classified
 from migagent.kube.convert import node_view, whole_quantities
 from migagent.kube.rollout_api import RolloutApi, StoredState
 from migagent.node.names import (
+    AUTOPILOT_NAMESPACE,
     EVENT_COMPONENT,
     EVENT_NAMESPACE,
-    LAYOUTS_NAMESPACE,
     MIRROR_POD_ANNOTATION,
-    ROLLOUT_NAMESPACE,
 )
 from migagent.node.port import PodRef
 from migagent.node.scheduling import (
@@ -117,8 +116,8 @@ class DemandApi(RolloutApi):
         api_client: ApiClient,
         *,
         clock: Clock,
-        namespace: str = ROLLOUT_NAMESPACE,
-        layouts_namespace: str = LAYOUTS_NAMESPACE,
+        namespace: str = AUTOPILOT_NAMESPACE,
+        layouts_namespace: str = AUTOPILOT_NAMESPACE,
     ) -> None:
         super().__init__(api_client, clock=clock, namespace=namespace, layouts_namespace=layouts_namespace)
         self._client = api_client
