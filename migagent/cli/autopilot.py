@@ -28,7 +28,7 @@ from migagent.autopilot.state import AutopilotState, Decision
 from migagent.cli.advise import DescribedHelp
 from migagent.cli.commands import summary
 from migagent.cli.pool_args import pool_api
-from migagent.cli.rollout_flags import MAX_UNAVAILABLE, NAMESPACE
+from migagent.cli.rollout_flags import MAX_UNAVAILABLE, NAMESPACE, NODES, POSITIVE_SECONDS, SECONDS, OneLineParser
 from migagent.cli.rollout_view import JsonEvents
 from migagent.cli.signals import signals_handled
 from migagent.clock import SystemClock
@@ -163,19 +163,19 @@ def _run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cooldown", type=_seconds, default=3600.0, metavar="SECONDS",
                         help="after a node changes, it may not change again for this long")
     parser.add_argument("--dry-run", action="store_true", help="record and announce decisions; change nothing")
-    parser.add_argument("--poll", type=_seconds, default=15.0, metavar="SECONDS", help="how often to look")
+    parser.add_argument("--poll", type=POSITIVE_SECONDS, default=15.0, metavar="SECONDS", help="how often to look")
     parser.add_argument("--max-unavailable", type=MAX_UNAVAILABLE, default="8", metavar="N|Nnodes|N%",
                         help="each rollout's budget of GPUs out of service at once (as `rollout start`)")
-    parser.add_argument("--canary", type=_positive, default=1, metavar="N", help="nodes in each rollout's first wave")
-    parser.add_argument("--soak", type=_seconds, default=0.0, metavar="SECONDS", help="wait after the canary succeeds")
-    parser.add_argument("--failure-budget", type=_positive, default=1, metavar="N", help="halt after N failed nodes")
+    parser.add_argument("--canary", type=NODES, default=1, metavar="N", help="nodes in each rollout's first wave")
+    parser.add_argument("--soak", type=SECONDS, default=0.0, metavar="SECONDS", help="wait after the canary succeeds")
+    parser.add_argument("--failure-budget", type=NODES, default=1, metavar="N", help="halt after N failed nodes")
     parser.add_argument("--run-for", type=float, default=None, metavar="SECONDS", help=argparse.SUPPRESS)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("autopilot", help=summary("autopilot"), description=__doc__,
                                    formatter_class=DescribedHelp)
-    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB", parser_class=OneLineParser)
     run = verbs.add_parser("run", help="the controller: follow demand within the guardrails")
     _run_flags(run)
     _common(run)

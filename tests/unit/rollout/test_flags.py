@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from migagent.cli import main
+from migagent.cli import build_parser, main
 
 
 @pytest.fixture
@@ -62,3 +62,25 @@ def test_a_bad_flag_is_one_line_and_exit_2_before_the_cluster_is_contacted(
     assert err.startswith(f"migagent rollout {argv[1]}: error: {said}"), err
     with pytest.raises(BlockingIOError):
         listener.accept()  # nobody connected
+
+
+AUTOPILOT_CASES = [
+    (["--poll", "0"], "argument --poll: must be more than 0 seconds, got 0"),  # a busy loop on the API server
+    (["--canary", "0"], "argument --canary: must be at least 1, got 0"),
+    (["--soak", "-1"], "argument --soak: must be 0 or more seconds, got -1"),
+    (["--failure-budget", "0"], "argument --failure-budget: must be at least 1, got 0"),
+    (["--namespace", "Migagent"], "argument --namespace: 'Migagent': a namespace name is lower-case"),
+]
+
+
+@pytest.mark.parametrize(("flags", "said"), AUTOPILOT_CASES, ids=[" ".join(flags) for flags, _ in AUTOPILOT_CASES])
+def test_the_autopilots_rollout_flags_are_held_to_the_rollouts_rules_in_one_line(
+    flags: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["autopilot", "run", *flags]
+    with pytest.raises(SystemExit) as exited:  # parsed only: a flag let through fails here, never runs the loop
+        build_parser(argv).parse_args(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"migagent autopilot run: error: {said}"), err
