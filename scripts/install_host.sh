@@ -6,7 +6,7 @@
 #    dependencies pinned by constraints.txt (requirements.lock's versions), checked to run; then
 #    $PREFIX/current is switched to it in one rename (atomic): a process started from the previous
 #    release (host mode) keeps running from its own directory, untouched, until it is restarted; the
-#    previous release is kept (the one before it is removed);
+#    previous release is kept, and older ones are removed unless a process still runs from one;
 # 2. /usr/local/bin/migagent, a link to $PREFIX/current/bin/migagent (the path the units run);
 # 3. the units in /etc/systemd/system (nvidia-gpu-reset.target only where nothing provides it);
 # 4. /etc/migagent/migagent.env (no layout selected: the units change nothing until you set
@@ -66,9 +66,22 @@ swap_link() {  # swap_link TARGET LINK: LINK points to TARGET after one atomic r
 }
 say "$PREFIX/current -> $release ($version)"
 swap_link "$release" "$base/current"
+runs_from() {  # runs_from DIR: a process was started by DIR's interpreter (argv[0], the venv's python)
+  local cmdline argv0
+  for cmdline in /proc/[0-9]*/cmdline; do
+    IFS= read -r -d '' argv0 <"$cmdline" 2>/dev/null || continue
+    case $argv0 in "$1"/*) return 0 ;; esac
+  done
+  return 1
+}
 for old in "$base"/releases/*; do
   name=releases/$(basename "$old")
-  [ "$name" = "$release" ] || [ "$name" = "$previous" ] || rm -rf "$old"
+  { [ "$name" = "$release" ] || [ "$name" = "$previous" ]; } && continue
+  if runs_from "$old"; then  # not restarted since two upgrades: its files stay until it is
+    say "keeping $PREFIX/$name: a process still runs from it (the next run after its restart removes it)"
+    continue
+  fi
+  rm -rf "$old"
 done
 
 say "link $ROOT/usr/local/bin/migagent -> $PREFIX/current/bin/migagent"

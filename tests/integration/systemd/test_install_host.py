@@ -62,7 +62,7 @@ def test_an_upgrade_switches_releases_atomically_while_what_runs_keeps_its_own_a
     env_file = root / "etc" / "migagent" / "migagent.env"
     env_file.write_text("MIGAGENT_LAYOUT=all-1g.10gb\n", encoding="utf-8")
     first = _current(root)
-    # What host mode is across an upgrade: a process of the first release that imports lazily, later.
+    # What host mode is across upgrades: a process of the first release that imports lazily, later.
     later = "input(); import migagent.cli.rollout, migagent; print(migagent.__file__)"
     running = subprocess.Popen(
         [str(first / "bin" / "python"), "-I", "-c", later],  # -I: not the checkout in the working directory
@@ -70,13 +70,16 @@ def test_an_upgrade_switches_releases_atomically_while_what_runs_keeps_its_own_a
     )
     try:
         again = _install(root)
+        second = _current(root)
+        third = _install(root)  # not restarted since two upgrades: its release is still in use
+        previous = _current(root)
         out, _ = running.communicate("go\n", timeout=60)
     finally:
         running.kill()
     assert again.returncode == 0, again.stderr
+    assert third.returncode == 0, third.stderr
     assert running.returncode == 0
     assert out.strip().startswith(str(first))  # it ran on from its own release, untouched
-    second = _current(root)
     assert second != first
     assert first.is_dir()
     assert "upgraded to migagent 0.1.0" in again.stdout
@@ -86,10 +89,13 @@ def test_an_upgrade_switches_releases_atomically_while_what_runs_keeps_its_own_a
     assert read_selected_layout(env_file) == "all-1g.10gb"
     assert os.readlink(root / "usr" / "local" / "bin" / "migagent") == LINK_TARGET
     assert not list((root / "opt" / "migagent").glob("current.new*"))
+    kept = f"keeping /opt/migagent/releases/{first.name}: a process still runs from it"
+    assert kept in third.stdout
 
-    assert _install(root).returncode == 0
-    assert not first.exists()  # the release before the previous one is removed
-    assert second.is_dir()  # the previous one stays, for what still runs from it
+    assert _install(root).returncode == 0  # nothing runs from the first release or the second now
+    assert not first.exists()
+    assert not second.exists()
+    assert {p.name for p in (root / "opt" / "migagent" / "releases").iterdir()} == {_current(root).name, previous.name}
 
 
 def test_an_upgrade_from_the_flat_venv_layout_leaves_that_venv_to_what_runs_from_it(tmp_path: Path) -> None:
