@@ -5,7 +5,15 @@ Self-contained on purpose (no `bench` import, only APIs that both sides of a com
   change GPUS PODS TARGET  -> label -> success seconds and API requests for one change of a fresh
                               simulated node (zero fake latency), pods spread over its 1g GIs
   journal GPUS             -> seconds spent in journal saves while the engine applies that change
-Prints one JSON object.
+  version                  -> median wall seconds of `migagent --version` (11 fresh processes)
+  idle WINDOW              -> RSS (MiB) of a `migagent agent` process at its default settings, idle
+                              on a simulated 8x H100 node, and the API requests it made in WINDOW s
+Prints one JSON object: value, unit, requests.
+
+The simulated cluster moved over the project's history: `migagent.cli.simcluster` up to fd9ca0f,
+`migagent_sim.cluster` (the simulator/ distribution) since. Only the tree's own module is used (an
+installed simulator of another tree would drive this tree's agent with another's cluster); a commit
+with neither cannot be driven, and the probe says so.
 """
 
 from __future__ import annotations
@@ -13,22 +21,32 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-_SIMCLUSTER_MODULES = ("migagent_sim.cluster", "migagent_sim.simcluster", "migagent_sim.cluster")
+_SIMCLUSTER_MODULES = ("migagent_sim.cluster", "migagent.cli.simcluster")
+_MAIN = "import sys; from migagent.cli import main; sys.exit(main())"
 
 
 def _simcluster() -> Any:
+    tree = Path.cwd().resolve()
     for name in _SIMCLUSTER_MODULES:
         try:
-            return importlib.import_module(name)
+            module = importlib.import_module(name)
         except ImportError:
             continue
-    raise SystemExit(f"no simulated cluster module among {', '.join(_SIMCLUSTER_MODULES)}")
+        if tree in Path(str(module.__file__)).resolve().parents:
+            return module
+    raise SystemExit(
+        f"{tree} has none of the simulated clusters this probe drives ({', '.join(_SIMCLUSTER_MODULES)}):"
+        " bench.compare drives commits from the agent's first simulated cluster on"
+    )
 
 
 def _quiet() -> None:
@@ -73,7 +91,43 @@ def change(gpus: int, pods: int, target: str) -> dict[str, Any]:
         seconds = time.perf_counter() - started
         requests = len(cluster.api.requests) - since
         running.stop()
-    return {"seconds": seconds, "requests": requests}
+    return {"value": seconds, "unit": "s", "requests": requests}
+
+
+def version() -> dict[str, Any]:
+    samples = []
+    for _ in range(11):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", _MAIN, "--version"], check=True, capture_output=True)
+        samples.append(time.perf_counter() - started)
+    return {"value": statistics.median(samples), "unit": "s", "requests": 0}
+
+
+def idle(window_s: float) -> dict[str, Any]:
+    """A `migagent agent` child process against a simulated cluster, at the agent's default settings."""
+    module = _simcluster()
+    config = module.SimClusterConfig(spec="8xH100-80GB-SXM", start_layout="all-1g.10gb")
+    with tempfile.TemporaryDirectory(prefix="compare-") as tmp, module.SimCluster(Path(tmp), config) as cluster:
+        state = Path(tmp) / "gpus.json"
+        cluster.fake.save(state)  # the child's own simulated GPUs, in the same layout
+        argv = [
+            sys.executable, "-c", _MAIN, "agent", "--node-name", cluster.config.node_name,
+            "--config-file", str(cluster.layout_file), "--api-server", cluster.api.url,
+            "--podresources-socket", cluster.socket_path, "--journal-dir", str(Path(tmp) / "journal"),
+            "--state", str(state),
+        ]
+        child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ)
+        try:
+            _wait(cluster, "all-1g.10gb")
+            time.sleep(2.0)  # the first report's own requests land before the window
+            since = len(cluster.api.requests)
+            time.sleep(window_s)
+            requests = len(cluster.api.requests) - since
+            rss_pages = int(Path(f"/proc/{child.pid}/statm").read_text().split()[1])
+        finally:
+            child.terminate()
+            child.wait(timeout=30)
+    return {"value": rss_pages * os.sysconf("SC_PAGE_SIZE") / 2**20, "unit": "MiB", "requests": requests}
 
 
 def journal(gpus: int) -> dict[str, Any]:
@@ -108,7 +162,7 @@ def journal(gpus: int) -> dict[str, Any]:
             result = engine.apply(desired, layout_hash=desired_node_hash(desired), config_name=name)
             if not result.converged:
                 raise SystemExit(f"{name}: {result.error}")
-    return {"seconds": spent[0], "requests": 0}
+    return {"value": spent[0], "unit": "s", "requests": 0}
 
 
 def main(argv: list[str]) -> int:
@@ -116,7 +170,14 @@ def main(argv: list[str]) -> int:
 
     _quiet()
     mode, *rest = argv
-    figures = change(int(rest[0]), int(rest[1]), rest[2]) if mode == "change" else journal(int(rest[0]))
+    if mode == "change":
+        figures = change(int(rest[0]), int(rest[1]), rest[2])
+    elif mode == "journal":
+        figures = journal(int(rest[0]))
+    elif mode == "version":
+        figures = version()
+    else:
+        figures = idle(float(rest[0]))
     print(json.dumps({**figures, "migagent": str(Path(migagent.__file__).parent)}))
     return 0
 

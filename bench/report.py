@@ -1,10 +1,10 @@
-"""Regenerate bench/README.md's figures from the benches' own output: `python -m bench.report [--write]`.
+"""Regenerate the docs' figures from the benches' own output: `python -m bench.report [--write]`.
 
-Each figures block of the README sits between `<!-- bench:NAME begin ... -->` and
-`<!-- bench:NAME end -->`; this runs that block's bench as a fresh process and puts its stdout
-there verbatim, under one line saying when, at which commit, on how many cores and at what load it
-ran. Without `--write` the new blocks are printed and the README is left alone. Figures are never
-typed by hand; the prose around them says how to read them.
+Each figures block (bench/README.md's, and the suite's time in docs/testing.md) sits between
+`<!-- bench:NAME begin ... -->` and `<!-- bench:NAME end -->`; this runs that block's bench as a
+fresh process and puts its stdout there verbatim, under one line saying when, at which commit, on
+how many cores and at what load it ran. Without `--write` the new blocks are printed and the files
+are left alone. Figures are never typed by hand; the prose around them says how to read them.
 
     python -m bench.report --write                       # every block (several minutes)
     python -m bench.report --write --only agent,journal  # some blocks
@@ -26,6 +26,7 @@ from pathlib import Path
 
 README = Path(__file__).with_name("README.md")
 REPO = README.parents[1]
+TESTING_DOC = REPO / "docs" / "testing.md"
 
 
 @dataclass(frozen=True)
@@ -33,15 +34,26 @@ class Block:
     name: str
     argv: tuple[str, ...]
     """After `python`: the bench command whose stdout fills the block."""
+    readme: Path = README
+    """The file that holds the block's markers (bench/README.md, or docs/testing.md)."""
 
 
 BLOCKS = (
     Block("planner", ("-m", "bench.planner_bench")),
     Block("agent", ("-m", "bench.agent_bench")),
+    Block("idle-fleet", ("-m", "bench.idle_fleet")),
     Block("journal", ("-m", "bench.journal_bench")),
     Block("demand", ("-m", "bench.demand_bench")),
     Block("compare", ("-m", "bench.compare", "{base}", "--runs", "7")),
     Block("compare-journal", ("-m", "bench.compare", "{base}", "--runs", "3", "--probe", "journal", "--gpus", "16")),
+    Block("compare-version", ("-m", "bench.compare", "{base}", "--runs", "5", "--probe", "version")),
+    Block("compare-idle", ("-m", "bench.compare", "{base}", "--runs", "3", "--probe", "idle")),
+    Block("chaos", ("-m", "bench.chaos", "--quick")),
+    Block("cli-startup", ("-m", "bench.cli_startup",)),
+    Block("fakelib", ("-m", "bench.fakelib_bench",)),
+    Block("loader", ("-m", "bench.loader_bench", "--quick")),
+    Block("eviction", ("-m", "bench.eviction_bench",)),
+    Block("suite", ("-m", "bench.suite_time",), readme=TESTING_DOC),
 )
 
 
@@ -94,7 +106,7 @@ def regenerate(text: str, blocks: Sequence[Block], *, base: str | None) -> tuple
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="write bench/README.md (else print the new blocks)")
+    parser.add_argument("--write", action="store_true", help="write the blocks into their files (else print them)")
     parser.add_argument("--only", help=f"comma-separated blocks (default all: {', '.join(b.name for b in BLOCKS)})")
     parser.add_argument("--compare-with", help="the commit the `compare` block measures against (needed for it)")
     args = parser.parse_args(argv)
@@ -108,18 +120,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("the compare blocks need --compare-with REV")
         names = [name for name in names if name not in comparing]
     chosen = [b for b in BLOCKS if b.name in names]
-    text = README.read_text(encoding="utf-8")
-    new, missing = regenerate(text, chosen, base=args.compare_with)
-    for name in missing:
-        print(f"bench/README.md has no block `{name}` (markers <!-- bench:{name} begin --> ... end)", file=sys.stderr)
-    if args.write:
-        README.write_text(new, encoding="utf-8")
-    else:
-        for block in chosen:
-            match = _begin(block.name).search(new)
-            if match:
-                print(match.group(0), end="\n\n")
-    return 1 if missing else 0
+    all_missing = []
+    for readme in dict.fromkeys(b.readme for b in chosen):  # each file once, in the order of BLOCKS
+        blocks = [b for b in chosen if b.readme == readme]
+        new, missing = regenerate(readme.read_text(encoding="utf-8"), blocks, base=args.compare_with)
+        all_missing += missing
+        for name in missing:
+            where = readme.relative_to(REPO)
+            print(f"{where} has no block `{name}` (markers <!-- bench:{name} begin --> ... end)", file=sys.stderr)
+        if args.write:
+            readme.write_text(new, encoding="utf-8")
+        else:
+            for block in blocks:
+                match = _begin(block.name).search(new)
+                if match:
+                    print(match.group(0), end="\n\n")
+    return 1 if all_missing else 0
 
 
 if __name__ == "__main__":

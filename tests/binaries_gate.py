@@ -18,10 +18,14 @@ class BinariesGate:
     suite: Path  # the suite's directory
     required_by: str  # the variable that makes a missing binary an error
     missing: Callable[[], str | None]  # why the binaries cannot be used, naming the script; None: built
+    timeout_s: float | None = None  # pytest-timeout's bound for the suite's tests, when above the default
     _skipped: pytest.StashKey[tuple[int, str]] = field(default_factory=pytest.StashKey)
 
     def collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         ours = [item for item in items if self.suite in Path(str(item.path)).resolve().parents]
+        if self.timeout_s is not None:
+            for item in ours:
+                _at_least(item, self.timeout_s)
         message = self.missing() if ours else None
         if message is None:
             return
@@ -36,3 +40,10 @@ class BinariesGate:
         if self._skipped in config.stash:
             count, message = config.stash[self._skipped]
             terminalreporter.write_line(f"tests/{self.suite.name}: {count} tests skipped: {message}")
+
+
+def _at_least(item: pytest.Item, timeout_s: float) -> None:
+    """A nested suite's gate and its parent's may both bound a test: the longer bound wins."""
+    current = item.get_closest_marker("timeout")
+    if current is None or float(current.args[0]) < timeout_s:
+        item.add_marker(pytest.mark.timeout(timeout_s), append=False)

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import sys
 import tempfile
+import threading
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 import pytest
+import structlog
+from pytest_timeout import dump_stacks
 
 from migagent.plumbing.logging import reset_logging
 from tests.leftovers import no_leftovers
@@ -15,17 +23,103 @@ from tests.leftovers import no_leftovers
 __all__ = ["no_leftovers"]
 
 
+def _log_through_pytest() -> None:
+    """structlog's events go to the standard `logging` module, which pytest captures per test (shown
+    under a failed test's "Captured log") and drops between tests. structlog's own default prints to
+    whatever sys.stdout is: an agent thread still logging after its test ended (a join that timed out,
+    a daemon thread) wrote into the run's progress output."""
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.StackInfoRenderer(),
+            structlog.dev.set_exc_info,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.dev.ConsoleRenderer(colors=False),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.NOTSET),
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        cache_logger_on_first_use=False,
+    )
+
+
+_log_through_pytest()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_logging(no_leftovers: None) -> Iterator[None]:
     """`migagent.cli.main` configures logging for the process (structlog, and a stderr handler on the
-    root logger with its level); undo it after each test so a CLI test cannot hide the info events
-    another test reads with `structlog.testing.capture_logs`. It depends on `no_leftovers` so that it
-    undoes this before the leftovers are counted: any other handler a test leaves still fails it."""
+    root logger with its level); undo it after each test, so a CLI test can neither hide the info
+    events another test reads with `structlog.testing.capture_logs` nor leave a handler printing to
+    the terminal, and route structlog through `logging` again. It depends on `no_leftovers` so that
+    it undoes this before the leftovers are counted: any other handler a test leaves still fails it."""
     root = logging.getLogger()
     level = root.level
     yield
     reset_logging()
+    _log_through_pytest()
     root.setLevel(level)
+
+
+TEARDOWN_LIMIT_S = 120
+"""The default of `teardown_timeout`. pytest-timeout arms one timer for a test's setup, call and
+teardown together; once it has fired (the call hung), nothing bounds the teardown that follows, and
+a fixture that cannot stop what the hung call left running would stall the whole run. This bounds
+that teardown, the same way."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "teardown_timeout", "seconds a teardown may run once pytest-timeout has fired", default=str(TEARDOWN_LIMIT_S)
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    if signal.getitimer(signal.ITIMER_REAL)[0] > 0:  # pytest-timeout's timer still runs: it bounds this
+        yield
+        return
+    terminal = item.config.get_terminal_writer()
+    limit = float(item.config.getini("teardown_timeout"))
+
+    def hung(signum: int, frame: FrameType | None) -> None:
+        terminal.sep("+", title=f"Teardown still running after {limit:g} s")
+        dump_stacks(terminal)
+        terminal.write("".join(traceback.format_stack(frame)))
+        pytest.fail(f"teardown of {item.nodeid} still running after {limit:g} s", pytrace=False)
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+_EXIT_STATUS = pytest.StashKey[int]()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config.stash[_EXIT_STATUS] = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A test whose teardown was cut short (timeout) can leave non-daemon threads (an HTTP server's
+    request handlers) that the interpreter would wait for at exit, for ever, after the summary. Name
+    them and exit with the run's status instead."""
+    left = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    for thread in left:
+        thread.join(timeout=2.0)
+    left = [t for t in left if t.is_alive()]
+    if not left:
+        return
+    names = ", ".join(sorted(t.name for t in left))
+    sys.stderr.write(f"pytest: {len(left)} non-daemon thread(s) still running after the run ({names}); exiting\n")
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(config.stash.get(_EXIT_STATUS, 1))
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Checks run at the start of every reconcile, before anything is observed as "to change" or written.
+"""Checks an attempt runs before it writes: the strategy on every reconcile, the sole owner before the
+first write (an idle re-check that writes nothing lists no pods and no ResourceSlices).
 
 1. Sole owner: another MIG manager active on the node (NVIDIA's mig-manager, a DRA driver with
    DynamicMIG) refuses the reconcile with `OtherMigOwner`, the owner named, nothing touched.
@@ -92,14 +93,18 @@ class Preflight:
     """How `nvidia.com/gpu` is replicated, so its count proves a strategy only divided by its replicas
     (None: not replicated)."""
 
-    def check(
-        self, node: NodeView, settings: S, observe: Callable[[], Observation], *, pods: Sequence[PodView] | None = None
-    ) -> S:
-        """Raise OtherMigOwnerError / StrategyMismatchError, or return the settings with the strategy resolved.
+    def strategy(self, node: NodeView, settings: S, observe: Callable[[], Observation]) -> S:
+        """The settings with the strategy resolved, or StrategyMismatchError. Reads nothing but the
+        ClusterPolicy (when one is configured): it runs on every reconcile, idle ones included."""
+        return self._strategy(node, settings, self._policy(), observe)
+
+    def sole_owner(self, node: NodeView, *, pods: Sequence[PodView] | None = None) -> None:
+        """OtherMigOwnerError naming the other MIG manager; run once before an attempt's first write.
         `pods`: the node's pods when the caller has listed them already (else listed by label here)."""
-        policy = self.facts.cluster_policy() if self.facts is not None else None
-        self._sole_owner(node, policy, pods)
-        return self._strategy(node, settings, policy, observe)
+        self._sole_owner(node, self._policy(), pods)
+
+    def _policy(self) -> JsonDict | None:
+        return self.facts.cluster_policy() if self.facts is not None else None
 
     def _sole_owner(self, node: NodeView, policy: JsonDict | None, pods: Sequence[PodView] | None) -> None:
         owners: list[str] = []

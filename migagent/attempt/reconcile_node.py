@@ -3,13 +3,16 @@
     read node -> held by a failed attempt's back-off and nothing it depends on changed? done.
     -> OBSERVE (layout file, NVML) -> PLAN -> nothing to do? report success, done.
        (the layout bytes, the observation, the pods and the resolved layout are read once, into
-       `AttemptReads`, and shared by the back-off digest, the preflight, the plan and the gate)
+       `AttemptReads`, and shared by the back-off digest, the preflight, the plan and the gate; the
+       pods only once the attempt will write, so a settled node's re-check lists none)
     else: PLAN again with the pods per GI (fewest evicted) -> safety gate (attempt.gate): a change
           that needs pods gone that cannot be evicted is refused here, before any write to the Node
           -> pending -> CORDON -> PAUSE (device plugin) -> DRAIN (only pods on disturbed devices)
           -> APPLY (journaled engine) -> RESTART_PLUGIN -> READVERTISE -> success -> UNCORDON
     a label changed at a safe point of DRAIN..READVERTISE: back to OBSERVE, keeping the window open.
 
+An attempt reads without the node's Lease; at its first write (attempt.first_write) one that does
+not hold it stops, and runs again from fresh reads (a new `AttemptReads`) once the Lease is taken.
 The plan travels on in `Target` with its hash; the engine runs it as it is unless the GPUs changed.
 `PhaseOrder` checks each phase's start against `phases.may_follow` as the attempt runs.
 Every disturbance of the node and its undo belongs to the attempt's `ChangeWindow`
@@ -31,6 +34,7 @@ from migagent.attempt.backoff import RetryHold, attempt_number
 from migagent.attempt.backoff_check import BackoffCheck
 from migagent.attempt.change_steps import apply_change, drain_for_change
 from migagent.attempt.change_window import ChangeWindow
+from migagent.attempt.first_write import FirstWriteGuard, WritePermit
 from migagent.attempt.gate import Target, plan_and_gate
 from migagent.attempt.node_report import NodeReport
 from migagent.attempt.notes import check_advertisable
@@ -62,10 +66,18 @@ class NodeReconcile:
         current_label: Callable[[], str | None] | None = None,
         heartbeat: Callable[[], None] | None = None,
         hold: RetryHold | None = None,
+        may_write: Callable[[], bool] | None = None,
+        node_from_watch: bool = False,
     ) -> None:
         """`current_label`: the label value the watch saw last (a change mid-attempt supersedes it);
         `heartbeat`: beaten at every safe point, so liveness sees a long change progressing;
-        `hold`: the last failure's back-off as the agent remembers it (else the Node's annotation)."""
+        `hold`: the last failure's back-off as the agent remembers it (else the Node's annotation);
+        `may_write`: whether this process holds the node's Lease (attempt.first_write; None: no Lease);
+        `node_from_watch`: the Node may be the watch's newest (nobody else wrote since this agent did)."""
+        self._node_from_watch = node_from_watch
+        self._preflight = ports.preflight or Preflight(ports.api)
+        self._permit = WritePermit(may_write, lambda pods: self._preflight.sole_owner(self._read_node(), pods=pods))
+        api = FirstWriteGuard(ports.api, self._permit.grant)
         self._current_label = current_label
         self._hold = hold
         self._depends: str | None = None
@@ -74,10 +86,10 @@ class NodeReconcile:
         self._settings = settings
         self._stop = stop
         self._hook = phase_hook
-        self._status = StatusReporter(ports.api)
-        self._report = NodeReport(ports.api, self._status, clock=ports.clock, pod_resources=ports.pod_resources)
+        self._status = StatusReporter(api)
+        self._report = NodeReport(api, self._status, clock=ports.clock, pod_resources=ports.pod_resources)
         self._window = ChangeWindow(
-            ports.api,
+            api,
             ports.restarter,
             self._status,
             clock=ports.clock,
@@ -95,7 +107,7 @@ class NodeReconcile:
 
     def run(self) -> ReconcileReport:
         try:
-            node = self._p.api.get_node()
+            node = self._read_node()
         except Exception as exc:
             self._log.error("node_unreadable", error=str(exc))
             return ReconcileReport(Outcome.FAILED, self._attempt, f"reading the node: {exc}", node_read=False)
@@ -122,8 +134,7 @@ class NodeReconcile:
         reads = self._reads = self._read(name)
         if not leftovers and self._backoff.holds(self._hold, node, reads):
             return Outcome.HELD
-        preflight = self._p.preflight or Preflight(self._p.api)  # sole owner, strategy: before any write
-        self._settings = preflight.check(node, self._settings, reads.observation, pods=reads.pods())
+        self._settings = self._preflight.strategy(node, self._settings, reads.observation)
         self._advertisement.use(self._settings)
         target = self._observe_and_resolve(reads)
         if target.steps.is_empty:
@@ -133,12 +144,29 @@ class NodeReconcile:
                 reported = self._report.already_applied(advertising, target)
                 self._log.info("layout_already_applied", reported=reported)
                 return Outcome.UNCHANGED
+            self._permit.grant()
         else:
+            self._permit.require_lease()  # before the pod list: an attempt without the Lease runs again
+            self._permit.grant(reads.pods())  # one list serves the sole-owner check, the gate and the digest
             target = self._decide(target, reads)
         return self._reconfigure(target, node, reads)
 
+    def _read_node(self) -> NodeView:
+        """The Node: the watch's newest when the agent allows it (a re-check without the Lease, which
+        writes nothing, or one that took the Lease back from itself), so an idle re-check costs no
+        request; else read afresh (another agent may have written since the watch's last event)."""
+        if self._node is not None:
+            return self._node
+        updates = self._p.node_updates
+        if self._node_from_watch and updates is not None and updates.watching:
+            _, watched = updates.node_after(-1, 0.0)
+            if watched is not None:
+                return watched
+        return self._p.api.get_node()
+
     def _read(self, name: str) -> AttemptReads:
-        """This round's reads of the layout file, NVML and the pods, each made once, when first asked."""
+        """This round's reads of the layout file, NVML and the pods, each made once, when first asked.
+        An attempt that stops for the Lease (attempt.first_write) is run again with new ones."""
         return AttemptReads(
             name, config_file=self._settings.config_file, observe=self._p.driver.observe,
             list_pods=self._p.api.list_pods_on_node,

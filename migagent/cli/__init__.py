@@ -8,7 +8,6 @@ and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import select
 import sys
@@ -17,7 +16,6 @@ from collections.abc import Sequence
 from migagent import __version__
 from migagent.cli import commands
 from migagent.cli.flags import Parser
-from migagent.durable import ignore_file_size_signal
 from migagent.errors import MigAgentError
 
 EXIT_ERROR = 1
@@ -57,6 +55,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(words: list[str]) -> int:
+    if commands.requested_command(words) is None and "--version" in words:
+        # What argparse would print, without registering the commands (which reads the installed
+        # distributions' entry points): `--version` is what probes and scripts run most.
+        print(f"migagent {__version__}")
+        return 0
+    # Imported here, not at the top: `--version` needs neither (logging alone is ~5 ms to import).
+    import logging  # noqa: PLC0415
+
+    from migagent.durable import ignore_file_size_signal  # noqa: PLC0415
+
     ignore_file_size_signal()  # past `ulimit -f` a write fails with EFBIG, reported in one line, not a core dump
     parser = build_parser(words)
     args = parser.parse_args(words)

@@ -16,18 +16,21 @@ from __future__ import annotations
 import argparse
 import importlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from importlib.metadata import entry_points
 
 Registrar = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
 
-@dataclass(frozen=True)
 class Command:
-    name: str
-    module: str  # the module that holds the registrar: a name under migagent.cli, or a full dotted path
-    registrar: str  # the function in that module that adds this command's parser
-    summary: str  # the line `migagent --help` shows
+    """A command's name, where its registrar is, and its one-line help. A plain class, not a dataclass:
+    `dataclasses` imports `inspect`, a good part of what `migagent --version` would otherwise load."""
+
+    __slots__ = ("module", "name", "registrar", "summary")
+
+    def __init__(self, name: str, module: str, registrar: str, summary: str) -> None:
+        self.name = name
+        self.module = module  # the module that holds the registrar: a name under migagent.cli, or a dotted path
+        self.registrar = registrar  # the function in that module that adds this command's parser
+        self.summary = summary  # the line `migagent --help` shows
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -70,6 +73,9 @@ ENTRY_POINT_GROUP = "migagent.commands"
 
 def plugin_commands() -> tuple[Command, ...]:
     """The commands other installed distributions add (the simulator's `demo`), sorted by name."""
+    # Imported only here: reading entry points costs more than the rest of `migagent --version`.
+    from importlib.metadata import entry_points  # noqa: PLC0415
+
     found = [entry.load() for entry in entry_points(group=ENTRY_POINT_GROUP)]
     return tuple(sorted((command for command in found if isinstance(command, Command)), key=lambda c: c.name))
 

@@ -12,7 +12,10 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
-from typing import Any
+
+TYPE_CHECKING = False  # as typing's, without importing typing: `migagent --version` imports this module
+if TYPE_CHECKING:
+    from typing import Any
 
 HOST_CLIENTS_ENV = ("MIGAGENT_HOST_GPU_CLIENTS", "MIGAGENT_HOST_CLIENTS")
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import cache
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 import yaml
@@ -10,6 +13,9 @@ from kubernetes.client import ApiClient, Configuration
 from kubernetes.config.config_exception import ConfigException
 
 from migagent.errors import PermanentError
+
+if TYPE_CHECKING:
+    from kubernetes.client import CustomObjectsApi
 
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -55,3 +61,17 @@ def make_api_client(*, kubeconfig: str | None, api_server: str | None) -> ApiCli
     # classify.call_with_retries is the one retry layer (logged, on the clock, bounded attempts).
     configuration.retries = False
     return ApiClient(configuration)
+
+
+def lazy_custom_objects(api_client: ApiClient) -> Callable[[], CustomObjectsApi]:
+    """`api_client`'s CustomObjectsApi, built (and its module and models imported) at the first call:
+    an idle agent reads no custom object (ResourceSlices and the ClusterPolicy are read only before a
+    change), so it never loads them."""
+
+    @cache
+    def build() -> CustomObjectsApi:
+        from kubernetes.client import CustomObjectsApi  # noqa: PLC0415
+
+        return CustomObjectsApi(api_client)
+
+    return build

@@ -8,6 +8,10 @@ create of an existing Lease answers 409 AlreadyExists and an update carrying a s
 answers 409 Conflict, so when two agents race exactly one wins. Releasing clears the holder (as
 client-go's ReleaseOnCancel does), so a successor need not wait for expiry.
 
+One request where one will do (as the kubelet renews its node Lease): the record this process wrote
+last, with its resourceVersion, is updated directly to renew it, to release it, or to take it again
+after releasing it; only a conflict (someone else wrote since) costs a read and a second try.
+
 RBAC: get, create and update on leases in the agent's own namespace (deploy/base/rbac.yaml).
 """
 
@@ -79,25 +83,27 @@ class LeaseOps:
             acquired_at=spec.acquire_time,
             renewed_at=spec.renew_time,
             transitions=int(spec.lease_transitions or 0),
-            resource_version=(lease.metadata.resource_version if lease.metadata else None) or "",
+            resource_version=_version_of(lease),
         )
 
-    def create(self, record: LeaseRecord) -> bool:
+    def create(self, record: LeaseRecord) -> LeaseRecord | None:
+        """The record as stored (with its resourceVersion), or None when it exists already."""
         with classified(f"create lease {self.namespace}/{self.name}"):
             try:
-                self._api.create_namespaced_lease(
+                stored = self._api.create_namespaced_lease(
                     self.namespace, self._body(record, resource_version=None), _request_timeout=self._timeout.request
                 )
             except ApiException as error:
                 if error.status == _HTTP_CONFLICT:
-                    return False  # AlreadyExists: another agent created it first
+                    return None  # AlreadyExists: another agent created it first
                 raise
-        return True
+        return replace(record, resource_version=_version_of(stored))
 
-    def update(self, record: LeaseRecord, *, resource_version: str) -> bool:
+    def update(self, record: LeaseRecord, *, resource_version: str) -> LeaseRecord | None:
+        """The record as stored, or None when the Lease changed since `resource_version`."""
         with classified(f"update lease {self.namespace}/{self.name}"):
             try:
-                self._api.replace_namespaced_lease(
+                stored = self._api.replace_namespaced_lease(
                     self.name,
                     self.namespace,
                     self._body(record, resource_version=resource_version),
@@ -105,9 +111,9 @@ class LeaseOps:
                 )
             except ApiException as error:
                 if error.status == _HTTP_CONFLICT:
-                    return False  # written by someone else since we read it
+                    return None  # written by someone else since we read it
                 raise
-        return True
+        return replace(record, resource_version=_version_of(stored))
 
     def _body(self, record: LeaseRecord, *, resource_version: str | None) -> V1Lease:
         return V1Lease(
@@ -124,8 +130,12 @@ class LeaseOps:
         )
 
 
+def _version_of(lease: V1Lease) -> str:
+    return (lease.metadata.resource_version if lease.metadata else None) or ""
+
+
 class NodeLease:
-    """This process's claim on the node's Lease (not thread-safe: one thread drives it)."""
+    """This process's claim on the node's Lease (not thread-safe: one thread at a time drives it)."""
 
     def __init__(self, ops: LeaseOps, *, identity: str, duration_s: int, clock: Clock) -> None:
         if duration_s < 1:
@@ -136,6 +146,11 @@ class NodeLease:
         self._clock = clock
         self._observed: tuple[str | None, str] | None = None
         self._observed_at = 0.0
+        self._written: LeaseRecord | None = None
+        """The record as this process last wrote it (None: never, or someone else wrote since)."""
+        self.taken_over = True
+        """Whether the last acquisition took the Lease from a record this process had not written
+        (another holder's, or one of unknown history): someone else may have written since."""
         self.holder: str | None = None
         """Who held the Lease at the last look (this process, another one, or nobody)."""
 
@@ -146,19 +161,48 @@ class NodeLease:
     def try_acquire_or_renew(self) -> bool:
         """One round: True when this process holds the Lease afterwards. API errors count as False."""
         try:
+            if self._rewrite_own():
+                self.taken_over = False
+                return True
             return self._round()
         except MigAgentError as error:
             log.warning("lease_round_failed", lease=self.where, error=str(error))
             return False
 
+    def _rewrite_own(self) -> bool:
+        """Renew the record we hold, or take back the one we released, in one conditional update."""
+        prior = self._written
+        if prior is None:
+            return False
+        now = self._now()
+        held = prior.holder == self.identity
+        mine = LeaseRecord(
+            self.identity,
+            self.duration_s,
+            acquired_at=prior.acquired_at if held else now,
+            renewed_at=now,
+            transitions=prior.transitions if held else prior.transitions + 1,
+        )
+        self._written = self._ops.update(mine, resource_version=prior.resource_version)
+        if self._written is None:
+            return False  # someone wrote since: read it (_round)
+        self.holder = self.identity
+        return True
+
     def _round(self) -> bool:
         now = self._now()
-        current = self._ops.read()
         mine = LeaseRecord(self.identity, self.duration_s, acquired_at=now, renewed_at=now)
+        if self._observed is None:  # never looked: most likely there is no Lease yet, so create first
+            self._written = self._ops.create(mine)
+            if self._written is not None:
+                self.holder, self.taken_over = self.identity, False
+                return True
+        current = self._ops.read()
         if current is None:
-            won = self._ops.create(mine)
-            self.holder = self.identity if won else None
-            return won
+            self._written = self._ops.create(mine)
+            self.holder = self.identity if self._written is not None else None
+            self.taken_over = False
+            return self._written is not None
         self._observe(current)
         self.holder = current.holder
         if current.holder not in (None, self.identity) and not self._expired(current):
@@ -167,21 +211,29 @@ class NodeLease:
             mine = replace(mine, acquired_at=current.acquired_at or now, transitions=current.transitions)
         else:
             mine = replace(mine, transitions=current.transitions + 1)
-            log.info("lease_taking_over", lease=self.where, previous=current.holder)
-        won = self._ops.update(mine, resource_version=current.resource_version)
-        if won:
-            self.holder = self.identity
-        return won
+            if current.holder is not None:
+                log.info("lease_taking_over", lease=self.where, previous=current.holder)
+        self._written = self._ops.update(mine, resource_version=current.resource_version)
+        if self._written is not None:
+            self.holder, self.taken_over = self.identity, True
+        return self._written is not None
 
     def release(self) -> None:
         """Clear the holder if it is still us, so a successor takes over without waiting for expiry."""
         try:
-            current = self._ops.read()
+            current = self._written if self._written is not None else self._ops.read()
             if current is None or current.holder != self.identity:
                 return
-            now = self._now()
-            released = replace(current, holder=None, duration_s=1, renewed_at=now)
-            if self._ops.update(released, resource_version=current.resource_version):
+            released = replace(current, holder=None, duration_s=1, renewed_at=self._now())
+            self._written = self._ops.update(released, resource_version=current.resource_version)
+            if self._written is None:  # our copy was stale: look once more
+                current = self._ops.read()
+                if current is None or current.holder != self.identity:
+                    return
+                released = replace(current, holder=None, duration_s=1, renewed_at=self._now())
+                self._written = self._ops.update(released, resource_version=current.resource_version)
+            if self._written is not None:
+                self.holder = None
                 log.info("lease_released", lease=self.where)
         except MigAgentError as error:
             log.warning("lease_release_failed", lease=self.where, error=str(error))

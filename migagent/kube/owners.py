@@ -5,11 +5,12 @@ is simply "none", as is a 403 where RBAC grants no read. What they mean is `node
 
 from __future__ import annotations
 
-from kubernetes.client import ApiClient, CustomObjectsApi
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from migagent.clock import Clock
 from migagent.kube.classify import classified
+from migagent.kube.client import lazy_custom_objects
 from migagent.kube.resource_slices import ResourceSliceReader
 from migagent.kube.timeouts import RequestTimeout
 from migagent.node.owners import CLUSTER_POLICY_NAME, DRA_GPU_DRIVER, JsonDict
@@ -30,7 +31,7 @@ class OwnerReads:
         policy: str | None = CLUSTER_POLICY_NAME,
     ) -> None:
         """`policy`: the ClusterPolicy's name (None: there is no GPU Operator to ask, never read it)."""
-        self._custom = CustomObjectsApi(api_client)
+        self._custom = lazy_custom_objects(api_client)  # built at the first ClusterPolicy read
         self._slices = ResourceSliceReader(api_client, clock=clock, timeout=timeout)
         self._node_name = node_name
         self._timeout = timeout
@@ -47,7 +48,7 @@ class OwnerReads:
             return None
         with classified(f"get clusterpolicy {name}"):
             try:
-                found = self._custom.get_cluster_custom_object(
+                found = self._custom().get_cluster_custom_object(
                     "nvidia.com", "v1", "clusterpolicies", name, _request_timeout=self._timeout.request
                 )
             except ApiException as error:

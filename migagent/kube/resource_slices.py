@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kubernetes.client import ApiClient, CustomObjectsApi
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from migagent.clock import Clock
 from migagent.kube.classify import call_with_retries, classified
+from migagent.kube.client import lazy_custom_objects
 from migagent.kube.timeouts import RequestTimeout
 from migagent.node.dra import SliceDevice
 
@@ -29,7 +30,7 @@ _FORBIDDEN = 403
 
 class ResourceSliceReader:
     def __init__(self, api_client: ApiClient, *, clock: Clock, timeout: RequestTimeout) -> None:
-        self._custom = CustomObjectsApi(api_client)
+        self._custom = lazy_custom_objects(api_client)  # built at the first read
         self._clock = clock
         self._timeout = timeout
 
@@ -52,7 +53,7 @@ class ResourceSliceReader:
         def once() -> object:
             with classified(call):
                 try:
-                    return self._custom.list_cluster_custom_object(
+                    return self._custom().list_cluster_custom_object(
                         "resource.k8s.io", version, "resourceslices", field_selector=selector,
                         _request_timeout=self._timeout.request,
                     )

@@ -22,6 +22,7 @@ from migagent.attempt.phases import AgentPhase, Outcome
 from migagent.attempt.ports import AgentPorts, AgentSettings, DesiredSource, PhaseHook, ReconcileReport
 from migagent.attempt.reconcile_node import NodeReconcile
 from migagent.plumbing.health import HealthState
+from migagent.plumbing.memory import release_free_memory
 
 __all__ = ["Agent", "AgentPhase", "AgentPorts", "AgentSettings", "Outcome", "ReconcileReport"]
 
@@ -80,6 +81,8 @@ class Agent:
             current_label=self._current_label,
             heartbeat=self._health.heartbeat if self._health is not None else None,
             hold=self._hold,
+            may_write=self._may_write,
+            node_from_watch=self._node_from_watch(),
         ).run()
         duration = clock.monotonic() - started
         self.last_report = report
@@ -107,10 +110,19 @@ class Agent:
         while not stop.is_set():
             if due or self._retry_due():
                 self.reconcile_once(stop)
+                release_free_memory()  # idle at what it holds, not at the attempt's high-water mark
             if self._health is not None:
                 self._health.heartbeat()
             due = self._wait(stop)
         log.info("agent_stopped", node=self._ports.api.node_name)
+
+    def _may_write(self) -> bool:
+        """Whether an attempt may write now (loops.ownership: only while holding the node's Lease)."""
+        return True
+
+    def _node_from_watch(self) -> bool:
+        """Whether the next attempt may take the Node from the watch (loops.ownership says when)."""
+        return False
 
     # -- scheduling -----------------------------------------------------------------------------
 

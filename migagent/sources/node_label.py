@@ -1,11 +1,13 @@
 """The desired layout from the agent's own Node label `nvidia.com/mig.config`, kept current by a watch.
 
 A thread lists (GETs) the one Node, then watches it by field selector from that resourceVersion.
-When the server says the version is too old (410), when a stream ends or drops, or when a call
-fails, it lists again before watching again, backing off while streams keep ending at once, so a
-flapping API server costs a bounded number of requests. A change of the label value wakes the
-agent at once; `wait` also returns on a periodic resync tick, so drift is repaired even when
-nothing changes (mig-manager watches with no resync and no retry: a failed node waits forever).
+A stream the server ends at its timeout is followed by a watch from the last version seen (one
+request per `watch_timeout_s` while idle). When the server says the version is too old (410), when
+a stream drops, or when a call fails, it lists again before watching again, backing off while
+streams keep ending at once, so a flapping API server costs a bounded number of requests. A change
+of the label value wakes the agent at once; `wait` also returns on a periodic resync tick (the
+agent re-checks from the Node the watch delivered), so drift is repaired even when nothing changes
+(mig-manager watches with no resync and no retry: a failed node waits forever).
 """
 
 from __future__ import annotations
@@ -106,6 +108,8 @@ class NodeLabelSource:
         self._node: NodeView | None = None
         self._node_seq = 0
         self._node_seen = threading.Event()
+        self._resume: str | None = None
+        """The resourceVersion a cleanly ended stream reached: the next watch starts there, unlisted."""
 
     # -- the agent's side ---------------------------------------------------------------------------
 
@@ -218,23 +222,28 @@ class NodeLabelSource:
             self._clock.wait(self._stopping, backoff.next())
 
     def _list_then_watch(self) -> None:
-        node = self._api.get_node()
-        with self._lock:
-            self._failing = None
-        self.relists += 1
-        self._publish(node)
-        self._deliver(node.labels.get(self._label), self._other_values(node.labels))
-        resource_version = node.resource_version
+        resource_version, self._resume = self._resume, None  # any error from here on: list again
+        if resource_version is None:
+            node = self._api.get_node()
+            with self._lock:
+                self._failing = None
+            self.relists += 1
+            self._publish(node)
+            self._deliver(node.labels.get(self._label), self._other_values(node.labels))
+            resource_version = node.resource_version
         for event in self._api.watch_node(resource_version, self._settings.watch_timeout_s):
             if self._stopping.is_set():
                 return
             self._last_progress = self._clock.monotonic()
+            resource_version = event.resource_version or resource_version
             if event.type == "DELETED":
                 self._deliver(None, ())
             elif event.node is not None:
                 self._publish(event.node)
                 self._deliver(event.node.labels.get(self._label), self._other_values(event.node.labels))
-        # The stream ended (server timeout or a dropped connection): the caller lists again.
+        # The stream ended as the server ends them (its timeout): watch on from the last version seen,
+        # as client-go's reflector does, with no list; a version since compacted answers 410 (list then).
+        self._resume = resource_version
 
     def _other_values(self, labels: Mapping[str, str]) -> tuple[str | None, ...]:
         return tuple(labels.get(label) for label in self._also)

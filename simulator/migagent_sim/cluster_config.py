@@ -165,7 +165,10 @@ def fast_options(node_name: str, layout_file: Path, socket_path: str) -> AgentOp
         plugin_timeout_s=10.0,
         poll_interval_s=0.05,
         watch=WatchSettings(resync_period_s=60.0, watch_timeout_s=30.0, backoff_initial_s=0.05, backoff_max_s=0.5),
-        lease_duration_s=2,
+        # Not cut down: an agent whose renewals a loaded machine delays past the Lease's duration stops
+        # (someone else may own the node), and a test would see a node that never reports. Tests of
+        # expiry set their own.
+        lease_duration_s=15,
     )
 
 

@@ -18,7 +18,7 @@ from migagent_sim.gpu_node.nvidia_tools import missing_tools, tools_dir
 from migagent_sim.nvidia_plugin import NvidiaTools
 from tests.binaries_gate import BinariesGate
 
-_GATE = BinariesGate(Path(__file__).resolve().parent, "MIGAGENT_REQUIRE_NVIDIA_TOOLS", missing_tools)
+_GATE = BinariesGate(Path(__file__).resolve().parent, "MIGAGENT_REQUIRE_NVIDIA_TOOLS", missing_tools, timeout_s=900)
 pytest_collection_modifyitems = _GATE.collection_modifyitems
 pytest_terminal_summary = _GATE.terminal_summary
 

@@ -25,7 +25,9 @@ def _missing() -> str | None:
     return f"the real control plane is not built in {directory}: run {SCRIPT}"
 
 
-_GATE = BinariesGate(Path(__file__).resolve().parent, "MIGAGENT_REQUIRE_REAL_KUBE", _missing)
+_GATE = BinariesGate(Path(__file__).resolve().parent, "MIGAGENT_REQUIRE_REAL_KUBE", _missing, timeout_s=900)
+"""900 s for pytest-timeout: the first test also starts etcd, kube-apiserver, the controller manager
+and the scheduler (each waited for up to 120 s), a minute or more on a loaded machine."""
 pytest_collection_modifyitems = _GATE.collection_modifyitems
 pytest_terminal_summary = _GATE.terminal_summary
 

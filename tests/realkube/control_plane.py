@@ -111,10 +111,21 @@ class Identity:
     token: str | None = None
 
 
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata"}],
+}
+"""Every request once (at ResponseStarted for a watch, ResponseComplete otherwise), with its user."""
+
+
 class ControlPlane:
-    def __init__(self, bin_dir: Path, workdir: Path) -> None:
+    def __init__(self, bin_dir: Path, workdir: Path, *, audit_log: Path | None = None) -> None:
+        """`audit_log`: where kube-apiserver writes its audit log (JSON lines, one per request; None: none)."""
         self.bin_dir = bin_dir
         self.workdir = workdir
+        self.audit_log = audit_log
         self._processes: list[tuple[str, subprocess.Popen[bytes]]] = []
         self._logs: list[IO[bytes]] = []
         self.pki = Pki(workdir / "pki")
@@ -224,6 +235,7 @@ class ControlPlane:
                 "--profiling=false",
                 f"--cert-dir={self.workdir / 'apiserver-certs'}",
                 "--v=1",
+                *self._audit_args(),
             ],
         )
         context = self.ssl_context(self.admin)
@@ -237,6 +249,13 @@ class ControlPlane:
 
         self._wait("kube-apiserver", process, ready, 180)
         self.sa_keys = sa
+
+    def _audit_args(self) -> list[str]:
+        if self.audit_log is None:
+            return []
+        policy = self.workdir / "audit-policy.yaml"
+        policy.write_text(yaml.safe_dump(AUDIT_POLICY), encoding="utf-8")
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}", "--audit-log-format=json"]
 
     def _start_controller_manager(self) -> None:
         self._spawn(

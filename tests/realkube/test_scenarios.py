@@ -28,10 +28,13 @@ from tests.integration.agent.support import (
     SMALL_ALL_1G,
     SMALL_BALANCED,
     advertised,
+    advertised_of,
     assert_released,
     condition,
-    eventually,
+    condition_of,
+    node_when,
     state,
+    state_of,
     workload_names,
 )
 from tests.integration.agent.test_crash import (
@@ -135,10 +138,14 @@ def test_a_pdb_blocking_for_now_makes_the_drain_wait_until_the_disruption_contro
     _guarded_workloads(cluster)
     running = cluster.start_agent()
     try:
-        eventually(lambda: state(cluster) == "success", what="the starting layout reported")
+        node_when(cluster, lambda n: state_of(n) == "success", what="the starting layout reported")
         cluster.label("all-balanced")
-        eventually(lambda: condition(cluster)["reason"] == "Draining", what="the drain waiting on the budget")
-        assert state(cluster) == "pending"
+        # One read judged whole: the state label and the condition are two writes (a first report may
+        # show `success` before its condition exists).
+        draining = node_when(
+            cluster, lambda n: (condition_of(n) or {}).get("reason") == "Draining", what="the drain on the budget"
+        )
+        assert state_of(draining) == "pending"
         assert "inference-0" in workload_names(cluster)
         # The peer becomes Ready elsewhere (bound to another node by the "scheduler", Running there).
         real.create_pod(
@@ -150,8 +157,9 @@ def test_a_pdb_blocking_for_now_makes_the_drain_wait_until_the_disruption_contro
             owner_name="inference-0-owner",
             replicas=2,
         )
-        eventually(
-            lambda: advertised(cluster) == SMALL_BALANCED and state(cluster) == "success",
+        node_when(
+            cluster,
+            lambda n: advertised_of(n) == SMALL_BALANCED and state_of(n) == "success",
             what="all-balanced once the budget allowed",
             timeout_s=90,
         )

@@ -12,11 +12,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from migagent_sim.gpu_node.checkout import source_tree
+
 LIBRARY_DIR_ENV = "MIGAGENT_FAKE_NVML_DIR"
 LIBRARY = "libnvidia-ml.so.1"
-_REPO = Path(__file__).resolve().parents[3]
-BUILD_SCRIPT = _REPO / "scripts" / "build_fake_nvml.sh"
-SOURCES = _REPO / "native" / "fake_nvml"
+BUILD_SCRIPT = Path("scripts") / "build_fake_nvml.sh"  # relative to the checkout (source_tree())
+SOURCES = Path("native") / "fake_nvml"
 
 
 class LibraryError(RuntimeError):
@@ -29,24 +30,25 @@ def library_dir(explicit: Path | None = None) -> Path:
         if not (chosen / LIBRARY).is_file():
             raise LibraryError(f"{chosen} has no {LIBRARY}; build it with scripts/build_fake_nvml.sh {chosen}")
         return chosen.resolve()
-    if not BUILD_SCRIPT.is_file() or not SOURCES.is_dir():
+    root = source_tree()
+    if root is None or not (root / BUILD_SCRIPT).is_file() or not (root / SOURCES).is_dir():
         raise LibraryError(
             f"no fake NVML library: pass --lib DIR or set {LIBRARY_DIR_ENV} to a directory built by"
             " scripts/build_fake_nvml.sh (this installation has no sources to build one from)"
         )
-    return _cached_build()
+    return _cached_build(root)
 
 
-def _digest() -> str:
+def _digest(root: Path) -> str:
     digest = hashlib.sha256(sys.executable.encode())
-    for source in sorted((*SOURCES.iterdir(), BUILD_SCRIPT)):
+    for source in sorted((*(root / SOURCES).iterdir(), root / BUILD_SCRIPT)):
         digest.update(source.name.encode() + source.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def _cached_build() -> Path:
+def _cached_build(root: Path) -> Path:
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "migagent" / "fake-nvml"
-    built = cache / _digest()
+    built = cache / _digest(root)
     if (built / LIBRARY).is_file():
         return built
     cache.mkdir(parents=True, exist_ok=True)
@@ -55,7 +57,7 @@ def _cached_build() -> Path:
         if not (built / LIBRARY).is_file():
             scratch = Path(tempfile.mkdtemp(dir=cache))
             result = subprocess.run(
-                [str(BUILD_SCRIPT), str(scratch)],
+                [str(root / BUILD_SCRIPT), str(scratch)],
                 env={**os.environ, "PYTHON": sys.executable},
                 capture_output=True,
                 text=True,

@@ -7,6 +7,8 @@ import os
 import re
 from pathlib import Path
 
+from migagent_sim.gpu_node.checkout import checkout_file
+
 SCRIPT = "scripts/nvidia_tools.sh"
 BINARIES = (
     "nvidia-mig-parted",
@@ -15,13 +17,12 @@ BINARIES = (
     "gpu-feature-discovery",
     "config-manager",
 )
-_REPO = Path(__file__).resolve().parents[3]
 _DEFAULT = re.compile(r"^(mig_parted_version|device_plugin_version)=\$\{[A-Z_]+:-(v[0-9.]+)\}$", re.MULTILINE)
 
 
 def versions() -> tuple[str, str]:
     """(mig-parted, k8s-device-plugin): MIG_PARTED_VERSION / DEVICE_PLUGIN_VERSION, else the script's pins."""
-    pinned = dict(_DEFAULT.findall((_REPO / SCRIPT).read_text(encoding="utf-8")))
+    pinned = dict(_DEFAULT.findall(checkout_file(SCRIPT).read_text(encoding="utf-8")))
     mig_parted = os.environ.get("MIG_PARTED_VERSION") or pinned["mig_parted_version"]
     return mig_parted, os.environ.get("DEVICE_PLUGIN_VERSION") or pinned["device_plugin_version"]
 

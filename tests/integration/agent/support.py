@@ -15,7 +15,9 @@ from migagent.node.names import (
     CONDITION_TYPE,
     CORDONED_BY_MIGAGENT_ANNOTATION,
     DEPLOY_LABEL_PREFIX,
+    DESIRED_ANNOTATION,
     MIG_CONFIG_STATE_LABEL,
+    MIG_RESOURCE_PREFIX,
     PAUSED_FOR_MIG_CHANGE,
 )
 from migagent_sim.cluster import PDB_BLOCKING_FOR_NOW, AnySimulation, SimCluster, SimClusterConfig
@@ -59,30 +61,68 @@ def eventually(check: Callable[[], T | None], *, what: str, timeout_s: float = 3
         time.sleep(0.02)
 
 
-def state(cluster: AnySimulation) -> str | None:
-    labels: dict[str, str] = cluster.node()["metadata"].get("labels", {})
+def node_when(
+    cluster: AnySimulation, judge: Callable[[JsonDict], object], *, what: str, timeout_s: float = 30.0
+) -> JsonDict:
+    """Poll the Node until one read of it satisfies `judge`, and return that read.
+
+    Every wait on the Node goes through here: a check made of two reads (the state label, then the
+    annotations or allocatable) can pass on reads taken either side of one of the agent's writes."""
+
+    def read() -> JsonDict | None:
+        node = cluster.node()
+        return node if judge(node) else None
+
+    return eventually(read, what=what, timeout_s=timeout_s)
+
+
+def state_of(node: JsonDict) -> str | None:
+    labels: dict[str, str] = node["metadata"].get("labels", {})
     return labels.get(MIG_CONFIG_STATE_LABEL)
 
 
-def condition(cluster: AnySimulation) -> JsonDict:
-    conditions = cluster.node().get("status", {}).get("conditions", [])
+def annotations_of(node: JsonDict) -> dict[str, str]:
+    return dict(node["metadata"].get("annotations", {}))
+
+
+def condition_of(node: JsonDict) -> JsonDict | None:
+    conditions = node.get("status", {}).get("conditions", [])
     found = next((c for c in conditions if c["type"] == CONDITION_TYPE), None)
+    return dict(found) if found is not None else None
+
+
+def advertised_of(node: JsonDict) -> dict[str, int]:
+    """Non-zero MIG resources in Node allocatable (a stale resource reads 0, as on a real kubelet)."""
+    allocatable: dict[str, str] = node.get("status", {}).get("allocatable", {})
+    return {name: int(v) for name, v in allocatable.items() if name.startswith(MIG_RESOURCE_PREFIX) and int(v)}
+
+
+def applied(node: JsonDict, layout: str) -> bool:
+    """The Node says `success` for `layout` (its desired annotation names it), in one read."""
+    return state_of(node) == "success" and layout in annotations_of(node).get(DESIRED_ANNOTATION, "")
+
+
+def state(cluster: AnySimulation) -> str | None:
+    return state_of(cluster.node())
+
+
+def condition(cluster: AnySimulation) -> JsonDict:
+    found = condition_of(cluster.node())
     assert found is not None, f"node has no {CONDITION_TYPE} condition"
-    return dict(found)
+    return found
 
 
 def condition_reason(cluster: AnySimulation) -> str | None:
-    conditions = cluster.node().get("status", {}).get("conditions", [])
-    return next((str(c["reason"]) for c in conditions if c["type"] == CONDITION_TYPE), None)
+    found = condition_of(cluster.node())
+    return str(found["reason"]) if found is not None else None
 
 
 def advertised(cluster: AnySimulation) -> dict[str, int]:
-    """Non-zero MIG resources in Node allocatable (a stale resource reads 0, as on a real kubelet)."""
-    return {name: count for name, count in cluster.kubelet.advertised().items() if count}
+    return advertised_of(cluster.node())
 
 
 def node_annotations(cluster: AnySimulation) -> dict[str, str]:
-    return dict(cluster.node()["metadata"].get("annotations", {}))
+    return annotations_of(cluster.node())
 
 
 def paused_labels(cluster: AnySimulation) -> list[str]:

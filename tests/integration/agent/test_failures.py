@@ -18,13 +18,16 @@ from tests.integration.agent.support import (
     ImpatientClock,
     JsonDict,
     advertised,
+    advertised_of,
     assert_released,
     condition,
     condition_reason,
     eventually,
     node_annotations,
+    node_when,
     request_counts,
     state,
+    state_of,
     workload_names,
 )
 
@@ -52,7 +55,7 @@ def test_a_blocking_pdb_makes_the_agent_wait_and_it_succeeds_once_the_pdb_allows
     assert condition(cluster)["reason"] == "Draining"
 
     cluster.api.set_pdb_disruptions_allowed("ml", "inference-pdb", 1)
-    eventually(lambda: advertised(cluster) == SMALL_BALANCED and state(cluster) == "success", what="all-balanced")
+    node_when(cluster, lambda n: advertised_of(n) == SMALL_BALANCED and state_of(n) == "success", what="all-balanced")
     running.stop()
     assert "inference-0" not in workload_names(cluster)
     assert_released(cluster)
@@ -106,7 +109,7 @@ def test_a_failed_node_is_retried_with_backoff_without_a_label_change(cluster: S
     eventually(lambda: attempts() >= 2, what="a retry with no label change")
 
     cluster.layout_file.write_text(DEMO_LAYOUTS, encoding="utf-8")
-    eventually(lambda: state(cluster) == "success" and advertised(cluster) == SMALL_BALANCED, what="the retry")
+    node_when(cluster, lambda n: state_of(n) == "success" and advertised_of(n) == SMALL_BALANCED, what="the retry")
     running.stop()
     assert LAST_ERROR_ANNOTATION not in node_annotations(cluster)
     assert_released(cluster)
@@ -148,7 +151,7 @@ def test_server_errors_and_conflicts_during_a_change_still_converge(cluster: Sim
     cluster.kubelet.run_workload("ml", "w", mig_uuid=cluster.mig_uuid(1, 6))
     cluster.label("all-balanced")
 
-    eventually(lambda: state(cluster) == "success" and advertised(cluster) == SMALL_BALANCED, what="convergence")
+    node_when(cluster, lambda n: state_of(n) == "success" and advertised_of(n) == SMALL_BALANCED, what="convergence")
     running.stop()
     statuses = [r.status for r in cluster.api.requests]
     assert statuses.count(500) >= 2
@@ -164,11 +167,11 @@ def test_dropped_watches_and_expired_resource_versions_still_deliver_the_label_c
     eventually(lambda: cluster.api.drop_watches() > 0, what="an open watch to drop")
     cluster.api.compact()
     cluster.label("all-balanced")
-    eventually(lambda: advertised(cluster) == SMALL_BALANCED and state(cluster) == "success", what="all-balanced")
+    node_when(cluster, lambda n: advertised_of(n) == SMALL_BALANCED and state_of(n) == "success", what="all-balanced")
     cluster.api.compact()
     eventually(lambda: cluster.api.drop_watches() > 0, what="the watch re-established")
     cluster.label("all-1g.10gb")
-    eventually(lambda: advertised(cluster) == SMALL_ALL_1G and state(cluster) == "success", what="back to all-1g")
+    node_when(cluster, lambda n: advertised_of(n) == SMALL_ALL_1G and state_of(n) == "success", what="back to all-1g")
     running.stop()
     assert running.source.relists >= 3
 
@@ -185,7 +188,7 @@ def test_drift_is_repaired_by_the_periodic_recheck_without_a_label_change(cluste
             driver.destroy_compute_instance(1, gi_id=gi.id, ci_id=ci.id)
         driver.destroy_gpu_instance(1, gi_id=gi.id)
     eventually(lambda: len(cluster.fake.state.gpus[1].gpu_instances) == 7, what="the GI recreated")
-    eventually(lambda: advertised(cluster) == SMALL_ALL_1G and state(cluster) == "success", what="re-advertised")
+    node_when(cluster, lambda n: advertised_of(n) == SMALL_ALL_1G and state_of(n) == "success", what="re-advertised")
     running.stop()
     assert_released(cluster)
 

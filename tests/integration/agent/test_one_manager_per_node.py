@@ -18,11 +18,12 @@ from migagent_sim.doubles.intercept import InterceptingDriver
 from tests.integration.agent.support import (
     SMALL,
     SMALL_BALANCED,
-    advertised,
+    advertised_of,
     assert_released,
     condition,
     eventually,
-    state,
+    node_when,
+    state_of,
 )
 
 LEASE = ("migagent", "migagent-node-gpu-node-1")
@@ -45,19 +46,25 @@ def test_two_agents_started_together_on_one_node_exactly_one_changes_the_gpus(
     second = cluster.start_agent(replace(options, holder_identity="agent-b"), wrap_driver=_counting(mutations, "b"))
     cluster.label("all-balanced")
 
-    eventually(lambda: state(cluster) == "success" and advertised(cluster) == SMALL_BALANCED, what="the change")
+    node_when(cluster, lambda n: state_of(n) == "success" and advertised_of(n) == SMALL_BALANCED, what="the change")
     assert len(mutations) == 1, f"both agents changed GPUs: {mutations}"
-    holder = (cluster.api.lease(*LEASE) or {})["spec"]["holderIdentity"]
-    assert holder in ("agent-a", "agent-b")
+    changer = f"agent-{next(iter(mutations))}"
     running = {"agent-a": first, "agent-b": second}
-    waiting = second if holder == "agent-a" else first
-    assert waiting.agent.reconciles == 0, "the agent without the Lease reconciled"
+    waiting = second if changer == "agent-a" else first
+    assert waiting.agent.reconciles == 0, "the agent without the state lock reconciled"
+    # The Lease is held only while an attempt writes: released once the change is reported.
+    eventually(lambda: not _holder(cluster), what="the Lease released after the change")
 
-    # The owner leaves (a rollout): it releases the Lease, and the other takes over without waiting for expiry.
-    running[holder].stop()
+    # The owner leaves (a rollout): the other takes over without waiting for any expiry.
+    running[changer].stop()
     eventually(lambda: waiting.agent.reconciles > 0, what="the second agent to take over", timeout_s=10.0)
-    assert (cluster.api.lease(*LEASE) or {})["spec"]["holderIdentity"] != holder
+    assert _holder(cluster) is None, "an idle agent holds the Lease"
     assert_released(cluster)
+
+
+def _holder(cluster: SimCluster) -> str | None:
+    spec: dict[str, str] = (cluster.api.lease(*LEASE) or {}).get("spec", {})
+    return spec.get("holderIdentity")
 
 
 def test_a_lease_left_by_a_killed_agent_is_taken_only_after_it_expires(
@@ -67,14 +74,16 @@ def test_a_lease_left_by_a_killed_agent_is_taken_only_after_it_expires(
     options = replace(cluster.options(), lease_duration_s=1)
     dead, _ = cluster.build_agent(replace(options, holder_identity="dead"))
     assert dead.ownership.acquire(threading.Event())
+    assert dead.ownership.claim(threading.Event())  # mid-change: it holds the Lease
     dead.ownership.abandon()  # killed: its state lock goes with the process, its Lease stays
 
     successor = cluster.start_agent(replace(options, holder_identity="successor"))
     eventually(lambda: successor.agent.reconciles > 0, what="the successor to take over", timeout_s=10.0)
 
+    node_when(cluster, lambda n: state_of(n) == "success", what="the successor's report")
+    eventually(lambda: not _holder(cluster), what="the successor to release the Lease after writing")
     lease = cluster.api.lease(*LEASE) or {}
-    assert lease["spec"]["holderIdentity"] == "successor"
-    assert lease["spec"]["leaseTransitions"] == 1
+    assert lease["spec"]["leaseTransitions"] == 1, "taken over once: from the dead agent, after it expired"
 
 
 def test_nvidia_mig_manager_on_the_node_is_refused_by_name_and_nothing_is_touched(

@@ -9,7 +9,6 @@ from dataclasses import replace
 from migagent.attempt.phases import AgentPhase, Outcome
 from migagent.clock import FakeClock
 from migagent.node.names import (
-    DESIRED_ANNOTATION,
     OBSERVED_ANNOTATION,
     PLAN_ANNOTATION,
     deploy_label,
@@ -21,11 +20,13 @@ from tests.integration.agent.support import (
     SMALL_BALANCED,
     JsonDict,
     advertised,
+    applied,
     assert_released,
     attached_pids,
     condition,
     eventually,
     node_annotations,
+    node_when,
     paused_labels,
     request_counts,
     state,
@@ -42,10 +43,7 @@ def test_a_label_change_ends_in_success_with_exactly_the_new_resources_advertise
     running = cluster.start_agent()
     eventually(lambda: state(cluster) == "success", what="the starting layout reported")
     cluster.label("half-balanced")
-    eventually(
-        lambda: state(cluster) == "success" and "half-balanced" in node_annotations(cluster)[DESIRED_ANNOTATION],
-        what="half-balanced applied",
-    )
+    node_when(cluster, lambda n: applied(n, "half-balanced"), what="half-balanced applied")
     running.stop()
     # GPUs 0-3: 2x 1g.10gb + 2g.20gb + 3g.40gb each; GPUs 4-7 keep 7x 1g.10gb.
     assert advertised(cluster) == {

@@ -9,20 +9,18 @@ resources, and reports success through labels, annotations, the condition and Ev
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from migagent.attempt.post_change import CdiSettings, PostChangeSteps
 from migagent.cli import build_parser
 from migagent.layout.strategy import MigStrategy
-from migagent.node.names import DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
 from migagent_sim.apiserver.access import AccessControl
 from migagent_sim.apiserver.faults import RecordedRequest
 from migagent_sim.cluster import GPU_OPERATOR_LABELS, PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig
 from migagent_sim.kubelet_plugin import PluginMode
 from migagent_sim.nvidia_ctk import FakeNvidiaTools
+from tests.integration.agent.support import applied, node_when, state_of
 from tests.integration.deploy.manifests import Obj, agent_container, only
 from tests.integration.deploy.rbac import ApiCall
 
@@ -118,16 +116,18 @@ def run_agent_scenario(workdir: Path, objects: list[Obj]) -> ScenarioRecord:
             plugin_selector=flags.plugin_selector,
             plugin_daemonset=flags.plugin_daemonset,
         )
+        # The pod a rollout replaced reported the node and released its Lease: the agent under test meets
+        # an existing Lease (its create answers 409; it reads the Lease and takes it), as after an upgrade.
+        previous = cluster.start_agent(options)
+        node_when(cluster, lambda n: state_of(n) == "success", what=f"the agent to report {START}", timeout_s=60)
+        previous.stop()
         running = cluster.start_agent(options, post_change=_post_change(cluster, flags, workdir))
         try:
-            _wait(lambda: _state(cluster) == "success", what=f"the agent to report {START}")
             cluster.label(target)
-            _wait(lambda: _state(cluster) == "failed", what="the drain blocked by inference-pdb to fail")
+            node_when(cluster, lambda n: state_of(n) == "failed", what="the drain blocked by inference-pdb to fail",
+                      timeout_s=60)
             cluster.api.set_pdb_disruptions_allowed("ml", "inference-pdb", 1)
-            _wait(
-                lambda: _state(cluster) == "success" and target in _desired(cluster),
-                what=f"the retry to apply {target}",
-            )
+            node_when(cluster, lambda n: applied(n, target), what=f"the retry to apply {target}", timeout_s=60)
         finally:
             running.stop()
         checks = [
@@ -158,21 +158,3 @@ def _post_change(cluster: SimCluster, flags: DeployedFlags, workdir: Path) -> Po
 
 def _selector_labels(selector: str) -> dict[str, str]:
     return dict(term.split("=", 1) for term in selector.split(","))
-
-
-def _state(cluster: SimCluster) -> str | None:
-    labels: dict[str, str] = cluster.node()["metadata"].get("labels", {})
-    return labels.get(MIG_CONFIG_STATE_LABEL)
-
-
-def _desired(cluster: SimCluster) -> str:
-    annotations: dict[str, str] = cluster.node()["metadata"].get("annotations", {})
-    return annotations.get(DESIRED_ANNOTATION, "")
-
-
-def _wait(check: Callable[[], bool], *, what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.02)

@@ -13,9 +13,10 @@ import pytest
 from migagent.layout.strategy import MigStrategy
 from migagent_sim.apiserver.access import AccessControl
 from migagent_sim.cluster import GPU_OPERATOR_LABELS, SimCluster, SimClusterConfig
+from tests.integration.agent.support import applied, eventually, node_when, state_of
 from tests.integration.deploy.manifests import Obj, only, render, render_with_components
 from tests.integration.deploy.rbac import permissions_of
-from tests.integration.deploy.scenario import GUARDED_WORKLOAD, START, TARGET, _state, _wait, deployed_flags
+from tests.integration.deploy.scenario import GUARDED_WORKLOAD, START, TARGET, deployed_flags
 
 MIXED_TARGET = TARGET[MigStrategy.MIXED]  # the cluster below runs the plugin's default, mixed strategy
 
@@ -58,7 +59,7 @@ def _drain_with_force_delete(workdir: Path, objects: list[Obj]) -> SimCluster:
     cluster.kubelet.run_workload(namespace, name, mig_uuid=cluster.mig_uuid(gpu, slot), labels=labels)
     cluster.api.add_pdb(namespace, "inference-pdb", match_labels=labels, disruptions_allowed=0)
     cluster.start_agent(cluster.options(drain_timeout_s=2.0, force_delete=True))
-    _wait(lambda: _state(cluster) == "success", what=f"the agent to report {START}")
+    node_when(cluster, lambda n: state_of(n) == "success", what=f"the agent to report {START}", timeout_s=60)
     cluster.label(MIXED_TARGET)
     return cluster
 
@@ -72,14 +73,9 @@ def test_force_delete_drains_a_pdb_guarded_pod_with_the_manifests_that_enable_it
 ) -> None:
     cluster = _drain_with_force_delete(tmp_path, force_delete_objects)
     try:
-        _wait(
-            lambda: (
-                _state(cluster) == "success"
-                and cluster.node()["metadata"]["labels"].get("nvidia.com/mig.config") == MIXED_TARGET
-                and cluster.api.pod(GUARDED_WORKLOAD[0], GUARDED_WORKLOAD[1]) is None
-            ),
-            what=f"{MIXED_TARGET} applied after the guarded pod was deleted",
-        )
+        node_when(cluster, lambda n: applied(n, MIXED_TARGET), what=f"{MIXED_TARGET} applied", timeout_s=60)
+        # The drain ends before the GPUs change: the guarded pod is gone by the time of success.
+        assert cluster.api.pod(GUARDED_WORKLOAD[0], GUARDED_WORKLOAD[1]) is None
         assert _pod_deletes(cluster) == [200]
         assert [r.path for r in cluster.api.requests if r.status in (401, 403)] == []
     finally:
@@ -89,8 +85,8 @@ def test_force_delete_drains_a_pdb_guarded_pod_with_the_manifests_that_enable_it
 def test_force_delete_without_the_component_is_refused_by_the_rbac_the_manifests_render(tmp_path: Path) -> None:
     cluster = _drain_with_force_delete(tmp_path, render("overlays/gpu-operator"))
     try:
-        _wait(lambda: 403 in _pod_deletes(cluster), what="the agent's DELETE to be refused")
-        _wait(lambda: _state(cluster) == "failed", what="the change to fail")
+        eventually(lambda: 403 in _pod_deletes(cluster), what="the agent's DELETE to be refused", timeout_s=60)
+        node_when(cluster, lambda n: state_of(n) == "failed", what="the change to fail", timeout_s=60)
         assert cluster.api.pod(GUARDED_WORKLOAD[0], GUARDED_WORKLOAD[1]) is not None
     finally:
         cluster.stop()

@@ -18,7 +18,9 @@ from migagent.rollout.state import NodeStatus, Phase
 from migagent_sim.pool import PoolMonitor, SimPool, SimPoolConfig
 from tests.integration.rollout.support import CLOCK, TARGET, api, wait_reported
 
-LEASE_S = 2.0
+LEASE_S = 15.0
+"""Long enough that the lease left by the kill still runs when the second `start` tries, however
+loaded the machine (at 2 s a loaded run reached that `start` after the lease had expired)."""
 
 
 def _state(pool: SimPool) -> dict[str, object] | None:

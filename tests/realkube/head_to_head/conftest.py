@@ -10,6 +10,6 @@ from pathlib import Path
 from migagent_sim.gpu_node.nvidia_tools import missing_tools
 from tests.binaries_gate import BinariesGate
 
-_GATE = BinariesGate(Path(__file__).resolve().parent, "MIGAGENT_REQUIRE_HEAD_TO_HEAD", missing_tools)
+_GATE = BinariesGate(Path(__file__).resolve().parent, "MIGAGENT_REQUIRE_HEAD_TO_HEAD", missing_tools, timeout_s=1800)
 pytest_collection_modifyitems = _GATE.collection_modifyitems
 pytest_terminal_summary = _GATE.terminal_summary

@@ -4,7 +4,7 @@ bench.compare's table shows both trees' medians; structure only, no timing is as
 from __future__ import annotations
 
 from bench.compare import _table
-from bench.report import Block, regenerate
+from bench.report import BLOCKS, Block, _begin, regenerate
 
 README = """# Some bench
 
@@ -34,10 +34,16 @@ def test_a_block_without_markers_is_reported_missing_and_nothing_changes() -> No
     assert (text, missing) == (README, ["other"])
 
 
+def test_every_block_has_its_markers_in_the_file_it_names() -> None:
+    """`bench.report --write` finds every block where it looks (docs moved: the markers moved with them)."""
+    missing = [f"{b.readme.name}: {b.name}" for b in BLOCKS if not _begin(b.name).search(b.readme.read_text("utf-8"))]
+    assert missing == []
+
+
 def test_the_compare_table_has_a_row_per_tree_with_its_median() -> None:
     results = {
-        "abc (this tree)": [{"seconds": s, "requests": 20} for s in (0.5, 0.7, 0.6)],
-        "def (main)": [{"seconds": s, "requests": 40} for s in (1.0, 1.4, 1.2)],
+        "abc (this tree)": [{"value": s, "unit": "s", "requests": 20} for s in (0.5, 0.7, 0.6)],
+        "def (main)": [{"value": s, "unit": "s", "requests": 40} for s in (1.0, 1.4, 1.2)],
     }
     table = _table(results, runs=3, probe_args=["change", "8", "0", "all-balanced"])
     lines = table.splitlines()
@@ -45,3 +51,10 @@ def test_the_compare_table_has_a_row_per_tree_with_its_median() -> None:
     assert lines[2].split()[-5:] == ["3", "0.60", "0.50", "0.70", "20"]
     assert lines[3].split()[-1] == "40"
     assert "this tree / other: 0.50 of the median" in table
+    assert lines[0].split()[-4:] == ["median-s", "min-s", "max-s", "api-requests"]
+
+
+def test_the_idle_probe_compares_megabytes() -> None:
+    results = {name: [{"value": 100.0, "unit": "MiB", "requests": 0}] for name in ("abc (this tree)", "def (x)")}
+    header = _table(results, runs=1, probe_args=["idle", "30"]).splitlines()[0]
+    assert header.split()[-4:] == ["median-MiB", "min-MiB", "max-MiB", "api-requests"]
