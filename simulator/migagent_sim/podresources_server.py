@@ -11,8 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 import grpc
 
 from migagent.podresources.generated import api_pb2, api_pb2_grpc
-from migagent.podresources.model import PodDevices
-from migagent.podresources.wire import to_pod_resources
+from migagent.podresources.model import PodDevices, to_pod_resources
 from migagent_sim.unix_grpc import UnixServer, check_socket_path
 
 PodResourcesServer = UnixServer

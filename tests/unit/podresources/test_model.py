@@ -4,8 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from migagent.podresources import PodDevices
-from migagent.podresources.model import physical_device_id
-from migagent.podresources.wire import from_pod_resources, to_pod_resources
+from migagent.podresources.model import from_pod_resources, physical_device_id, to_pod_resources
 
 _names = st.text(alphabet="abcdefgh-", min_size=1, max_size=6)
 _entries = st.lists(
