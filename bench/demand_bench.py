@@ -47,6 +47,7 @@ from migagent.autopilot.controller import Autopilot, RolloutBudgets
 from migagent.autopilot.decide import Guardrails
 from migagent.clock import FakeClock
 from migagent.demand.generate import config_name, generate_node, generated_layout
+from migagent.rollout.budget import MaxUnavailable
 from migagent.rollout.reported import ReportedNode
 from migagent_sim.model_node import ModelNode
 from migagent_sim.model_pool import Job, ModelPool
@@ -126,8 +127,9 @@ def replay(trace: Trace, policy: str, *, layouts: str, reconfigure_s: float = 60
            guardrails: Guardrails | None = None) -> Result:
     """Replay `trace` under `policy` on a fresh model pool; every figure of one row of the table."""
     pool = _pool(trace, layouts, reconfigure_s)
+    budgets = RolloutBudgets(max_unavailable=MaxUnavailable(trace.gpus))
     autopilot = Autopilot(pool, guardrails or Guardrails(), clock=pool.clock, listener=_Quiet(),
-                          budgets=RolloutBudgets(max_unavailable=str(trace.gpus))) if policy == "autopilot" else None
+                          budgets=budgets) if policy == "autopilot" else None
     oracle = _Oracle(pool) if policy == "oracle" else None
     jobs: list[Job] = []
     withdrawn: dict[str, float] = {}

@@ -26,18 +26,13 @@ from migagent.clock import Clock
 from migagent.demand.advice import ADVICE_LAYOUT
 from migagent.demand.advise import CandidateCache
 from migagent.errors import MigAgentError
-from migagent.layout.parse import parse_layout
-from migagent.layout.spec import LayoutFile
-from migagent.rollout.driver import (
-    HeldElsewhereError,
-    RolloutDriver,
-    RolloutError,
-    RolloutListener,
-    encode,
-    initial_state,
-    new_holder,
-)
-from migagent.rollout.state import NodeStatus, Phase, RolloutSpec, RolloutState
+from migagent.rollout.budget import MaxUnavailable
+from migagent.rollout.driver import RolloutDriver
+from migagent.rollout.errors import HeldElsewhereError, RolloutError
+from migagent.rollout.port import RolloutListener, create, new_holder
+from migagent.rollout.scope import initial_state
+from migagent.rollout.spec import DEFAULT_MAX_UNAVAILABLE, RolloutSpec
+from migagent.rollout.state import Layouts, NodeStatus, Phase, RolloutState
 
 log = structlog.get_logger(__name__)
 
@@ -56,7 +51,7 @@ _CACHE_KEPT = 4096
 class RolloutBudgets:
     """The budgets of each rollout the autopilot starts (`migagent rollout start`'s flags)."""
 
-    max_unavailable: str = "8"
+    max_unavailable: MaxUnavailable = DEFAULT_MAX_UNAVAILABLE
     canary: int = 1
     soak_s: float = 0.0
     failure_budget: int = 1
@@ -105,7 +100,7 @@ class Autopilot:
         self._budgets = budgets or RolloutBudgets()
         self.holder = holder or new_holder()
         self._cache: CandidateCache = {}
-        self._layouts: tuple[str, LayoutFile] | None = None
+        self._layouts: Layouts | None = None
 
     def step(self) -> AutopilotState:
         state = load(self._port)
@@ -117,7 +112,7 @@ class Autopilot:
             self._cache.clear()
         outcome = decide(
             self._clock.wall(), self.guardrails, state, nodes=nodes, pods=self._port.list_gpu_pods(),
-            layout=self._parsed(layouts), budgets=self._port.list_pdbs(),
+            layout=self._parsed(layouts).file, budgets=self._port.list_pdbs(),
             cache=self._cache,
         )
         if outcome.decision is None:
@@ -131,21 +126,21 @@ class Autopilot:
             lease_s=self._budgets.lease_s,
         )
         try:
-            rollout = initial_state(name, spec, layouts, [n.view for n in nodes], outcome.targets)
+            rollout = initial_state(name, spec, self._parsed(layouts), [n.view for n in nodes], outcome.targets)
         except MigAgentError as error:
             held = replace(outcome.decision, verdict=Verdict.HELD, reasons=(str(error),))
             return self._record(state, held)
         decision = replace(outcome.decision, rollout=name)
         state = replace(state.with_changes(outcome.changes, decision.at), rollout=name)
         state = self._record(state, decision, dirty=True)
-        self._port.create_state(name, encode(rollout))
+        create(self._port, rollout, holder=self.holder, now=self._clock.wall())  # it drives it: held from the start
         return state
 
-    def _parsed(self, layouts: str) -> LayoutFile:
+    def _parsed(self, layouts: str) -> Layouts:
         """The layout file, parsed again only when its text changed."""
-        if self._layouts is None or self._layouts[0] != layouts:
-            self._layouts = (layouts, parse_layout(layouts, source="the autopilot's layouts"))
-        return self._layouts[1]
+        if self._layouts is None or self._layouts.text != layouts:
+            self._layouts = Layouts.parse(layouts, source="the autopilot's layouts")
+        return self._layouts
 
     def _record(self, state: AutopilotState, decision: Decision, *, dirty: bool = False) -> AutopilotState:
         """Write `decision` (unless it repeats the last one) and whatever else changed (`dirty`), then its Events."""

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from migagent.node.scheduling import DemandNode, DemandPod
-from migagent.rollout.driver import RolloutPort, StoredObject
+from migagent.rollout.codec import StoredObject
+from migagent.rollout.port import RolloutPort
 
 STATE_KEY = "state"
 

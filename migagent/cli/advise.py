@@ -18,17 +18,20 @@ from contextlib import closing
 from migagent.cli.advise_view import render
 from migagent.cli.commands import summary
 from migagent.cli.flags import HelpFormatter
-from migagent.cli.pool_args import layouts_text, pool_api
+from migagent.cli.pool_args import file_layouts, pool_api, pool_layouts
+from migagent.cli.rollout_flags import NAMESPACE, add_layout_file
 from migagent.clock import Clock, SystemClock
 from migagent.demand.advice import Advice
 from migagent.demand.advise import AdviseOptions, DemandView, advise
 from migagent.errors import UsageError
 from migagent.kube.demand_api import DemandApi
-from migagent.layout.parse import parse_layout
 from migagent.layout.strategy import MigStrategy
+from migagent.node.names import LAYOUTS_NAMESPACE
 from migagent.node.scheduling import DemandNode
-from migagent.rollout.driver import RolloutError, initial_state
-from migagent.rollout.state import RolloutSpec, RolloutState
+from migagent.rollout.errors import RolloutError
+from migagent.rollout.scope import initial_state
+from migagent.rollout.spec import RolloutSpec
+from migagent.rollout.state import Layouts, RolloutState
 
 STRATEGIES = ("auto", MigStrategy.MIXED.value, MigStrategy.SINGLE.value)
 
@@ -38,11 +41,12 @@ class DescribedHelp(argparse.RawDescriptionHelpFormatter, HelpFormatter):
 
 
 def advice_for(
-    args: argparse.Namespace, api: DemandApi, clock: Clock, *, generate: bool = False
-) -> tuple[Advice, str, list[DemandNode]]:
-    """The advice for the nodes -l selects, with the layouts it was computed from and those nodes."""
-    layouts = layouts_text(args, api)
-    layout = parse_layout(layouts, source=args.layout_file or "the migagent-layouts ConfigMap")
+    args: argparse.Namespace, api: DemandApi, clock: Clock, *, generate: bool = False, given: Layouts | None = None
+) -> tuple[Advice, Layouts, list[DemandNode]]:
+    """The advice for the nodes -l selects, with the layouts it was computed from (`given`: -f, already
+    parsed) and those nodes."""
+    layouts = pool_layouts(api, given or file_layouts(args))
+    layout = layouts.file
     nodes = api.list_demand_nodes(args.selector or "")
     if not nodes:
         raise UsageError(f"-l {args.selector}: selects no node")
@@ -51,10 +55,11 @@ def advice_for(
     return advise(view, AdviseOptions(generate=generate, strategy=strategy)), layouts, nodes
 
 
-def advised_state(args: argparse.Namespace, spec: RolloutSpec, clock: Clock) -> RolloutState:
-    """`rollout start NAME --from-advice`: a rollout of each node the advice changes, to its target."""
+def advised_state(args: argparse.Namespace, spec: RolloutSpec, clock: Clock, given: Layouts | None) -> RolloutState:
+    """`rollout start NAME --from-advice`: a rollout of each node the advice changes, to its target (the
+    targets the rollout takes, checked against the layouts as any are: rollout/scope.initial_state)."""
     with closing(pool_api(args, clock)) as api:
-        advice, layouts, nodes = advice_for(args, api, clock)
+        advice, layouts, nodes = advice_for(args, api, clock, given=given)
     if not advice.changes:
         unserved = sum(1 for pod in advice.pods if pod.node is None)
         raise RolloutError(f"the advice changes no node ({len(advice.pods)} pending pod(s), {unserved} unserved):"
@@ -83,7 +88,7 @@ def add_strategy_flag(parser: argparse.ArgumentParser) -> None:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("advise", help=summary("advise"), description=__doc__, formatter_class=DescribedHelp)
     parser.add_argument("-l", "--selector", help="the nodes that may change, as kubectl -l (default: every node)")
-    parser.add_argument("-f", "--layout-file", help="layout file (default: the cluster's migagent-layouts ConfigMap)")
+    add_layout_file(parser)
     add_strategy_flag(parser)
     parser.add_argument("--generate", action="store_true",
                         help="also consider a layout built per node from the demand (printed, to add to the file)")
@@ -92,5 +97,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)"
     )
     parser.add_argument("--api-server", help="API server URL, e.g. the simulator's http://127.0.0.1:PORT")
-    parser.add_argument("--namespace", default="migagent", help="where the layouts ConfigMap lives (default migagent)")
+    parser.add_argument("--namespace", dest="layouts_namespace", type=NAMESPACE, default=LAYOUTS_NAMESPACE,
+                        help=f"where the layouts ConfigMap lives (default {LAYOUTS_NAMESPACE})")
     parser.set_defaults(handler=_run_advise)

@@ -28,12 +28,13 @@ from migagent.autopilot.state import AutopilotState, Decision
 from migagent.cli.advise import DescribedHelp
 from migagent.cli.commands import summary
 from migagent.cli.pool_args import pool_api
+from migagent.cli.rollout_flags import MAX_UNAVAILABLE, NAMESPACE, NODES, POSITIVE_SECONDS, SECONDS, OneLineParser
 from migagent.cli.rollout_view import JsonEvents
 from migagent.cli.signals import signals_handled
 from migagent.clock import SystemClock
 from migagent.errors import TransientError
 from migagent.kube.demand_api import DemandApi
-from migagent.rollout.budget import MaxUnavailable
+from migagent.node.names import AUTOPILOT_NAMESPACE
 
 _CONFLICT_TRIES = 10
 
@@ -47,9 +48,8 @@ def _guardrails(args: argparse.Namespace) -> Guardrails:
 
 def _run(args: argparse.Namespace) -> int:
     clock = SystemClock()
-    MaxUnavailable.parse(args.max_unavailable)  # a bad value is refused before anything is read
     listener = JsonEvents(clock)
-    budgets = RolloutBudgets(max_unavailable=args.max_unavailable.strip(), canary=args.canary, soak_s=args.soak,
+    budgets = RolloutBudgets(max_unavailable=args.max_unavailable, canary=args.canary, soak_s=args.soak,
                              failure_budget=args.failure_budget)
     api = pool_api(args, clock)
     autopilot = Autopilot(api, _guardrails(args), clock=clock, listener=listener, budgets=budgets)
@@ -134,7 +134,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)"
     )
     parser.add_argument("--api-server", help="API server URL, e.g. the simulator's http://127.0.0.1:PORT")
-    parser.add_argument("--namespace", default="migagent",
+    parser.add_argument("--namespace", type=NAMESPACE, default=AUTOPILOT_NAMESPACE,
                         help="where its object (ConfigMap migagent-autopilot), the layouts and rollouts live")
 
 
@@ -163,19 +163,19 @@ def _run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cooldown", type=_seconds, default=3600.0, metavar="SECONDS",
                         help="after a node changes, it may not change again for this long")
     parser.add_argument("--dry-run", action="store_true", help="record and announce decisions; change nothing")
-    parser.add_argument("--poll", type=_seconds, default=15.0, metavar="SECONDS", help="how often to look")
-    parser.add_argument("--max-unavailable", default="8", metavar="N|Nnodes|N%",
+    parser.add_argument("--poll", type=POSITIVE_SECONDS, default=15.0, metavar="SECONDS", help="how often to look")
+    parser.add_argument("--max-unavailable", type=MAX_UNAVAILABLE, default="8", metavar="N|Nnodes|N%",
                         help="each rollout's budget of GPUs out of service at once (as `rollout start`)")
-    parser.add_argument("--canary", type=_positive, default=1, metavar="N", help="nodes in each rollout's first wave")
-    parser.add_argument("--soak", type=_seconds, default=0.0, metavar="SECONDS", help="wait after the canary succeeds")
-    parser.add_argument("--failure-budget", type=_positive, default=1, metavar="N", help="halt after N failed nodes")
+    parser.add_argument("--canary", type=NODES, default=1, metavar="N", help="nodes in each rollout's first wave")
+    parser.add_argument("--soak", type=SECONDS, default=0.0, metavar="SECONDS", help="wait after the canary succeeds")
+    parser.add_argument("--failure-budget", type=NODES, default=1, metavar="N", help="halt after N failed nodes")
     parser.add_argument("--run-for", type=float, default=None, metavar="SECONDS", help=argparse.SUPPRESS)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("autopilot", help=summary("autopilot"), description=__doc__,
                                    formatter_class=DescribedHelp)
-    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB", parser_class=OneLineParser)
     run = verbs.add_parser("run", help="the controller: follow demand within the guardrails")
     _run_flags(run)
     _common(run)

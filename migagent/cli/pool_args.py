@@ -1,18 +1,20 @@
 """The cluster a pool command talks to, and the layout file it reads, from its flags (`rollout`, `advise`,
-`autopilot`): --kubeconfig / --api-server / --namespace, and -f (else the agents' layouts ConfigMap)."""
+`autopilot`): --kubeconfig / --api-server, --namespace (where the state objects live) and
+--layouts-namespace (where the agents' layouts ConfigMap is; a command without it reads the layouts
+where its --namespace points), and -f (read when the flags were parsed, else that ConfigMap)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
 
 from migagent.cli.status import _default_kubeconfig
 from migagent.clock import Clock
-from migagent.errors import UsageError
 from migagent.kube.client import make_api_client
 from migagent.kube.demand_api import DemandApi
 from migagent.kube.rollout_api import RolloutApi
+from migagent.node.names import ROLLOUT_NAMESPACE
+from migagent.rollout.state import Layouts
 
 
 def pool_api(args: argparse.Namespace, clock: Clock) -> DemandApi:
@@ -20,13 +22,18 @@ def pool_api(args: argparse.Namespace, clock: Clock) -> DemandApi:
     if not args.debug:  # urllib3 logs each connection retry; the one error line says it all
         logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     client = make_api_client(kubeconfig=_default_kubeconfig(args.kubeconfig), api_server=args.api_server)
-    return DemandApi(client, clock=clock, namespace=args.namespace)
+    namespace = getattr(args, "namespace", ROLLOUT_NAMESPACE)
+    return DemandApi(client, clock=clock, namespace=namespace,
+                     layouts_namespace=getattr(args, "layouts_namespace", namespace))
 
 
-def layouts_text(args: argparse.Namespace, api: RolloutApi) -> str:
-    if args.layout_file:
-        try:
-            return Path(args.layout_file).read_text(encoding="utf-8")
-        except OSError as error:
-            raise UsageError(f"-f {args.layout_file}: cannot read it: {error.strerror}") from error
-    return api.read_layouts()
+def file_layouts(args: argparse.Namespace) -> Layouts | None:
+    """-f (read when the flags were parsed, cli/rollout_flags.layout_file), parsed before the cluster is read."""
+    given = args.layout_file
+    return None if given is None else Layouts.parse(given.text, source=given.path)
+
+
+def pool_layouts(api: RolloutApi, given: Layouts | None) -> Layouts:
+    """-f's layouts, else the agents' layouts ConfigMap's."""
+    source = f"the migagent-layouts ConfigMap in namespace {api.layouts_namespace}"
+    return given or Layouts.parse(api.read_layouts(), source=source)

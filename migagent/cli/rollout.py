@@ -3,56 +3,59 @@ halt after --failure-budget failed nodes, and a resume.
 
     plan        what each node in scope would do (GPUs, GIs, evicted pods, resets), the waves, totals
                 and the capacity before, during the worst wave and after (nothing is written)
-    start       create the rollout's state object (ConfigMap migagent-rollout-NAME) and drive it; an
-                existing one is resumed where it stopped
+    start       create the rollout's state object (ConfigMap migagent-rollout-NAME in namespace
+                migagent-rollouts) and drive it; an existing one is resumed where it stopped
     status      the state of one rollout (or the list of all), from anywhere
     pause       no new wave starts; nodes in flight finish
     resume      a paused or halted rollout runs on (a halted one after its fault is cleared)
     undo        every node the rollout relabelled goes back to its previous layout, with the same budgets
     controller  drive every running rollout from inside the cluster (deploy/components/rollout-controller)
 
-The one label it writes is `nvidia.com/mig.config`; each node's agent does the change and reports.
+The one label it writes is `nvidia.com/mig.config`, and only from the value it expects: a node whose
+label someone else changes is left alone (and said to be); each node's agent does the change and reports.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from migagent.cli.advise import add_strategy_flag, advised_state
 from migagent.cli.commands import summary
-from migagent.cli.pool_args import layouts_text, pool_api
-from migagent.cli.rollout_view import JsonEvents, LiveTable, evictions_report, headline, node_rows, table
+from migagent.cli.pool_args import file_layouts, pool_api, pool_layouts
+from migagent.cli.rollout_flags import (
+    POSITIVE_SECONDS,
+    OneLineParser,
+    add_budgets,
+    add_cluster,
+    add_driving,
+    add_name,
+    add_scope,
+    add_start,
+)
+from migagent.cli.rollout_plan import print_plan, rollout_preview
+from migagent.cli.rollout_status import run_status
+from migagent.cli.rollout_view import JsonEvents, LiveTable, ending_lines
 from migagent.cli.signals import signals_handled
 from migagent.clock import Clock, SystemClock
 from migagent.demand.advice import ADVICE_LAYOUT
 from migagent.errors import TransientError, UsageError
 from migagent.kube.rollout_api import RolloutApi
-from migagent.layout.parse import parse_layout
-from migagent.rollout.budget import MaxUnavailable
-from migagent.rollout.driver import (
-    HeldElsewhereError,
-    RolloutDriver,
-    RolloutError,
-    RolloutListener,
-    decode,
-    encode,
-    gpu_pods,
-    impact_of,
-    initial_state,
-    new_holder,
-    resumed,
-    undo_state,
-)
-from migagent.rollout.impact import with_pods_now
-from migagent.rollout.preview import Preview, preview
-from migagent.rollout.state import NodeStatus, Phase, RolloutSpec, RolloutState
+from migagent.node.port import NodeView
+from migagent.rollout.codec import decode, encode
+from migagent.rollout.controller import run_controller
+from migagent.rollout.driver import RolloutDriver
+from migagent.rollout.errors import HeldElsewhereError, RolloutError
+from migagent.rollout.ownership import layout_label
+from migagent.rollout.port import RolloutListener, create, new_holder
+from migagent.rollout.scope import Targets, initial_state, one_layout, resumed, undo_state
+from migagent.rollout.spec import RolloutSpec
+from migagent.rollout.state import Layouts, NodeStatus, Phase, RolloutState
 
 _CONFLICT_TRIES = 10
 
@@ -61,79 +64,27 @@ def _api(args: argparse.Namespace, clock: Clock) -> RolloutApi:
     return pool_api(args, clock)
 
 
-def _layouts(args: argparse.Namespace, api: RolloutApi) -> str:
-    return layouts_text(args, api)
+def layouts_of(args: argparse.Namespace, api: RolloutApi, given: Layouts | None) -> Layouts:
+    layouts = pool_layouts(api, given)
+    if args.layout not in layouts.file.configs:
+        raise UsageError(f"-c {args.layout}: no such layout; valid: {', '.join(layouts.file.names) or 'none'}")
+    return layouts
 
 
-def _budget(text: str) -> MaxUnavailable:
-    return MaxUnavailable.parse(text)
+def targets_of(args: argparse.Namespace, nodes: Sequence[NodeView]) -> Targets:
+    """The rollout's input: which layout each selected node moves to (`-c`: the same for all;
+    `--from-advice` hands its own per node, cli/advise.advised_state)."""
+    return one_layout(nodes, args.layout)
 
 
 # --- plan ---------------------------------------------------------------------------------------------
 
 
-def _preview(args: argparse.Namespace, api: RolloutApi) -> Preview:
-    layouts = _layouts(args, api)
-    layout = parse_layout(layouts, source=args.layout_file or "the migagent-layouts ConfigMap")
-    if args.layout not in layout.configs:
-        raise UsageError(f"-c {args.layout}: no such layout; valid: {', '.join(layout.names) or 'none'}")
-    nodes = api.list_nodes(args.selector)
-    if not nodes:
-        raise UsageError(f"-l {args.selector}: selects no node")
-    impacts = []
-    labels: dict[str, dict[str, str]] = {}
-    for node in nodes:
-        impact = impact_of(node, layout, args.layout)
-        if impact.plannable:
-            pods = api.list_pods_on_node(node.name)
-            impact = with_pods_now(impact, gpu_pods(pods))
-            labels.update((str(pod.ref), dict(pod.labels)) for pod in pods)
-        impacts.append(impact)
-    return preview(impacts, max_unavailable=_budget(args.max_unavailable), canary=args.canary,
-                   budgets=api.list_pdbs(), pod_labels=labels)
-
-
-def _capacity_lines(result: Preview) -> list[str]:
-    names = sorted(set(result.before) | set(result.after) | set(result.worst))
-    rows = [("RESOURCE", "BEFORE", "WORST WAVE", "AFTER")] + [
-        (name, str(result.before.get(name, 0)), str(result.worst.get(name, 0)), str(result.after.get(name, 0)))
-        for name in names
-    ]
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    return ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
-
-
 def _run_plan(args: argparse.Namespace) -> int:
+    given = file_layouts(args)
     api = _api(args, SystemClock())
-    result = _preview(args, api)
-    if args.output == "json":
-        print(json.dumps(result.to_json(), indent=2, sort_keys=True))
-        return 0
-    rows = [("NODE", "GPUS CHANGED", "GIS KEPT", "DESTROYED", "CREATED", "RESETS", "EVICTS", "PROBLEM")]
-    for node in result.nodes:
-        evicts = ", ".join(f"{pod}{'?' if pod in node.unreported else ''}" for pod in node.evicts)
-        rows.append((
-            node.node, ",".join(map(str, node.gpus_changed)) or "-", str(node.gis_kept), str(node.gis_destroyed),
-            str(node.gis_created), str(node.resets), evicts or "-", node.problem or "-",
-        ))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    totals = result.totals()
-    print(f"\ntotals: {totals['nodes_changed']} node(s) change, {totals['nodes_unchanged']} unchanged,"
-          f" {totals['nodes_problem']} cannot ({totals['gpus_changed']} GPUs changed, {totals['gis_destroyed']} GIs"
-          f" destroyed, {totals['gis_kept']} kept, {totals['gis_created']} created, {totals['resets']} resets,"
-          f" {totals['pods_evicted']} pod(s) evicted)")
-    for index, wave in enumerate(result.waves, start=1):
-        print(f"wave {index}{' (canary)' if index == 1 else ''}: {', '.join(wave)}")
-    for reason in result.unplaced:
-        print(f"no wave can take {reason}")
-    if any(node.unreported for node in result.nodes):
-        print("?: a GPU pod started since its agent last reported; which device it holds is not known yet, so it"
-              " counts as evicted")
-    print()
-    for line in _capacity_lines(result):
-        print(line)
+    result = rollout_preview(args, api, layouts_of(args, api, given))
+    print_plan(result, as_json=args.output == "json")
     return 0
 
 
@@ -146,72 +97,77 @@ def _listener(args: argparse.Namespace, clock: Clock) -> RolloutListener:
     return LiveTable(clock, redraw=sys.stdout.isatty())
 
 
-def _drive(args: argparse.Namespace, api: RolloutApi, clock: Clock, listener: RolloutListener) -> int:
-    driver = RolloutDriver(api, args.name, clock=clock, listener=listener, poll_s=args.poll, holder=new_holder())
+def _drive(args: argparse.Namespace, api: RolloutApi, clock: Clock, holder: str) -> int:
+    listener = _listener(args, clock)
+    driver = RolloutDriver(api, args.name, clock=clock, listener=listener, poll_s=args.poll, holder=holder)
     try:
         final = driver.run()
     except HeldElsewhereError as error:
         print(f"migagent rollout: {error}", file=sys.stderr)
         return 1
-    return _ending(args, final, listener)
+    return _ending(final, listener)
 
 
-def _ending(args: argparse.Namespace, state: RolloutState, listener: RolloutListener) -> int:
-    failed = state.in_status(NodeStatus.FAILED)
+def _ending(state: RolloutState, listener: RolloutListener) -> int:
     if isinstance(listener, JsonEvents):
         listener.event("summary", rollout=state.name, phase=str(state.phase), mode=str(state.mode),
                        reasons=list(state.reasons),
                        nodes={r.node: {"status": str(r.status), "wave": r.wave, "predicted": list(r.predicted),
-                                       "evicted": list(r.evicted)} for r in state.nodes.values()})
+                                       "evicted": list(r.evicted), "reason": r.reason} for r in state.nodes.values()})
     else:
-        print()
-        for line in evictions_report(state):
+        for line in ending_lines(state):
             print(line)
-        print(f"\nrollout {state.name}: {state.phase}")
-        for reason in state.reasons:
-            print(f"  {reason}")
-        if state.phase is Phase.HALTED:
-            print(f"clear the fault, then: migagent rollout resume {state.name}")
-        elif state.phase is Phase.PAUSED:
-            print(f"paused; continue with: migagent rollout resume {state.name}")
-    return 1 if state.phase is Phase.HALTED or failed else 0
+    return 1 if state.phase is Phase.HALTED or state.in_status(NodeStatus.FAILED) else 0
+
+
+def _existing(args: argparse.Namespace, spec: RolloutSpec, state: RolloutState) -> None:
+    """A start of a rollout that exists resumes it, if it is the same rollout and may run on."""
+    if (state.spec.selector, state.spec.layout) != (spec.selector, spec.layout) and state.mode.value == "rollout":
+        raise RolloutError(
+            f"rollout {args.name} exists with -l {state.spec.selector} -c {state.spec.layout}; start it with"
+            " those (it resumes), or give a new NAME"
+        )
+    if state.phase is Phase.HALTED:
+        raise RolloutError(
+            f"rollout {args.name} is halted ({'; '.join(state.reasons)}); clear the fault, then"
+            f" `migagent rollout resume {args.name}`"
+        )
 
 
 def _run_start(args: argparse.Namespace) -> int:
+    given = file_layouts(args)
     clock = SystemClock()
-    api = _api(args, clock)
-    _budget(args.max_unavailable)  # a bad value is refused before anything is read or written
+    return run_start(args, _api(args, clock), clock, given)
+
+
+def run_start(args: argparse.Namespace, api: RolloutApi, clock: Clock, given: Layouts | None) -> int:
+    """Create the rollout (or find it) and drive it; of two starts that find no object, one drives and the
+    other is told who does (AlreadyStartedError)."""
+    holder = new_holder()
     spec = RolloutSpec(
         selector=args.selector, layout=ADVICE_LAYOUT if args.from_advice else args.layout,
-        max_unavailable=args.max_unavailable.strip(),
-        canary=args.canary, soak_s=args.soak, failure_budget=args.failure_budget, lease_s=args.lease,
+        max_unavailable=args.max_unavailable, canary=args.canary, soak_s=args.soak,
+        failure_budget=args.failure_budget, lease_s=args.lease,
     )
     stored = api.read_state(args.name)
-    if stored is None and args.from_advice:
-        state = advised_state(args, spec, clock)
-        api.create_state(args.name, encode(state))
-    elif stored is None:
-        state = initial_state(args.name, spec, _layouts(args, api), api.list_nodes(args.selector))
-        api.create_state(args.name, encode(state))
+    if stored is None:
+        if args.from_advice:
+            state = advised_state(args, spec, clock, given)
+        else:
+            layouts = layouts_of(args, api, given)
+            nodes = api.list_nodes(args.selector)
+            state = initial_state(args.name, spec, layouts, nodes, targets_of(args, nodes))
+        create(api, state, holder=None if args.detach else holder, now=clock.wall())
     else:
         state = decode(args.name, stored)
-        if (state.spec.selector, state.spec.layout) != (spec.selector, spec.layout) and state.mode.value == "rollout":
-            raise RolloutError(
-                f"rollout {args.name} exists with -l {state.spec.selector} -c {state.spec.layout}; start it with"
-                " those (it resumes), or give a new NAME"
-            )
-        if state.phase is Phase.HALTED:
-            raise RolloutError(
-                f"rollout {args.name} is halted ({'; '.join(state.reasons)}); clear the fault, then"
-                f" `migagent rollout resume {args.name}`"
-            )
+        _existing(args, spec, state)
         if state.phase is Phase.DONE:
             print(f"rollout {args.name} is done")
             return 0
     if args.detach:
         print(f"rollout {args.name} created; a `migagent rollout controller` drives it")
         return 0
-    return _drive(args, api, clock, _listener(args, clock))
+    return _drive(args, api, clock, holder)
 
 
 def _update(api: RolloutApi, name: str, change: Callable[[RolloutState], RolloutState]) -> RolloutState:
@@ -245,11 +201,12 @@ def _run_pause(args: argparse.Namespace) -> int:
 
 def _then_drive(args: argparse.Namespace, api: RolloutApi, clock: Clock, state: RolloutState, done: str) -> int:
     print(done)
-    if args.detach or state.held_by_other(new_holder(), clock.wall()):
+    holder = new_holder()
+    if args.detach or state.held_by_other(holder, clock.wall()):
         if state.holder:
             print(f"driven by {state.holder}")
         return 0
-    return _drive(args, api, clock, _listener(args, clock))
+    return _drive(args, api, clock, holder)
 
 
 def _run_resume(args: argparse.Namespace) -> int:
@@ -268,80 +225,24 @@ def _run_resume(args: argparse.Namespace) -> int:
 def _run_undo(args: argparse.Namespace) -> int:
     clock = SystemClock()
     api = _api(args, clock)
-    state = _update(api, args.name, undo_state)
+
+    def undo(state: RolloutState) -> RolloutState:
+        return undo_state(state, {node.name: layout_label(node) for node in api.list_nodes(state.spec.selector)})
+
+    state = _update(api, args.name, undo)
     back = len(state.in_status(NodeStatus.PENDING))
-    return _then_drive(args, api, clock, state, f"rollout {args.name}: {back} node(s) go back to their previous layout")
+    kept = len(state.in_status(NodeStatus.OVERRIDDEN))
+    note = f"; {kept} changed by someone else, left as they are" if kept else ""
+    return _then_drive(args, api, clock, state,
+                       f"rollout {args.name}: {back} node(s) go back to their previous layout{note}")
 
 
 def _run_status(args: argparse.Namespace) -> int:
     clock = SystemClock()
-    api = _api(args, clock)
-    if args.name is None:
-        states = [decode(stored.name, stored) for stored in api.list_states()]
-        if args.output == "json":
-            print(json.dumps([s.to_json() for s in states], indent=2, sort_keys=True))
-        for state in states if args.output != "json" else ():
-            print(headline(state))
-        return 0
-    stored = api.read_state(args.name)
-    if stored is None:
-        raise RolloutError(f"no rollout {args.name}")
-    state = decode(args.name, stored)
-    if args.output == "json":
-        print(json.dumps(state.to_json(), indent=2, sort_keys=True))
-        return 0
-    print(headline(state))
-    if state.holder and state.holder_expires > clock.wall():
-        print(f"driven by {state.holder}")
-    for reason in state.reasons:
-        print(f"  {reason}")
-    for line in table(node_rows(state, {}, clock.wall())):
-        print(line)
-    return 0
+    return run_status(args, _api(args, clock), clock)
 
 
 # --- controller ----------------------------------------------------------------------------------------
-
-
-def run_controller(
-    api: RolloutApi, *, clock: Clock, listener: RolloutListener, poll_s: float, stop: threading.Event
-) -> None:
-    """Every running rollout, one step each per look, under this controller's own lease, until `stop`.
-
-    A rollout another driver holds (a person's `rollout start`, another replica) is left to it; one
-    whose driver died is taken over when that lease expires."""
-    holder = new_holder()
-    drivers: dict[str, RolloutDriver] = {}
-    while not stop.is_set():
-        try:
-            stored_states = api.list_states()
-        except TransientError as error:
-            listener.event("controller_list_failed", error=str(error))
-            clock.wait(stop, poll_s)
-            continue
-        for stored in stored_states:
-            state = decode(stored.name, stored)
-            if state.phase is Phase.DONE or state.held_by_other(holder, clock.wall()):
-                continue
-            if state.phase in (Phase.PAUSED, Phase.HALTED) and not state.in_status(NodeStatus.IN_FLIGHT):
-                continue
-            driver = drivers.setdefault(
-                stored.name, RolloutDriver(api, stored.name, clock=clock, listener=listener, holder=holder)
-            )
-            try:
-                after = driver.step()
-                if after.phase is Phase.DONE or (
-                    after.phase is Phase.HALTED and not after.in_status(NodeStatus.IN_FLIGHT)
-                ):
-                    driver.release()
-            except (TransientError, HeldElsewhereError) as error:
-                listener.event("controller_step_retried", rollout=stored.name, error=str(error))
-        clock.wait(stop, poll_s)
-    for driver in drivers.values():  # stopped (SIGTERM): hand the rollouts over now, not at lease expiry
-        try:
-            driver.release()
-        except (TransientError, RolloutError) as error:
-            listener.event("controller_release_failed", error=str(error))
 
 
 def _run_controller(args: argparse.Namespace) -> int:
@@ -357,90 +258,50 @@ def _run_controller(args: argparse.Namespace) -> int:
 # --- flags --------------------------------------------------------------------------------------------
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)"
-    )
-    parser.add_argument("--api-server", help="API server URL, e.g. the simulator's http://127.0.0.1:PORT")
-    parser.add_argument("--namespace", default="migagent", help="where rollout state objects live (default migagent)")
-
-
-def _budgets(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--max-unavailable", default="8", metavar="N|Nnodes|N%",
-        help="GPUs out of service at once (default 8); or nodes (2nodes); or a share of the pool's GPUs (25%%)",
-    )
-    parser.add_argument("--canary", type=int, default=1, metavar="N", help="nodes in the first wave (default 1)")
-
-
-def _driving(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", choices=("table", "json"), default=None,
-                        help="live table (default on a terminal) or one JSON event per line (default otherwise)")
-    parser.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="how often to look (default 1)")
-    parser.add_argument("--detach", action="store_true", help="only write the state; a controller drives it")
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("rollout", help=summary("rollout"), description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB", parser_class=OneLineParser)
 
     plan = verbs.add_parser("plan", help="what each node would do, the waves, and the capacity meanwhile")
-    plan.add_argument("-l", "--selector", required=True, help="the nodes, as kubectl -l (e.g. pool=a100)")
-    plan.add_argument("-c", "--layout", required=True, help="the layout name (a key of the layout file)")
-    plan.add_argument("-f", "--layout-file", help="layout file (default: the cluster's migagent-layouts ConfigMap)")
+    add_scope(plan)
     plan.add_argument("-o", "--output", choices=("table", "json"), default="table")
-    _budgets(plan)
-    _common(plan)
+    add_budgets(plan)
+    add_cluster(plan, layouts=True)
     plan.set_defaults(handler=_run_plan)
 
     start = verbs.add_parser("start", help="create the rollout and drive it (resumes an existing one)")
-    start.add_argument("name", metavar="NAME")
-    start.add_argument("-l", "--selector", required=True, help="the nodes, as kubectl -l (e.g. pool=a100)")
-    target = start.add_mutually_exclusive_group(required=True)
-    target.add_argument("-c", "--layout", help="the layout name (a key of the layout file)")
-    target.add_argument("--from-advice", action="store_true",
-                        help="each node to the layout `migagent advise -l SELECTOR` proposes for it")
+    add_name(start)
+    add_scope(start, from_advice=True)
     add_strategy_flag(start)
-    start.add_argument("-f", "--layout-file", help="layout file (default: the cluster's migagent-layouts ConfigMap)")
-    _budgets(start)
-    start.add_argument("--soak", type=float, default=0.0, metavar="SECONDS", help="wait after the canary succeeds")
-    start.add_argument("--failure-budget", type=_positive, default=1, metavar="N",
-                       help="halt after N failed nodes (default 1)")
-    start.add_argument("--lease", type=float, default=30.0, metavar="SECONDS",
-                       help="how long a killed driver keeps others from taking over (default 30)")
-    _driving(start)
-    _common(start)
+    add_budgets(start)
+    add_start(start)
+    add_driving(start)
+    add_cluster(start, layouts=True)
     start.set_defaults(handler=_run_start)
 
     for verb, handler, text in (("resume", _run_resume, "a paused or halted rollout runs on (and is driven here)"),
                                 ("undo", _run_undo, "relabel every changed node to its previous layout, in waves")):
         sub = verbs.add_parser(verb, help=text)
-        sub.add_argument("name", metavar="NAME")
-        _driving(sub)
-        _common(sub)
+        add_name(sub)
+        add_driving(sub)
+        add_cluster(sub)
         sub.set_defaults(handler=handler)
 
     pause = verbs.add_parser("pause", help="no new wave starts; nodes in flight finish")
-    pause.add_argument("name", metavar="NAME")
-    _common(pause)
+    add_name(pause)
+    add_cluster(pause)
     pause.set_defaults(handler=_run_pause)
 
     status = verbs.add_parser("status", help="one rollout's state (or every rollout's headline)")
-    status.add_argument("name", metavar="NAME", nargs="?")
+    add_name(status, optional=True)
     status.add_argument("-o", "--output", choices=("table", "json"), default="table")
-    _common(status)
+    add_cluster(status)
     status.set_defaults(handler=_run_status)
 
     controller = verbs.add_parser("controller", help="drive every running rollout from inside the cluster")
-    controller.add_argument("--poll", type=float, default=2.0, metavar="SECONDS", help="how often to look")
-    controller.add_argument("--run-for", type=float, default=None, metavar="SECONDS", help=argparse.SUPPRESS)
+    controller.add_argument("--poll", type=POSITIVE_SECONDS, default=2.0, metavar="SECONDS", help="how often to look")
+    controller.add_argument("--run-for", type=POSITIVE_SECONDS, default=None, metavar="SECONDS",
+                            help=argparse.SUPPRESS)
     controller.set_defaults(handler=_run_controller, log_level=logging.INFO)
-    _common(controller)
+    add_cluster(controller)

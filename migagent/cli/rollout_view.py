@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping
-from typing import Any, TextIO
+from typing import TextIO
 
 from migagent.clock import Clock
-from migagent.rollout.driver import LiveNode
-from migagent.rollout.state import NodeRecord, NodeStatus, RolloutState
+from migagent.rollout.port import LiveNode
+from migagent.rollout.state import NodeRecord, NodeStatus, Phase, RolloutState
 
 COLUMNS = ("WAVE", "NODE", "STATE", "GPUS", "EVICTIONS", "SECONDS", "AGENT / REASON")
 
@@ -29,8 +29,8 @@ def _seconds(record: NodeRecord, live: LiveNode | None, now: float) -> str:
 
 
 def node_rows(state: RolloutState, live: Mapping[str, LiveNode], now: float) -> list[tuple[str, ...]]:
-    order = {NodeStatus.IN_FLIGHT: 0, NodeStatus.FAILED: 1, NodeStatus.DONE: 2, NodeStatus.PENDING: 3,
-             NodeStatus.SKIPPED: 4}
+    order = {NodeStatus.IN_FLIGHT: 0, NodeStatus.FAILED: 1, NodeStatus.OVERRIDDEN: 2, NodeStatus.DONE: 3,
+             NodeStatus.PENDING: 4, NodeStatus.SKIPPED: 5}
     records = sorted(state.nodes.values(), key=lambda r: (r.wave if r.wave is not None else 10**6, order[r.status],
                                                           r.node))
     rows: list[tuple[str, ...]] = []
@@ -58,8 +58,8 @@ def headline(state: RolloutState) -> str:
     return (
         f"rollout {state.name} ({state.mode}): {state.phase}; -l {spec.selector} -c {spec.layout};"
         f" wave {state.waves}; {done}/{len(state.nodes)} done, {counts[NodeStatus.IN_FLIGHT]} in flight,"
-        f" {counts[NodeStatus.FAILED]} failed (budget {spec.failure_budget}), {counts[NodeStatus.SKIPPED]} skipped;"
-        f" --max-unavailable {spec.max_unavailable}"
+        f" {counts[NodeStatus.FAILED]} failed (budget {spec.failure_budget}), {counts[NodeStatus.SKIPPED]} skipped,"
+        f" {counts[NodeStatus.OVERRIDDEN]} changed by someone else; --max-unavailable {spec.max_unavailable.flag}"
     )
 
 
@@ -88,6 +88,8 @@ def _describe(event: str, fields: Mapping[str, object]) -> str:
             text = f"canary succeeded; soaking {get('soak_s')}s before the next wave"
         case "wave_waiting":
             text = "waiting: " + "; ".join(_items(get("reasons")))
+        case "node_left_alone":
+            text = f"{get('node')} LEFT ALONE: {get('reason')}"
         case _:
             text = f"{event}: " + ", ".join(f"{k}={v}" for k, v in fields.items() if k != "rollout")
     return text
@@ -158,5 +160,16 @@ def evictions_report(state: RolloutState) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
 
 
-def state_json(state: RolloutState) -> dict[str, Any]:
-    return state.to_json()
+def ending_lines(state: RolloutState) -> list[str]:
+    """The end report: evictions predicted against actual, the outcome, and what the rollout left alone."""
+    lines = ["", *evictions_report(state), "", f"rollout {state.name}: {state.phase}"]
+    lines += [f"  {reason}" for reason in state.reasons]
+    left = state.in_status(NodeStatus.OVERRIDDEN)
+    if left:
+        lines.append(f"{len(left)} node(s) changed by someone else, left alone (undo will not change them):")
+        lines += [f"  {record.node}: {record.reason}" for record in left]
+    if state.phase is Phase.HALTED:
+        lines.append(f"clear the fault, then: migagent rollout resume {state.name}")
+    elif state.phase is Phase.PAUSED:
+        lines.append(f"paused; continue with: migagent rollout resume {state.name}")
+    return lines

@@ -31,7 +31,12 @@ from migagent.clock import Clock
 from migagent.kube.classify import call_with_retries, classified
 from migagent.kube.convert import node_view, whole_quantities
 from migagent.kube.rollout_api import RolloutApi, StoredState
-from migagent.node.names import EVENT_COMPONENT, EVENT_NAMESPACE, MIRROR_POD_ANNOTATION, ROLLOUT_NAMESPACE
+from migagent.node.names import (
+    AUTOPILOT_NAMESPACE,
+    EVENT_COMPONENT,
+    EVENT_NAMESPACE,
+    MIRROR_POD_ANNOTATION,
+)
 from migagent.node.port import PodRef
 from migagent.node.scheduling import (
     DemandNode,
@@ -106,8 +111,15 @@ class DemandApi(RolloutApi):
     _instance = uuid.uuid4().hex[:8]
     _serial = itertools.count(1)
 
-    def __init__(self, api_client: ApiClient, *, clock: Clock, namespace: str = ROLLOUT_NAMESPACE) -> None:
-        super().__init__(api_client, clock=clock, namespace=namespace)
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        clock: Clock,
+        namespace: str = AUTOPILOT_NAMESPACE,
+        layouts_namespace: str = AUTOPILOT_NAMESPACE,
+    ) -> None:
+        super().__init__(api_client, clock=clock, namespace=namespace, layouts_namespace=layouts_namespace)
         self._client = api_client
 
     def close(self) -> None:
@@ -156,7 +168,7 @@ class DemandApi(RolloutApi):
                         return None
                     raise
             version = str(item.metadata.resource_version or "") if item.metadata else ""
-            return StoredState(AUTOPILOT_OBJECT, item.data or {}, version)
+            return StoredState(self.namespace, AUTOPILOT_OBJECT, item.data or {}, version)
 
         return call_with_retries(call, read, clock=self._clock)
 

@@ -1,53 +1,58 @@
-"""Cluster I/O of `migagent rollout`: the pool's Nodes, their pods and PDBs, the one label it changes,
-and its state object (a ConfigMap per rollout, replaced only at the resourceVersion it was read at).
+"""Cluster I/O of `migagent rollout`: the pool's Nodes, their pods and PDBs, the one label it changes
+(only on the Node as read), Events about the nodes it leaves alone, and its state object (a ConfigMap
+per rollout in its own namespace, replaced only at the resourceVersion it was read at).
 
-Least privilege (deploy/components/rollout-controller): list/watch nodes, list pods and PDBs,
-patch nodes (admission narrows it to `nvidia.com/mig.config`), and get/list/create/update the
-ConfigMaps of its own namespace.
+Least privilege (deploy/components/rollout-controller): list and patch nodes (admission narrows the
+patch to `nvidia.com/mig.config`), list pods and PDBs, create Events in `default`, and get/list/update
+the ConfigMaps of namespace `migagent-rollouts`, which holds rollout state objects only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from kubernetes.client import ApiClient, CoreV1Api, PolicyV1Api, V1ConfigMap, V1ObjectMeta
+from kubernetes.client import ApiClient, CoreV1Api, PolicyV1Api, V1ConfigMap, V1Namespace, V1ObjectMeta
 from kubernetes.client.exceptions import ApiException
 
 from migagent.clock import Clock
 from migagent.errors import PermanentError, TransientError
 from migagent.kube.classify import call_with_retries, classified
 from migagent.kube.convert import node_view, pod_view
+from migagent.kube.events import EventOps
 from migagent.kube.pdbs import pdb_view
+from migagent.kube.timeouts import RequestTimeout
 from migagent.node.budgets import PdbView
 from migagent.node.names import (
     LAYOUTS_CONFIGMAP_KEY,
     LAYOUTS_CONFIGMAP_PREFIX,
+    LAYOUTS_NAMESPACE,
     MIG_CONFIG_LABEL,
     ROLLOUT_CONFIGMAP_PREFIX,
     ROLLOUT_LABEL,
     ROLLOUT_NAMESPACE,
 )
-from migagent.node.port import NodeView, PodView
+from migagent.node.port import NodeChangedError, NodeView, PodView
 
 _TIMEOUT_S = (5.0, 30.0)
 _HTTP_NOT_FOUND = 404
 _HTTP_CONFLICT = 409
-STATE_KEY = "state"
-LAYOUTS_KEY = "layouts"
+_RESTRICTED = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "warn", "audit")}
 
 
 class StateConflictError(TransientError):
-    """The state object changed since it was read (409), or already exists: read it again, decide again."""
+    """The state object changed since it was read (409): read it again, decide again."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, delay=0.0)
 
 
 class StoredState:
-    """A state ConfigMap's data and the resourceVersion it was read at."""
+    """A state ConfigMap's data, where it lives and the resourceVersion it was read at."""
 
-    def __init__(self, name: str, data: Mapping[str, str], resource_version: str) -> None:
-        self.name = name
+    def __init__(self, namespace: str, object_name: str, data: Mapping[str, str], resource_version: str) -> None:
+        self.namespace = namespace
+        self.object_name = object_name
+        self.rollout = object_name.removeprefix(ROLLOUT_CONFIGMAP_PREFIX)
         self.data = dict(data)
         self.resource_version = resource_version
 
@@ -57,11 +62,19 @@ def state_object_name(rollout: str) -> str:
 
 
 class RolloutApi:
-    def __init__(self, api_client: ApiClient, *, clock: Clock, namespace: str = ROLLOUT_NAMESPACE) -> None:
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        clock: Clock,
+        namespace: str = ROLLOUT_NAMESPACE,
+        layouts_namespace: str = LAYOUTS_NAMESPACE,
+    ) -> None:
         self._core = CoreV1Api(api_client)
         self._policy = PolicyV1Api(api_client)
         self._clock = clock
         self.namespace = namespace
+        self.layouts_namespace = layouts_namespace
 
     # --- the pool ---------------------------------------------------------------------------------
 
@@ -75,16 +88,25 @@ class RolloutApi:
 
         return call_with_retries(call, read, clock=self._clock)
 
-    def set_layout(self, node: str, layout: str | None) -> NodeView:
-        """Patch `nvidia.com/mig.config` of `node` and nothing else (None removes it)."""
-        call = f"label node {node} {MIG_CONFIG_LABEL}={layout}"
-        body = {"metadata": {"labels": {MIG_CONFIG_LABEL: layout}}}
-
-        def write() -> NodeView:
+    def set_layout(self, node: NodeView, layout: str | None) -> NodeView:
+        """Patch `nvidia.com/mig.config` of `node` and nothing else (None removes it), only while the Node
+        is at the resourceVersion it was read at: NodeChangedError otherwise, and the caller reads it again
+        (someone may have set the label meanwhile). One try: any failure is decided afresh at the next look."""
+        call = f"label node {node.name} {MIG_CONFIG_LABEL}={layout} at resourceVersion {node.resource_version}"
+        body = {"metadata": {"labels": {MIG_CONFIG_LABEL: layout}, "resourceVersion": node.resource_version}}
+        try:
             with classified(call):
-                return node_view(self._core.patch_node(node, body, _request_timeout=_TIMEOUT_S))
+                return node_view(self._core.patch_node(node.name, body, _request_timeout=_TIMEOUT_S))
+        except TransientError as error:
+            cause = error.__cause__
+            if isinstance(cause, ApiException) and cause.status == _HTTP_CONFLICT:
+                raise NodeChangedError(f"{call}: the node changed since it was read") from error
+            raise
 
-        return call_with_retries(call, write, clock=self._clock)
+    def warn_node(self, node: NodeView, reason: str, message: str) -> None:
+        """A Warning Event on the Node (namespace `default`, where `kubectl describe node` finds it)."""
+        events = EventOps(self._core, node_name=node.name, clock=self._clock, timeout=RequestTimeout(_TIMEOUT_S[1]))
+        events.emit(reason, message, warning=True, node_uid=node.uid)
 
     def list_pods_on_node(self, node: str) -> list[PodView]:
         call = f"list pods on node {node}"
@@ -110,9 +132,9 @@ class RolloutApi:
 
     def read_layouts(self) -> str:
         """The layout file of the agents' ConfigMap (deploy/base `migagent-layouts-<hash>`; the newest)."""
-        call = f"list configmaps in namespace {self.namespace}"
+        call = f"list configmaps in namespace {self.layouts_namespace}"
         with classified(call):
-            listing = self._core.list_namespaced_config_map(self.namespace, _request_timeout=_TIMEOUT_S)
+            listing = self._core.list_namespaced_config_map(self.layouts_namespace, _request_timeout=_TIMEOUT_S)
         found = [
             item for item in listing.items or ()
             if item.metadata and (item.metadata.name or "").startswith(LAYOUTS_CONFIGMAP_PREFIX)
@@ -121,7 +143,8 @@ class RolloutApi:
         if not found:
             raise PermanentError(
                 f"no ConfigMap {LAYOUTS_CONFIGMAP_PREFIX}* with key {LAYOUTS_CONFIGMAP_KEY} in namespace"
-                f" {self.namespace}: deploy migagent (deploy/) or give the layout file with -f"
+                f" {self.layouts_namespace}: deploy migagent (deploy/), name its namespace with --layouts-namespace,"
+                " or give the layout file with -f"
             )
         newest = max(found, key=lambda item: str(item.metadata.creation_timestamp if item.metadata else ""))
         return str((newest.data or {})[LAYOUTS_CONFIGMAP_KEY])
@@ -140,7 +163,7 @@ class RolloutApi:
                 if isinstance(error.__cause__, ApiException) and error.__cause__.status == _HTTP_NOT_FOUND:
                     return None
                 raise
-            return _stored(rollout, item)
+            return _stored(item)
 
         return call_with_retries(call, read, clock=self._clock)
 
@@ -151,22 +174,47 @@ class RolloutApi:
                 self.namespace, label_selector=ROLLOUT_LABEL, _request_timeout=_TIMEOUT_S
             )
         return [
-            _stored(str((item.metadata.labels or {}).get(ROLLOUT_LABEL, "")), item)
-            for item in listing.items or ()
-            if item.metadata is not None
+            _stored(item) for item in listing.items or ()
+            if item.metadata is not None and (item.metadata.name or "").startswith(ROLLOUT_CONFIGMAP_PREFIX)
         ]
 
-    def create_state(self, rollout: str, data: Mapping[str, str]) -> str:
-        """Create the object; StateConflictError when it exists already. Returns its resourceVersion."""
+    def create_state(self, rollout: str, data: Mapping[str, str]) -> str | None:
+        """Create the object; its resourceVersion, or None when it exists already (409 AlreadyExists). The
+        first one creates the namespace too where it does not exist yet (an install without the
+        rollout-controller component, whose namespace.yaml it matches)."""
         name = state_object_name(rollout)
         body = V1ConfigMap(
             metadata=V1ObjectMeta(name=name, namespace=self.namespace, labels={ROLLOUT_LABEL: rollout}),
             data=dict(data),
         )
-        return self._conditional(
-            f"create configmap {self.namespace}/{name}",
-            lambda: self._core.create_namespaced_config_map(self.namespace, body, _request_timeout=_TIMEOUT_S),
-        )
+        call = f"create configmap {self.namespace}/{name}"
+
+        def create() -> str:
+            return self._conditional(
+                call, lambda: self._core.create_namespaced_config_map(self.namespace, body, _request_timeout=_TIMEOUT_S)
+            )
+
+        try:
+            try:
+                return create()
+            except PermanentError as error:
+                if not (isinstance(error.__cause__, ApiException) and error.__cause__.status == _HTTP_NOT_FOUND):
+                    raise
+                self._create_namespace()
+                return create()
+        except StateConflictError:
+            return None
+
+    def _create_namespace(self) -> None:
+        call = f"create namespace {self.namespace} (where rollout state objects live)"
+        body = V1Namespace(metadata=V1ObjectMeta(name=self.namespace, labels=dict(_RESTRICTED)))
+        try:
+            with classified(call):
+                self._core.create_namespace(body, _request_timeout=_TIMEOUT_S)
+        except TransientError as error:
+            cause = error.__cause__
+            if not (isinstance(cause, ApiException) and cause.status == _HTTP_CONFLICT):  # another start made it
+                raise
 
     def replace_state(self, rollout: str, data: Mapping[str, str], resource_version: str) -> str:
         """Replace the object only if it is still at `resource_version`; StateConflictError otherwise."""
@@ -194,6 +242,7 @@ class RolloutApi:
         return str((item.metadata.resource_version if item.metadata else None) or "")
 
 
-def _stored(rollout: str, item: V1ConfigMap) -> StoredState:
-    metadata = item.metadata
-    return StoredState(rollout, item.data or {}, str(metadata.resource_version or "") if metadata else "")
+def _stored(item: V1ConfigMap) -> StoredState:
+    metadata = item.metadata or V1ObjectMeta()
+    return StoredState(str(metadata.namespace or ""), str(metadata.name or ""), item.data or {},
+                       str(metadata.resource_version or ""))

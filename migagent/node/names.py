@@ -215,8 +215,14 @@ def is_gpu_resource(resource: str) -> bool:
 
 # --- fleet rollouts (migagent rollout) ----------------------------------------------------------
 
-ROLLOUT_NAMESPACE = "migagent"
-"""Where rollout state objects and the layouts ConfigMap live (deploy/base)."""
+ROLLOUT_NAMESPACE = "migagent-rollouts"
+"""Where rollout state objects live, and nothing else (deploy/components/rollout-controller): so the
+rollout controller's Role reaches its own objects and not the layouts."""
+LAYOUTS_NAMESPACE = "migagent"
+"""Where the agents' layouts ConfigMap lives (deploy/base), which `rollout plan` and `start` read."""
+AUTOPILOT_NAMESPACE = "migagent"
+"""Where the autopilot keeps its object, reads the layouts and keeps its own rollouts
+(deploy/components/autopilot grants it that namespace, not ROLLOUT_NAMESPACE)."""
 ROLLOUT_LABEL = f"{PREFIX}rollout"
 """On each rollout's state ConfigMap: the rollout's name (the controller lists by it)."""
 ROLLOUT_CONFIGMAP_PREFIX = "migagent-rollout-"

@@ -2,8 +2,10 @@
 
 `--max-unavailable` counts GPUs by default (`16`), or nodes (`2nodes`), or a share of the pool's
 GPUs (`25%`, rounded down). A node counts with all its GPUs: the agent cordons the whole node while
-it changes. The PDB check adds up the predicted evictions of every node of a wave, so two nodes
-never drain one budget past what it allows.
+it changes. `Room` is the one place that budget is computed and enforced: the wave choice, the halt
+when failed nodes leave no room, the refusal of a node that never fits and `rollout plan` all ask it.
+The PDB check adds up the predicted evictions of every node of a wave, so two nodes never drain one
+budget past what it allows.
 """
 
 from __future__ import annotations
@@ -13,15 +15,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from migagent.errors import UsageError
 from migagent.rollout.impact import NodeImpact
 
 Unit = Literal["gpus", "nodes", "percent"]
 _SPEC = re.compile(r"(?P<count>\d+)\s*(?P<unit>%|gpus?|nodes?)?", re.IGNORECASE)
 
 
-class BudgetSpecError(UsageError):
-    """A --max-unavailable that is not N, Ngpus, Nnodes or N%."""
+class BudgetSpecError(ValueError):
+    """A --max-unavailable that is not N, Ngpus, Nnodes or N%; the message names the value, not the flag
+    (the caller says where it came from: the flag, or the state object's field)."""
 
 
 @dataclass(frozen=True)
@@ -34,34 +36,57 @@ class MaxUnavailable:
         match = _SPEC.fullmatch(text.strip())
         if match is None or int(match["count"]) < 1 or (match["unit"] == "%" and int(match["count"]) > 100):
             raise BudgetSpecError(
-                f"--max-unavailable {text!r}: give a positive number of GPUs (8 or 8gpus), of nodes (2nodes)"
+                f"{text!r}: give a positive number of GPUs (8 or 8gpus), of nodes (2nodes)"
                 " or a percentage of the pool's GPUs (1-100%)"
             )
         unit = (match["unit"] or "gpus").lower()
         kind: Unit = "percent" if unit == "%" else "nodes" if unit.startswith("node") else "gpus"
         return cls(int(match["count"]), kind)
 
+    @property
+    def flag(self) -> str:
+        """As the flag takes it (and the state object keeps it): `8`, `2nodes`, `25%`."""
+        return {"gpus": f"{self.count}", "nodes": f"{self.count}nodes", "percent": f"{self.count}%"}[self.unit]
+
     def __str__(self) -> str:
         return {"gpus": f"{self.count} GPUs", "nodes": f"{self.count} nodes", "percent": f"{self.count}%"}[self.unit]
 
-    def limit(self, pool_gpus: int) -> int:
-        """The most GPUs (unit gpus, percent) or nodes (unit nodes) out of service at once."""
-        if self.unit == "percent":
-            return pool_gpus * self.count // 100
-        return self.count
-
     def used(self, nodes: Sequence[NodeImpact]) -> int:
+        """GPUs (unit gpus, percent) or nodes (unit nodes) that `nodes` take out of service."""
         return len(nodes) if self.unit == "nodes" else sum(n.gpus for n in nodes)
 
-    def too_big(self, node: NodeImpact, pool_gpus: int) -> str | None:
-        """Why `node` alone can never fit, or None."""
-        limit = self.limit(pool_gpus)
-        if self.used([node]) > limit:
-            return (
-                f"node {node.node} has {node.gpus} GPUs but --max-unavailable {self} allows {limit}"
-                f" GPU(s) out of service at once; raise it to at least {node.gpus} GPUs"
-            )
-        return None
+
+@dataclass(frozen=True)
+class Room:
+    """What --max-unavailable leaves a wave: its limit over the pool, less what is out of service already
+    (failed nodes stay cordoned while their agents retry)."""
+
+    budget: MaxUnavailable
+    pool_gpus: int
+    held: tuple[NodeImpact, ...] = ()
+
+    @property
+    def limit(self) -> int:
+        """The most GPUs (unit gpus, percent) or nodes (unit nodes) out of service at once."""
+        if self.budget.unit == "percent":
+            return self.pool_gpus * self.budget.count // 100
+        return self.budget.count
+
+    def takes(self, wave: Sequence[NodeImpact]) -> bool:
+        """Whether `wave` fits beside what is held: the one check of --max-unavailable."""
+        return self.budget.used([*self.held, *wave]) <= self.limit
+
+    def never_takes(self, node: NodeImpact) -> str | None:
+        """Why `node` alone can never fit, even with nothing else out of service; None when it can."""
+        if Room(self.budget, self.pool_gpus).takes([node]):
+            return None
+        return (
+            f"node {node.node} has {node.gpus} GPUs but --max-unavailable {self.budget} allows {self.limit}"
+            f" GPU(s) out of service at once; raise it to at least {node.gpus} GPUs"
+        )
+
+    def describe_held(self) -> str:
+        return f"{len(self.held)} failed node(s) hold {self.budget.used(self.held)} of --max-unavailable {self.budget}"
 
 
 class DisruptionBudget(Protocol):
@@ -122,20 +147,19 @@ def disturbance(node: NodeImpact) -> tuple[int, int, int, str]:
 def choose_wave(
     candidates: Sequence[NodeImpact],
     *,
-    room: int,
-    max_unavailable: MaxUnavailable,
+    room: Room,
     budgets: Sequence[DisruptionBudget],
     pod_labels: Mapping[str, Mapping[str, str]],
     max_nodes: int | None = None,
 ) -> WaveChoice:
-    """The least disturbing candidates that fit together in `room` (GPUs or nodes) and every PDB."""
+    """The least disturbing candidates that fit together in `room` and every PDB."""
     chosen: list[NodeImpact] = []
     held: list[str] = []
     for node in sorted(candidates, key=disturbance):
         if max_nodes is not None and len(chosen) >= max_nodes:
             break
-        if max_unavailable.used([*chosen, node]) > room:
-            held.append(f"{node.node}: --max-unavailable {max_unavailable} has no room left in this wave")
+        if not room.takes([*chosen, node]):
+            held.append(f"{node.node}: --max-unavailable {room.budget} has no room left in this wave")
             continue
         overdrawn = pdb_overdraws([*chosen, node], budgets, pod_labels)
         if overdrawn:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from migagent.rollout.budget import DisruptionBudget, MaxUnavailable, choose_wave
+from migagent.rollout.budget import DisruptionBudget, MaxUnavailable, Room, choose_wave
 from migagent.rollout.impact import NodeImpact, total_capacity
 
 
@@ -60,14 +60,13 @@ def preview(
     pod_labels: Mapping[str, Mapping[str, str]],
 ) -> Preview:
     planned = [n for n in nodes if n.plannable]
-    pool = sum(n.gpus for n in planned)
+    room = Room(max_unavailable, sum(n.gpus for n in planned))
     left = list(planned)
     waves: list[tuple[str, ...]] = []
     unplaced: list[str] = []
     while left:
         choice = choose_wave(
-            left, room=max_unavailable.limit(pool), max_unavailable=max_unavailable, budgets=budgets,
-            pod_labels=pod_labels, max_nodes=canary if not waves else None,
+            left, room=room, budgets=budgets, pod_labels=pod_labels, max_nodes=canary if not waves else None,
         )
         if not choice.nodes:
             unplaced.extend(choice.held_back)

@@ -14,6 +14,10 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from migagent.layout.parse import parse_layout
+from migagent.layout.spec import LayoutFile
+from migagent.rollout.spec import RolloutSpec
+
 
 class NodeStatus(enum.StrEnum):
     PENDING = "pending"
@@ -26,6 +30,9 @@ class NodeStatus(enum.StrEnum):
     """Its agent reports failed for the target layout; counted against --failure-budget."""
     SKIPPED = "skipped"
     """Cannot be changed: no agent report, or the layout does not fit it (reason says which)."""
+    OVERRIDDEN = "overridden"
+    """Its `nvidia.com/mig.config` was changed by someone else while the rollout had it in scope: that is
+    their decision, so the rollout leaves the node alone and `undo` never changes its label."""
 
 
 class Phase(enum.StrEnum):
@@ -43,37 +50,16 @@ class Mode(enum.StrEnum):
 
 
 @dataclass(frozen=True)
-class RolloutSpec:
-    selector: str
-    layout: str
-    max_unavailable: str = "8"
-    canary: int = 1
-    soak_s: float = 0.0
-    failure_budget: int = 1
-    lease_s: float = 30.0
+class Layouts:
+    """The layout file (mig-parted YAML) the rollout predicts with, as it was when it started: the text
+    kept in the state object, parsed once."""
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "selector": self.selector,
-            "layout": self.layout,
-            "max_unavailable": self.max_unavailable,
-            "canary": self.canary,
-            "soak_s": self.soak_s,
-            "failure_budget": self.failure_budget,
-            "lease_s": self.lease_s,
-        }
+    text: str
+    file: LayoutFile = field(compare=False)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RolloutSpec:
-        return cls(
-            selector=str(data["selector"]),
-            layout=str(data["layout"]),
-            max_unavailable=str(data.get("max_unavailable", "8")),
-            canary=int(data.get("canary", 1)),
-            soak_s=float(data.get("soak_s", 0.0)),
-            failure_budget=int(data.get("failure_budget", 1)),
-            lease_s=float(data.get("lease_s", 30.0)),
-        )
+    def parse(cls, text: str, *, source: str) -> Layouts:
+        return cls(text, parse_layout(text, source=source))
 
 
 @dataclass(frozen=True)
@@ -97,6 +83,9 @@ class NodeRecord:
     stale_attempt: str | None = None
     """The node's `migagent.io/attempt` when a driver began waiting on it while it reported failed:
     a `failed` with that same attempt is the old failure (a resume), not a new one."""
+    labelled: bool = False
+    """The rollout has set the node's label to `target` (recorded once the write is seen): from then on
+    a label other than `target` is someone else's."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -112,33 +101,15 @@ class NodeRecord:
             "finished_at": self.finished_at,
             "reason": self.reason,
             "stale_attempt": self.stale_attempt,
+            "labelled": self.labelled,
         }
-
-    @classmethod
-    def from_json(cls, node: str, data: dict[str, Any]) -> NodeRecord:
-        return cls(
-            node=node,
-            status=NodeStatus(data["status"]),
-            target=data.get("target"),
-            previous=data.get("previous"),
-            gpus=int(data.get("gpus", 0)),
-            wave=data.get("wave"),
-            predicted=tuple(data.get("predicted", ())),
-            pods_before=tuple(data.get("pods_before", ())),
-            evicted=tuple(data.get("evicted", ())),
-            started_at=data.get("started_at"),
-            finished_at=data.get("finished_at"),
-            reason=str(data.get("reason", "")),
-            stale_attempt=data.get("stale_attempt"),
-        )
 
 
 @dataclass(frozen=True)
 class RolloutState:
     name: str
     spec: RolloutSpec
-    layouts: str
-    """The layout file (mig-parted YAML) the rollout predicts with, as it was when it started."""
+    layouts: Layouts
     phase: Phase = Phase.RUNNING
     mode: Mode = Mode.ROLLOUT
     nodes: dict[str, NodeRecord] = field(default_factory=dict, hash=False)
@@ -176,21 +147,3 @@ class RolloutState:
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
-
-    @classmethod
-    def loads(cls, text: str, *, layouts: str, resource_version: str) -> RolloutState:
-        data = json.loads(text)
-        return cls(
-            name=str(data["name"]),
-            spec=RolloutSpec.from_json(data["spec"]),
-            layouts=layouts,
-            phase=Phase(data.get("phase", "running")),
-            mode=Mode(data.get("mode", "rollout")),
-            nodes={name: NodeRecord.from_json(name, entry) for name, entry in (data.get("nodes") or {}).items()},
-            waves=int(data.get("waves", 0)),
-            canary_done_at=data.get("canary_done_at"),
-            holder=data.get("holder"),
-            holder_expires=float(data.get("holder_expires", 0.0)),
-            reasons=tuple(data.get("reasons", ())),
-            resource_version=resource_version,
-        )

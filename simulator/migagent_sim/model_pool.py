@@ -18,10 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from migagent.clock import FakeClock
-from migagent.kube.rollout_api import StateConflictError, StoredState
+from migagent.kube.rollout_api import StateConflictError, StoredState, state_object_name
 from migagent.layout.parse import parse_layout
 from migagent.node.budgets import PdbView
-from migagent.node.port import NodeView, PodRef, PodView
+from migagent.node.port import NodeChangedError, NodeView, PodRef, PodView
 from migagent.node.scheduling import DemandNode, DemandPod
 from migagent.node.selectors import parse_equality
 from migagent_sim.model_node import ModelGi, ModelNode
@@ -159,14 +159,17 @@ class ModelPool:
     def list_nodes(self, selector: str) -> list[NodeView]:
         return [node.view() for node in self._selected(selector)]
 
-    def set_layout(self, node: str, layout: str | None) -> NodeView:
-        model = self.nodes[node]
+    def set_layout(self, node: NodeView, layout: str | None) -> NodeView:
+        """As the rollout writes it: only while the Node is at the resourceVersion it was read at."""
+        model = self.nodes[node.name]
+        if model.view().resource_version != node.resource_version:
+            raise NodeChangedError(f"node {node.name} changed since it was read")
         if layout is None:
             raise NotImplementedError("the model pool does not remove layout labels")
         now = self.clock.wall()
         previous = model.layout
         evicted, gpus_changed = model.start_change(self.layout, layout, done_at=now + self.reconfigure_s)
-        self.relabels.append((now, node, layout))
+        self.relabels.append((now, node.name, layout))
         self.gpus_reconfigured += gpus_changed
         for name in evicted:
             running = self.running.pop(name)
@@ -174,7 +177,7 @@ class ModelPool:
             running.job.remaining_s = max(1.0, running.job.remaining_s - (now - running.started))
             self.submit(running.job)
         if self.on_change is not None:
-            self.on_change(node, previous)
+            self.on_change(node.name, previous)
         return model.view()
 
     def list_pods_on_node(self, node: str) -> list[PodView]:
@@ -197,7 +200,7 @@ class ModelPool:
         if resource_version is not None and (current is None or current.resource_version != resource_version):
             raise StateConflictError(f"{key} changed since it was read")
         version = str(next(self._versions))
-        self.objects[key] = StoredState(name, data, version)
+        self.objects[key] = StoredState("model-pool", name, data, version)
         return version
 
     def read_state(self, rollout: str) -> StoredState | None:
@@ -206,11 +209,13 @@ class ModelPool:
     def list_states(self) -> list[StoredState]:
         return [state for key, state in sorted(self.objects.items()) if key.startswith("rollout/")]
 
-    def create_state(self, rollout: str, data: Mapping[str, str]) -> str:
-        return self._write(f"rollout/{rollout}", rollout, data, None)
+    def create_state(self, rollout: str, data: Mapping[str, str]) -> str | None:
+        if self._read(f"rollout/{rollout}") is not None:
+            return None
+        return self._write(f"rollout/{rollout}", state_object_name(rollout), data, None)
 
     def replace_state(self, rollout: str, data: Mapping[str, str], resource_version: str) -> str:
-        return self._write(f"rollout/{rollout}", rollout, data, resource_version)
+        return self._write(f"rollout/{rollout}", state_object_name(rollout), data, resource_version)
 
     # --- the autopilot's port -------------------------------------------------------------------------
 
@@ -231,3 +236,6 @@ class ModelPool:
 
     def record_event(self, *, node: str | None, reason: str, message: str, warning: bool) -> None:
         self.events.append(RecordedEvent(node, reason, message, self.clock.wall()))
+
+    def warn_node(self, node: NodeView, reason: str, message: str) -> None:
+        self.record_event(node=node.name, reason=reason, message=message, warning=True)

@@ -27,9 +27,9 @@ from migagent.node.names import (
     CONDITION_TYPE,
     DESIRED_ANNOTATION,
     LAYOUTS_CONFIGMAP_KEY,
+    LAYOUTS_NAMESPACE,
     MIG_CONFIG_LABEL,
     MIG_CONFIG_STATE_LABEL,
-    ROLLOUT_NAMESPACE,
 )
 from migagent.nvml.driver import GpuDriver
 from migagent.reconcile.journal import FileJournal
@@ -146,7 +146,7 @@ class SimPool:
         self.layout_file.write_text(self.config.layouts_yaml, encoding="utf-8")
         self.api.start()
         self.api.put_config_map(
-            ROLLOUT_NAMESPACE, "migagent-layouts-sim", {LAYOUTS_CONFIGMAP_KEY: self.config.layouts_yaml}
+            LAYOUTS_NAMESPACE, "migagent-layouts-sim", {LAYOUTS_CONFIGMAP_KEY: self.config.layouts_yaml}
         )
         for node in self.nodes.values():
             node.workdir.mkdir(parents=True, exist_ok=True)

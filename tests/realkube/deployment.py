@@ -53,7 +53,8 @@ GPU_OPERATOR = Variant("gpu-operator", delete_namespaces=("gpu-operator",))
 STANDALONE_DELETE_POD = Variant("standalone", ("delete-pod-restart",), delete_namespaces=("nvidia-device-plugin",))
 STANDALONE = Variant("standalone")
 FORCE_DELETE = Variant("gpu-operator", ("force-delete",), delete_namespaces=("gpu-operator", "*"))
-VARIANTS = (GPU_OPERATOR, STANDALONE, STANDALONE_DELETE_POD, FORCE_DELETE)
+ROLLOUT_CONTROLLER = Variant("gpu-operator", ("rollout-controller",), delete_namespaces=("gpu-operator",))
+VARIANTS = (GPU_OPERATOR, STANDALONE, STANDALONE_DELETE_POD, FORCE_DELETE, ROLLOUT_CONTROLLER)
 
 
 def _key(obj: JsonDict) -> Key:
@@ -144,9 +145,10 @@ class Deployer:
                 )
             time.sleep(0.2)
 
-    def agent(self, objects: list[JsonDict], node: str) -> Identity:
-        """The agent's service account (its DaemonSet's), authenticated by a token bound to a pod on `node`."""
-        account = only(objects, "DaemonSet")["spec"]["template"]["spec"]["serviceAccountName"]
+    def agent(self, objects: list[JsonDict], node: str, *, service_account: str | None = None) -> Identity:
+        """The agent's service account (its DaemonSet's), or another rendered one by name, authenticated by a
+        token bound to a pod on `node`."""
+        account = service_account or only(objects, "DaemonSet")["spec"]["template"]["spec"]["serviceAccountName"]
         metadata = next(o for o in of_kind(objects, "ServiceAccount") if o["metadata"]["name"] == account)["metadata"]
         key = (metadata["namespace"], metadata["name"], node)
         if key not in self._tokens:

@@ -1,6 +1,8 @@
-"""The two opt-in components of issue 20 and issue 17 item 4 add their flags and exactly their grants.
+"""The opt-in components of issue 20 and issue 17 item 4 add their flags and exactly their grants.
 
-device-plugin-config: `get` on the plugin's one ConfigMap (resourceNames) in the plugin's namespace.
+device-plugin-config (GPU Operator) and device-plugin-config-standalone (the plugin chart as the
+standalone overlay expects it): `get` on the plugin's one ConfigMap (resourceNames) in the plugin's
+namespace; deploy/examples/standalone-time-slicing points it at another install with one patch.
 dra-driver: `list` on resourceslices cluster-wide (cluster-scoped objects: RBAC cannot narrow a list to
 one node's slices), `delete` on pods in the DRA driver's namespace and the admission marker that
 limits those deletes to its kubelet plugin pod on the agent's own node. Their use by the agent is
@@ -52,3 +54,24 @@ def test_the_components_flags_point_the_agent_at_what_they_grant() -> None:
     assert args.device_plugin_config_default == "any"
     assert args.dra_driver is True
     assert args.dra_namespace == "nvidia-dra-driver-gpu"
+
+
+def test_the_standalone_component_grants_the_charts_configmap_and_points_the_agent_at_it() -> None:
+    plain = render("overlays/standalone")
+    objects = render_with_components("overlays/standalone", "components/device-plugin-config-standalone")
+    assert _grants(objects) - _grants(plain) == {
+        ("get", "", "configmaps", "nvidia-device-plugin", ("nvdp-nvidia-device-plugin-configs",))
+    }
+    args = build_parser().parse_args(agent_container(objects)["args"])
+    assert args.device_plugin_config_map == "nvidia-device-plugin/nvdp-nvidia-device-plugin-configs"
+
+
+def test_the_example_for_another_plugin_install_moves_the_grant_and_the_flags_together() -> None:
+    plain = render("overlays/standalone")
+    objects = render("examples/standalone-time-slicing")
+    assert _grants(objects) - _grants(plain) == {("get", "", "configmaps", "gpu-sharing", ("plugin-sharing",))}
+    args = build_parser().parse_args(agent_container(objects)["args"])
+    assert args.device_plugin_config_map == "gpu-sharing/plugin-sharing"
+    assert args.device_plugin_config_default == "any"
+    assert args.operator_namespace == "gpu-sharing"
+    assert args.device_plugin_daemonset == "gpu-nvidia-device-plugin"

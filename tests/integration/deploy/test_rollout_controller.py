@@ -13,6 +13,7 @@ from kubernetes.client import CoreV1Api, V1ConfigMap, V1ObjectMeta
 from kubernetes.client.exceptions import ApiException
 
 from migagent.node.names import MIG_CONFIG_LABEL
+from migagent.rollout.controller import run_controller
 from migagent.rollout.state import Phase
 from migagent_sim.apiserver.access import AccessControl
 from migagent_sim.apiserver.rbac import UserInfo
@@ -82,8 +83,8 @@ def test_the_component_grants_exactly_what_the_controller_calls(objects: list[Ob
         ("list", "", "nodes", None), ("patch", "", "nodes", None), ("list", "", "pods", None),
         ("list", "policy", "poddisruptionbudgets", None),
         ("layout-label-only", "migagent.io", "rolloutcontrollers", None),
-        ("get", "", "configmaps", "migagent"), ("list", "", "configmaps", "migagent"),
-        ("update", "", "configmaps", "migagent"),
+        ("get", "", "configmaps", "migagent-rollouts"), ("list", "", "configmaps", "migagent-rollouts"),
+        ("update", "", "configmaps", "migagent-rollouts"), ("create", "", "events", "default"),
     }
     deployment = next(
         o for o in of_kind(objects, "Deployment") if o["metadata"]["name"] == "migagent-rollout-controller"
@@ -103,7 +104,6 @@ def test_the_controller_drives_a_rollout_under_its_own_rbac_and_admission(
     controller_api = api(pool, CONTROLLER)
     stop = threading.Event()
     recorder = Recorder()
-    from migagent.cli.rollout import run_controller
 
     thread = threading.Thread(
         target=run_controller, args=(controller_api,),
@@ -118,7 +118,9 @@ def test_the_controller_drives_a_rollout_under_its_own_rbac_and_admission(
     assert not thread.is_alive(), "the controller did not stop"
     assert _refused(access, CONTROLLER) == []
     assert f'"phase":"{Phase.DONE}"' in final, final
-    # A request that timed out on a loaded machine is retried (controller_step_retried): not a refusal.
+    # A step may be retried (controller_step_retried), never for a refusal: a request that timed out on a
+    # loaded machine, or a Node that moved on between the controller's read and its conditional relabel
+    # (the agents write their Nodes), read again and decided again.
     assert [e["mode"] for e in recorder.named("done")] == ["rollout"]
     assert all(pool.labels(name)[MIG_CONFIG_LABEL] == TARGET for name in pool.nodes)
     assert monitor.relabels == dict.fromkeys(pool.nodes, 1)
@@ -146,13 +148,19 @@ def test_the_controller_may_change_nothing_on_a_node_but_the_layout_label(pool: 
     assert "migagent-rollout-layout-label-only" in str(refused.value.body)
 
 
-def test_the_controller_neither_creates_nor_deletes_configmaps(pool: SimPool) -> None:
+def test_the_controller_reaches_no_configmap_but_its_state_objects(pool: SimPool) -> None:
+    """Not the layouts (namespace migagent), not another namespace's; and it neither creates nor deletes."""
     core = CoreV1Api(pool.client(CONTROLLER))
     calls: list[Callable[[], object]] = [
         lambda: core.create_namespaced_config_map(
-            "migagent", V1ConfigMap(metadata=V1ObjectMeta(name="migagent-rollout-x"), data={})
+            "migagent-rollouts", V1ConfigMap(metadata=V1ObjectMeta(name="migagent-rollout-x"), data={})
         ),
         lambda: core.delete_namespaced_config_map("migagent-layouts-sim", "migagent"),
+        lambda: core.read_namespaced_config_map("migagent-layouts-sim", "migagent"),
+        lambda: core.list_namespaced_config_map("migagent"),
+        lambda: core.replace_namespaced_config_map(
+            "migagent-layouts-sim", "migagent", V1ConfigMap(metadata=V1ObjectMeta(name="migagent-layouts-sim"))
+        ),
         lambda: core.list_namespaced_config_map("default"),
     ]
     for call in calls:

@@ -10,8 +10,13 @@ from dataclasses import dataclass, field
 from migagent.clock import SystemClock
 from migagent.kube.rollout_api import RolloutApi
 from migagent.node.names import MIG_CONFIG_STATE_LABEL, OBSERVED_ANNOTATION
-from migagent.rollout.driver import LiveNode, RolloutDriver, encode, initial_state
-from migagent.rollout.state import RolloutSpec, RolloutState
+from migagent.rollout.budget import MaxUnavailable
+from migagent.rollout.codec import encode
+from migagent.rollout.driver import RolloutDriver
+from migagent.rollout.port import LiveNode
+from migagent.rollout.scope import initial_state, one_layout
+from migagent.rollout.spec import RolloutSpec
+from migagent.rollout.state import Layouts, RolloutState
 from migagent_sim.apiserver.rbac import UserInfo
 from migagent_sim.pool import SimPool
 
@@ -67,8 +72,10 @@ def wait_reported(pool: SimPool, pods: Iterable[tuple[str, str]] = (), timeout_s
 
 def create(pool: SimPool, name: str, spec: RolloutSpec, user: UserInfo | None = None) -> RolloutState:
     rollout_api = api(pool, user)
-    state = initial_state(name, spec, rollout_api.read_layouts(), rollout_api.list_nodes(spec.selector))
-    rollout_api.create_state(name, encode(state))
+    layouts = Layouts.parse(rollout_api.read_layouts(), source="the pool's layouts")
+    nodes = rollout_api.list_nodes(spec.selector)
+    state = initial_state(name, spec, layouts, nodes, one_layout(nodes, spec.layout))
+    assert rollout_api.create_state(name, encode(state)) is not None
     return state
 
 
@@ -90,6 +97,7 @@ def drive(pool: SimPool, name: str, recorder: Recorder | None = None, user: User
 def spec(pool: SimPool, **overrides: object) -> RolloutSpec:
     values: dict[str, object] = {"selector": pool.selector, "layout": TARGET, "max_unavailable": "4", "lease_s": 5.0}
     values.update(overrides)
+    values["max_unavailable"] = MaxUnavailable.parse(str(values["max_unavailable"]))
     return RolloutSpec(**values)  # type: ignore[arg-type]
 
 

@@ -83,12 +83,14 @@ def test_a_bad_budget_or_layout_is_one_line_and_nothing_is_written(
 ) -> None:
     base = ["rollout", "start", "r", "-l", pool.selector, "--api-server", pool.api.url]
     capsys.readouterr()
-    assert main([*base, "-c", TARGET, "--max-unavailable", "lots"]) == 1
+    with pytest.raises(SystemExit) as usage:
+        main([*base, "-c", TARGET, "--max-unavailable", "lots"])
+    assert usage.value.code == 2
     assert main([*base, "-c", "no-such-layout"]) == 1
     err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("migagent rollout: --max-unavailable 'lots': give a positive number of GPUs")
+    assert err[0].startswith("migagent rollout start: error: argument --max-unavailable: 'lots': give a positive")
     assert err[1].startswith("migagent rollout: -c no-such-layout: no such layout; valid: all-1g.10gb")
-    assert pool.api.config_map("migagent", "migagent-rollout-r") is None
+    assert pool.api.config_map("migagent-rollouts", "migagent-rollout-r") is None
 
 
 def test_start_then_status_from_anywhere_and_resume_of_a_finished_rollout_is_refused(

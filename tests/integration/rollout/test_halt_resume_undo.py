@@ -8,7 +8,8 @@ from dataclasses import replace
 import pynvml
 
 from migagent.node.names import MIG_CONFIG_LABEL
-from migagent.rollout.driver import decode, encode, resumed, undo_state
+from migagent.rollout.codec import decode, encode
+from migagent.rollout.scope import resumed, undo_state
 from migagent.rollout.state import NodeStatus, Phase
 from migagent_sim.pool import PoolMonitor, SimPool, SimPoolConfig
 from tests.integration.rollout.support import (
@@ -138,7 +139,8 @@ def test_undo_relabels_every_changed_node_to_its_previous_layout_within_the_same
     assert all(holdings(pool, name) != before[name] for name in pool.nodes)
     monitor = PoolMonitor(pool)
 
-    _change(pool, "r", undo_state)
+    _change(pool, "r", lambda state: undo_state(state, {name: pool.labels(name).get(MIG_CONFIG_LABEL)
+                                                          for name in pool.nodes}))
     undone = drive(pool, "r")
 
     assert undone.phase is Phase.DONE

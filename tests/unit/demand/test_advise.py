@@ -12,9 +12,10 @@ from migagent.layout.strategy import MigStrategy
 from migagent.node.budgets import PdbView
 from migagent.node.names import GPU_RESOURCE, OBSERVED_ANNOTATION
 from migagent.node.scheduling import DemandNode, Taint
-from migagent.rollout.driver import gpu_pods, impact_of
 from migagent.rollout.impact import predict, with_pods_now
+from migagent.rollout.port import gpu_pods
 from migagent.rollout.reported import read_report
+from migagent.rollout.scope import impact_of
 from tests.unit.demand.support import ONE_G, SEVEN_G, THREE_G, make_pool, model_node, run, view, wait
 
 
@@ -108,7 +109,7 @@ def test_a_node_in_the_middle_of_a_change_is_left_alone() -> None:
     pool = make_pool(model_node("a"), model_node("b"))
     run(pool, "a", 14)
     wait(pool, 1, SEVEN_G)
-    pool.set_layout("b", "all-3g.40gb")  # its agent is at work
+    pool.set_layout(pool.nodes["b"].view(), "all-3g.40gb")  # its agent is at work
     advice = advise(view(pool))
     assert advice.changes == {}
     assert advice.node("b").not_changed  # type: ignore[union-attr]

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from migagent.autopilot.controller import Autopilot, load
 from migagent.autopilot.decide import OPT_IN_LABEL, Guardrails
 from migagent.autopilot.state import Verdict
-from migagent.rollout.driver import LiveNode
+from migagent.rollout.port import LiveNode
 from migagent.rollout.state import RolloutState
 from migagent_sim.model_pool import Job, ModelPool
 from tests.unit.demand.support import SEVEN_G, THREE_G, make_pool, model_node, run, wait

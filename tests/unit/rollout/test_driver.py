@@ -1,145 +1,32 @@
 """The driver against an in-memory cluster (no HTTP, no threads, a fake clock): relabel once across
-lost writes and a killed driver, the lease, and a resume that forgives only the old failure."""
+lost writes and a killed driver, the lease, a resume that forgives only the old failure, a label
+someone else set (left alone, said, never undone), and a state object it cannot read (nothing relabelled)."""
 
 from __future__ import annotations
 
 import json
-from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
 
 import pytest
 
 from migagent.clock import FakeClock
-from migagent.errors import TransientError
-from migagent.node.names import (
-    ATTEMPT_ANNOTATION,
-    CONDITION_TYPE,
-    DESIRED_ANNOTATION,
-    MIG_CONFIG_LABEL,
-    MIG_CONFIG_STATE_LABEL,
-    OBSERVED_ANNOTATION,
-)
-from migagent.node.port import NodeCondition, NodeView, PodView
-from migagent.rollout.budget import DisruptionBudget
-from migagent.rollout.driver import HeldElsewhereError, RolloutDriver, encode, initial_state, resumed
-from migagent.rollout.state import NodeStatus, Phase, RolloutSpec, RolloutState
-from migagent_sim.doubles.layouts import ALL_1G_AND_BALANCED
-from tests.unit.rollout.support import LAYOUTS, report
-
-LAYOUT_TEXT = ALL_1G_AND_BALANCED
+from migagent.rollout.codec import decode, encode
+from migagent.rollout.driver import RolloutDriver
+from migagent.rollout.errors import AlreadyStartedError, CorruptStateError, HeldElsewhereError
+from migagent.rollout.ownership import EVENT_REASON
+from migagent.rollout.port import create
+from migagent.rollout.scope import resumed, undo_state
+from migagent.rollout.state import NodeStatus, Phase
+from tests.unit.rollout.cluster import Cluster, Killed, Quiet, first_state, started
 
 
-class Killed(BaseException):
-    """The driver process dies here."""
+def driver(cluster: Cluster, clock: FakeClock, holder: str = "one", listener: Quiet | None = None) -> RolloutDriver:
+    return RolloutDriver(cluster, "r", clock=clock, listener=listener or Quiet(), holder=holder, poll_s=1.0)
 
 
-@dataclass
-class Stored:
-    data: Mapping[str, str]
-    resource_version: str
-
-
-class Cluster:
-    """Nodes whose agents answer a relabel on the next look (success, or failed where told), and one
-    state object with resourceVersions."""
-
-    def __init__(self, names: Sequence[str]) -> None:
-        self.nodes = {name: self._node(name, "all-1g.10gb", attempt=0) for name in names}
-        self.failing: set[str] = set()
-        self.relabels: Counter[str] = Counter()
-        self.lose_writes = 0
-        self.kill_after_relabels: int | None = None
-        self.dead = False
-        self.state: Stored | None = None
-        self._version = 0
-
-    @staticmethod
-    def _node(name: str, layout: str, *, attempt: int, failed: bool = False) -> NodeView:
-        return NodeView(
-            name=name, uid=name, resource_version="1",
-            labels={MIG_CONFIG_LABEL: layout, MIG_CONFIG_STATE_LABEL: "failed" if failed else "success"},
-            annotations={OBSERVED_ANNOTATION: report(layout), DESIRED_ANNOTATION: json.dumps({"layout": layout}),
-                         ATTEMPT_ANNOTATION: str(attempt)},
-            conditions=(NodeCondition(CONDITION_TYPE, "False" if failed else "True", "ApplyFailed" if failed
-                                      else "Applied", "boom" if failed else ""),),
-        )
-
-    def agents_look(self) -> None:
-        for name, node in self.nodes.items():
-            label = node.labels[MIG_CONFIG_LABEL]
-            attempt = int(node.annotations[ATTEMPT_ANNOTATION])
-            settled = json.loads(node.annotations[DESIRED_ANNOTATION])["layout"] == label
-            if name in self.failing:
-                self.nodes[name] = self._node(name, label, attempt=attempt + 1, failed=True)
-            elif not settled or node.labels[MIG_CONFIG_STATE_LABEL] == "failed":
-                self.nodes[name] = self._node(name, label, attempt=attempt + 1)
-
-    # --- the port ---------------------------------------------------------------------------------
-
-    def list_nodes(self, selector: str) -> list[NodeView]:
-        listed = list(self.nodes.values())
-        self.agents_look()  # by the next look, the agents have answered
-        return listed
-
-    def set_layout(self, node: str, layout: str | None) -> NodeView:
-        if self.kill_after_relabels is not None and sum(self.relabels.values()) >= self.kill_after_relabels:
-            self.kill_after_relabels = None
-            self.dead = True
-            raise Killed
-        self.relabels[node] += 1
-        current = self.nodes[node]
-        self.nodes[node] = replace(current, labels={**current.labels, MIG_CONFIG_LABEL: str(layout)})
-        return self.nodes[node]
-
-    def list_pods_on_node(self, node: str) -> list[PodView]:
-        return []
-
-    def list_pdbs(self) -> Sequence[DisruptionBudget]:
-        return []
-
-    def read_state(self, rollout: str) -> Stored | None:
-        if self.dead:  # the killed process makes no more calls (its `finally` never runs)
-            self.dead = False
-            raise Killed
-        return self.state
-
-    def create_state(self, rollout: str, data: Mapping[str, str]) -> str:
-        self._version += 1
-        self.state = Stored(dict(data), str(self._version))
-        return self.state.resource_version
-
-    def replace_state(self, rollout: str, data: Mapping[str, str], resource_version: str) -> str:
-        assert self.state is not None
-        if self.lose_writes:
-            self.lose_writes -= 1
-            self._version += 1  # someone else wrote in between
-            self.state = Stored(self.state.data, str(self._version))
-        if resource_version != self.state.resource_version:
-            raise TransientError("conflict", delay=0.0)
-        self._version += 1
-        self.state = Stored(dict(data), str(self._version))
-        return self.state.resource_version
-
-
-class Quiet:
-    def event(self, event: str, **fields: object) -> None:
-        return None
-
-    def progress(self, state: RolloutState, live: Mapping[str, object]) -> None:
-        return None
-
-
-def started(cluster: Cluster, **spec: object) -> None:
-    values: dict[str, object] = {"selector": "pool=a", "layout": "all-balanced", "max_unavailable": "4",
-                                 "lease_s": 10.0}
-    values.update(spec)
-    state = initial_state("r", RolloutSpec(**values), LAYOUT_TEXT, list(cluster.nodes.values()))  # type: ignore[arg-type]
-    cluster.create_state("r", encode(state))
-
-
-def driver(cluster: Cluster, clock: FakeClock, holder: str = "one") -> RolloutDriver:
-    return RolloutDriver(cluster, "r", clock=clock, listener=Quiet(), holder=holder, poll_s=1.0)
+def stored_state(cluster: Cluster) -> dict[str, object]:
+    assert cluster.state is not None
+    loaded: dict[str, object] = json.loads(cluster.state.data["state"])
+    return loaded
 
 
 def test_lost_state_writes_are_read_again_and_each_node_is_still_relabelled_once() -> None:
@@ -149,7 +36,6 @@ def test_lost_state_writes_are_read_again_and_each_node_is_still_relabelled_once
     final = driver(cluster, FakeClock()).run()
     assert final.phase is Phase.DONE
     assert cluster.relabels == dict.fromkeys("abcd", 1)
-    assert LAYOUTS.names  # the layouts the reports were built from
 
 
 def test_a_driver_killed_between_the_wave_and_its_labels_is_resumed_by_the_next_after_its_lease() -> None:
@@ -165,12 +51,12 @@ def test_a_driver_killed_between_the_wave_and_its_labels_is_resumed_by_the_next_
     final = driver(cluster, clock, "two").run()
     assert final.phase is Phase.DONE
     assert cluster.relabels == dict.fromkeys("abcde", 1)
-    assert final.holder is None or final.holder == "two"
+    assert {r.status for r in final.nodes.values()} == {NodeStatus.DONE}  # its own labels, not someone else's
 
 
 def test_a_resume_forgives_the_failure_it_saw_and_halts_again_only_on_a_new_one() -> None:
     cluster = Cluster(["a", "b", "c"])
-    started(cluster, max_unavailable="2")
+    started(cluster, max_unavailable=first_state(cluster).spec.max_unavailable.parse("2"))
     cluster.failing.add("b")
     clock = FakeClock()
     halted = driver(cluster, clock).run()
@@ -179,11 +65,10 @@ def test_a_resume_forgives_the_failure_it_saw_and_halts_again_only_on_a_new_one(
 
     # b's agent retried (and failed) while the rollout was halted; then the fault is cleared and the
     # rollout resumed while b still shows that later failed attempt: forgiven, not a new failure.
-    cluster.agents_look()
+    cluster.agents_look(retry_failed=True)
     cluster.failing.discard("b")
     assert cluster.state is not None
-    state = RolloutState.loads(cluster.state.data["state"], layouts=LAYOUT_TEXT,
-                               resource_version=cluster.state.resource_version)
+    state = decode("r", cluster.state)
     cluster.replace_state("r", encode(resumed(state)), state.resource_version)
     final = driver(cluster, clock).run()
     assert final.phase is Phase.DONE
@@ -192,13 +77,12 @@ def test_a_resume_forgives_the_failure_it_saw_and_halts_again_only_on_a_new_one(
 
 def test_a_fault_not_cleared_halts_the_resumed_rollout_again_on_the_next_failed_attempt() -> None:
     cluster = Cluster(["a", "b", "c"])
-    started(cluster, max_unavailable="2")
+    started(cluster, max_unavailable=first_state(cluster).spec.max_unavailable.parse("2"))
     cluster.failing.add("b")
     clock = FakeClock()
     assert driver(cluster, clock).run().phase is Phase.HALTED
     assert cluster.state is not None
-    state = RolloutState.loads(cluster.state.data["state"], layouts=LAYOUT_TEXT,
-                               resource_version=cluster.state.resource_version)
+    state = decode("r", cluster.state)
     cluster.replace_state("r", encode(resumed(state)), state.resource_version)
     again = driver(cluster, clock).run()
     assert again.phase is Phase.HALTED
@@ -213,3 +97,105 @@ def test_a_failed_canary_halts_whatever_the_failure_budget() -> None:
     assert halted.phase is Phase.HALTED
     assert [r.node for r in halted.in_status(NodeStatus.FAILED)] == ["a"]
     assert cluster.relabels == {"a": 1}
+
+
+# --- a label someone else set ---------------------------------------------------------------------
+
+
+def test_a_node_relabelled_by_someone_else_mid_change_is_left_alone_said_and_never_undone() -> None:
+    cluster = Cluster(["a", "b", "c"])
+    started(cluster)
+    clock = FakeClock()
+    listener = Quiet()
+    driver(cluster, clock, listener=listener).step()  # the canary, a, is relabelled
+    assert cluster.relabels == {"a": 1}
+    cluster.someone_sets("a", "all-disabled")  # an admin, by hand, while a's change runs
+    final = driver(cluster, clock, listener=listener).run()
+
+    assert final.phase is Phase.DONE
+    assert cluster.label("a") == "all-disabled"  # not overwritten
+    assert cluster.relabels == {"a": 1, "b": 1, "c": 1}
+    left = final.nodes["a"]
+    assert left.status is NodeStatus.OVERRIDDEN
+    assert "changed by someone else to all-disabled" in left.reason
+    assert [(node, reason) for node, reason, _ in cluster.events] == [("a", EVENT_REASON)]
+    assert [fields["node"] for name, fields in listener.events if name == "node_left_alone"] == ["a"]
+
+    labels = {name: cluster.label(name) for name in cluster.nodes}
+    assert cluster.state is not None
+    undo = undo_state(decode("r", cluster.state), labels)
+    cluster.replace_state("r", encode(undo), cluster.state.resource_version)
+    undone = driver(cluster, clock).run()
+    assert undone.phase is Phase.DONE
+    assert cluster.label("a") == "all-disabled"  # the admin's label survives the undo
+    assert (cluster.label("b"), cluster.label("c")) == ("all-1g.10gb", "all-1g.10gb")
+
+
+def test_a_pending_node_someone_else_relabels_before_its_wave_is_never_relabelled() -> None:
+    cluster = Cluster(["a", "b"])
+    started(cluster)
+    cluster.someone_sets("b", "all-balanced")  # even to the rollout's own target: it was not the rollout's write
+    final = driver(cluster, FakeClock()).run()
+    assert cluster.relabels == {"a": 1}
+    assert final.nodes["b"].status is NodeStatus.OVERRIDDEN
+
+
+def test_a_label_changed_between_the_drivers_read_and_its_write_is_not_overwritten() -> None:
+    cluster = Cluster(["a", "b"])
+    started(cluster)
+    clock = FakeClock()
+    real_list = cluster.list_nodes
+
+    def list_then_someone_relabels(selector: str) -> list[object]:
+        listed = real_list(selector)
+        cluster.someone_sets("a", "all-disabled")  # after the driver read a, before it writes a's label
+        cluster.list_nodes = real_list  # type: ignore[method-assign]
+        return listed  # type: ignore[return-value]
+
+    cluster.list_nodes = list_then_someone_relabels  # type: ignore[assignment,method-assign]
+    final = driver(cluster, clock).run()
+    assert cluster.label("a") == "all-disabled"
+    assert cluster.relabels["a"] == 0
+    assert final.nodes["a"].status is NodeStatus.OVERRIDDEN
+
+
+# --- two starts, a state it cannot read -----------------------------------------------------------
+
+
+def test_of_two_starts_that_found_no_object_the_second_is_told_who_drives() -> None:
+    cluster = Cluster(["a"])
+    create(cluster, first_state(cluster), holder="host-a/11/aaaa", now=0.0)
+    with pytest.raises(AlreadyStartedError) as lost:
+        create(cluster, first_state(cluster), holder="host-b/22/bbbb", now=0.0)
+    assert str(lost.value) == (
+        "rollout r: another driver has just started it and drives it: host-a/11/aaaa"
+        " (follow it with `migagent rollout status r`)"
+    )
+    assert stored_state(cluster)["holder"] == "host-a/11/aaaa"
+
+
+def test_a_start_that_loses_to_a_detached_start_says_a_controller_drives_it() -> None:
+    cluster = Cluster(["a"])
+    create(cluster, first_state(cluster), holder=None, now=0.0)
+    with pytest.raises(AlreadyStartedError, match="another `migagent rollout start --detach` has just created it"):
+        create(cluster, first_state(cluster), holder="host-b/22/bbbb", now=0.0)
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (lambda s: s["nodes"]["b"].update(status="relabelling"), "state.nodes.b.status: \"relabelling\" is not one of"),
+        (lambda s: s["nodes"]["b"].update(target="all-7g"), "state.nodes.b.target: \"all-7g\" is not a layout"),
+    ],
+    ids=["unknown-status", "target-not-in-layouts"],
+)
+def test_a_state_it_cannot_read_stops_the_driver_before_any_relabel(edit: object, said: str) -> None:
+    cluster = Cluster(["a", "b"])
+    started(cluster)
+    assert cluster.state is not None
+    data = json.loads(cluster.state.data["state"])
+    edit(data)  # type: ignore[operator]
+    cluster.state.data = {**cluster.state.data, "state": json.dumps(data)}
+    with pytest.raises(CorruptStateError, match=said):
+        driver(cluster, FakeClock()).run()
+    assert cluster.relabels == {}

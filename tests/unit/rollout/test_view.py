@@ -6,8 +6,18 @@ import io
 
 from migagent.cli.rollout_view import LiveTable, evictions_report, headline, node_rows
 from migagent.clock import FakeClock
-from migagent.rollout.driver import LiveNode
-from migagent.rollout.state import NodeRecord, NodeStatus, Phase, RolloutSpec, RolloutState
+from migagent.rollout.budget import MaxUnavailable
+from migagent.rollout.port import LiveNode
+from migagent.rollout.spec import RolloutSpec
+from migagent.rollout.state import Layouts, NodeRecord, NodeStatus, Phase, RolloutState
+
+LAYOUTS = """\
+version: v1
+mig-configs:
+  new:
+    - devices: all
+      mig-enabled: false
+"""
 
 
 def state() -> RolloutState:
@@ -20,8 +30,9 @@ def state() -> RolloutState:
                    reason="ApplyFailed: boom", started_at=140.0, finished_at=150.0),
         NodeRecord("d", NodeStatus.PENDING, "new", "old", gpus=8),
     ]
-    return RolloutState(name="r", spec=RolloutSpec(selector="pool=a", layout="new", max_unavailable="16"),
-                        layouts="", phase=Phase.RUNNING, nodes={r.node: r for r in records}, waves=2)
+    spec = RolloutSpec(selector="pool=a", layout="new", max_unavailable=MaxUnavailable(16))
+    return RolloutState(name="r", spec=spec, layouts=Layouts.parse(LAYOUTS, source="test"), phase=Phase.RUNNING,
+                        nodes={r.node: r for r in records}, waves=2)
 
 
 def test_rows_show_wave_state_gpus_evictions_done_of_predicted_seconds_and_what_the_agent_does() -> None:
@@ -37,7 +48,7 @@ def test_rows_show_wave_state_gpus_evictions_done_of_predicted_seconds_and_what_
 def test_the_headline_counts_nodes_by_status_against_the_budgets() -> None:
     assert headline(state()) == (
         "rollout r (rollout): running; -l pool=a -c new; wave 2; 1/4 done, 1 in flight, 1 failed (budget 1),"
-        " 0 skipped; --max-unavailable 16"
+        " 0 skipped, 0 changed by someone else; --max-unavailable 16"
     )
 
 

@@ -1,0 +1,181 @@
+"""An in-memory cluster behind the rollout's port (no HTTP, no threads): nodes whose agents answer a
+relabel on the next look (success, or failed where told), Node and state-object resourceVersions
+that refuse a stale conditional write as the API server does, and someone else who may relabel a node."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from migagent.errors import TransientError
+from migagent.node.names import (
+    ATTEMPT_ANNOTATION,
+    CONDITION_TYPE,
+    DESIRED_ANNOTATION,
+    MIG_CONFIG_LABEL,
+    MIG_CONFIG_STATE_LABEL,
+    OBSERVED_ANNOTATION,
+)
+from migagent.node.port import NodeChangedError, NodeCondition, NodeView, PodView
+from migagent.rollout.budget import DisruptionBudget, MaxUnavailable
+from migagent.rollout.codec import encode
+from migagent.rollout.scope import initial_state, one_layout
+from migagent.rollout.spec import RolloutSpec
+from migagent.rollout.state import Layouts, RolloutState
+from migagent_sim.doubles.layouts import ALL_1G_AND_BALANCED
+from tests.unit.rollout.support import report
+
+LAYOUT_TEXT = ALL_1G_AND_BALANCED
+LAYOUTS = Layouts.parse(LAYOUT_TEXT, source="test layouts")
+
+
+class Killed(BaseException):
+    """The driver process dies here."""
+
+
+@dataclass
+class Stored:
+    data: Mapping[str, str]
+    resource_version: str
+    rollout: str = "r"
+    namespace: str = "migagent-rollouts"
+    object_name: str = "migagent-rollout-r"
+
+
+class Cluster:
+    def __init__(self, names: Sequence[str]) -> None:
+        self._node_version = 0
+        self.nodes = {name: self._node(name, "all-1g.10gb", attempt=0) for name in names}
+        self.failing: set[str] = set()
+        self.relabels: Counter[str] = Counter()
+        self.events: list[tuple[str, str, str]] = []
+        self.lose_writes = 0
+        self.kill_after_relabels: int | None = None
+        self.dead = False
+        self.state: Stored | None = None
+        self._version = 0
+        self._looks = 0
+
+    def _node(self, name: str, layout: str | None, *, attempt: int, failed: bool = False,
+              labels: Mapping[str, str] | None = None) -> NodeView:
+        self._node_version += 1
+        desired = layout if layout is not None else "all-1g.10gb"
+        kept = {k: v for k, v in (labels or {}).items() if k not in (MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL)}
+        return NodeView(
+            name=name, uid=name, resource_version=str(self._node_version),
+            labels={**kept, **({} if layout is None else {MIG_CONFIG_LABEL: layout}),
+                    MIG_CONFIG_STATE_LABEL: "failed" if failed else "success"},
+            annotations={OBSERVED_ANNOTATION: report(desired), DESIRED_ANNOTATION: json.dumps({"layout": layout}),
+                         ATTEMPT_ANNOTATION: str(attempt)},
+            conditions=(NodeCondition(CONDITION_TYPE, "False" if failed else "True", "ApplyFailed" if failed
+                                      else "Applied", "boom" if failed else ""),),
+        )
+
+    def agents_look(self, *, retry_failed: bool = False) -> None:
+        """Each agent answers a new label with an attempt; a failed one retries at every other look (its
+        back-off), or when told."""
+        self._looks += 1
+        retry_failed = retry_failed or self._looks % 2 == 0
+        for name, node in self.nodes.items():
+            label = node.labels.get(MIG_CONFIG_LABEL)
+            attempt = int(node.annotations[ATTEMPT_ANNOTATION])
+            settled = json.loads(node.annotations[DESIRED_ANNOTATION])["layout"] == label
+            failed = node.labels[MIG_CONFIG_STATE_LABEL] == "failed"
+            if not settled or (failed and (retry_failed or name not in self.failing)):
+                self.nodes[name] = self._node(name, label, attempt=attempt + 1, failed=name in self.failing,
+                                              labels=node.labels)
+
+    def someone_sets(self, node: str, layout: str) -> None:
+        """An admin's `kubectl label node NODE nvidia.com/mig.config=LAYOUT --overwrite`."""
+        self._node_version += 1
+        current = self.nodes[node]
+        self.nodes[node] = replace(current, labels={**current.labels, MIG_CONFIG_LABEL: layout},
+                                   resource_version=str(self._node_version))
+
+    def label(self, node: str) -> str | None:
+        return self.nodes[node].labels.get(MIG_CONFIG_LABEL)
+
+    # --- the port ---------------------------------------------------------------------------------
+
+    def list_nodes(self, selector: str) -> list[NodeView]:
+        listed = list(self.nodes.values())
+        self.agents_look()  # by the next look, the agents have answered
+        return listed
+
+    def set_layout(self, node: NodeView, layout: str | None) -> NodeView:
+        if self.kill_after_relabels is not None and sum(self.relabels.values()) >= self.kill_after_relabels:
+            self.kill_after_relabels = None
+            self.dead = True
+            raise Killed
+        current = self.nodes[node.name]
+        if current.resource_version != node.resource_version:
+            raise NodeChangedError(f"node {node.name} changed since it was read")
+        self.relabels[node.name] += 1
+        self._node_version += 1
+        labels = {k: v for k, v in current.labels.items() if k != MIG_CONFIG_LABEL}
+        if layout is not None:
+            labels[MIG_CONFIG_LABEL] = layout
+        self.nodes[node.name] = replace(current, labels=labels, resource_version=str(self._node_version))
+        return self.nodes[node.name]
+
+    def warn_node(self, node: NodeView, reason: str, message: str) -> None:
+        self.events.append((node.name, reason, message))
+
+    def list_pods_on_node(self, node: str) -> list[PodView]:
+        return []
+
+    def list_pdbs(self) -> Sequence[DisruptionBudget]:
+        return []
+
+    def read_state(self, rollout: str) -> Stored | None:
+        if self.dead:  # the killed process makes no more calls (its `finally` never runs)
+            self.dead = False
+            raise Killed
+        return self.state
+
+    def list_states(self) -> list[Stored]:
+        return [] if self.state is None else [self.state]
+
+    def create_state(self, rollout: str, data: Mapping[str, str]) -> str | None:
+        if self.state is not None:
+            return None
+        self._version += 1
+        self.state = Stored(dict(data), str(self._version))
+        return self.state.resource_version
+
+    def replace_state(self, rollout: str, data: Mapping[str, str], resource_version: str) -> str:
+        assert self.state is not None
+        if self.lose_writes:
+            self.lose_writes -= 1
+            self._version += 1  # someone else wrote in between
+            self.state = Stored(self.state.data, str(self._version))
+        if resource_version != self.state.resource_version:
+            raise TransientError("conflict", delay=0.0)
+        self._version += 1
+        self.state = Stored(dict(data), str(self._version))
+        return self.state.resource_version
+
+
+class Quiet:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, object]]] = []
+
+    def event(self, event: str, **fields: object) -> None:
+        self.events.append((event, fields))
+
+    def progress(self, state: RolloutState, live: Mapping[str, object]) -> None:
+        return None
+
+
+def first_state(cluster: Cluster, **spec: object) -> RolloutState:
+    values: dict[str, object] = {"selector": "pool=a", "layout": "all-balanced", "max_unavailable": MaxUnavailable(4),
+                                 "lease_s": 10.0}
+    values.update(spec)
+    nodes = list(cluster.nodes.values())
+    return initial_state("r", RolloutSpec(**values), LAYOUTS, nodes, one_layout(nodes, "all-balanced"))  # type: ignore[arg-type]
+
+
+def started(cluster: Cluster, **spec: object) -> None:
+    cluster.create_state("r", encode(first_state(cluster, **spec)))
