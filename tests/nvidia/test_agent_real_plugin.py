@@ -74,6 +74,13 @@ def _wait_for_layout(cluster: SimCluster, layout: str) -> str | None:
     return None
 
 
+def _until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + _CHANGE_TIMEOUT_S
+    while not check():
+        assert time.monotonic() < deadline, f"not within {_CHANGE_TIMEOUT_S:g}s: {what}"
+        time.sleep(0.2)
+
+
 def registered(cluster: SimCluster) -> dict[str, int]:
     """What the real plugin registers now, counted per resource."""
     return {name: len(ids) for name, ids in cluster.kubelet.device_manager.healthy_devices().items()}
@@ -135,7 +142,14 @@ def test_time_slicing_through_config_manager_the_agent_expects_the_replicas_the_
     assert allocated.envs["NVIDIA_VISIBLE_DEVICES"] == allocated.device_ids[0].split("::")[0]
 
     cluster.select_plugin_config("four")  # config-manager switches the file and SIGHUPs the plugin
+    # Once the plugin serves "four" (4 replicas of each of the 4 1g.10gb GIs, not renamed): a restart
+    # that config-manager's switch makes after the agent's change would withdraw what the agent saw.
+    _until(lambda: registered(cluster) == {"nvidia.com/mig-1g.10gb": 16, "nvidia.com/mig-2g.20gb": 2,
+                                           "nvidia.com/mig-3g.40gb": 2}, "the plugin serves config four")
     change_to(cluster, "all-1g.10gb")
+    # The plugin pod the agent resumed starts config-manager again, whose first sync may restart the
+    # plugin once more, seconds after the agent's success on a loaded machine: judged when it is back.
+    expected = agent_expects(cluster, MigStrategy.MIXED)
+    _until(lambda: registered(cluster) == expected, f"the plugin registers {expected}")
     real = registered(cluster)
-    assert real == agent_expects(cluster, MigStrategy.MIXED)
     assert real["nvidia.com/mig-1g.10gb"] == 14 * 4
