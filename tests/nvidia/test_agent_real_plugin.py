@@ -28,6 +28,7 @@ from migagent_sim.deviceplugin import AllocationError
 from migagent_sim.fakelib.backend import nvml_for
 from migagent_sim.nvidia_plugin import NvidiaTools
 from tests.nvidia.cases import time_slicing
+from tests.waiting import eventually
 
 CONFIG_MAP = ("gpu-operator", "device-plugin-configs")
 MakeCluster = Callable[..., SimCluster]
@@ -72,13 +73,6 @@ def _wait_for_layout(cluster: SimCluster, layout: str) -> str | None:
             return str(current)
         time.sleep(0.2)
     return None
-
-
-def _until(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + _CHANGE_TIMEOUT_S
-    while not check():
-        assert time.monotonic() < deadline, f"not within {_CHANGE_TIMEOUT_S:g}s: {what}"
-        time.sleep(0.2)
 
 
 def registered(cluster: SimCluster) -> dict[str, int]:
@@ -144,12 +138,13 @@ def test_time_slicing_through_config_manager_the_agent_expects_the_replicas_the_
     cluster.select_plugin_config("four")  # config-manager switches the file and SIGHUPs the plugin
     # Once the plugin serves "four" (4 replicas of each of the 4 1g.10gb GIs, not renamed): a restart
     # that config-manager's switch makes after the agent's change would withdraw what the agent saw.
-    _until(lambda: registered(cluster) == {"nvidia.com/mig-1g.10gb": 16, "nvidia.com/mig-2g.20gb": 2,
-                                           "nvidia.com/mig-3g.40gb": 2}, "the plugin serves config four")
+    eventually(lambda: registered(cluster) == {"nvidia.com/mig-1g.10gb": 16, "nvidia.com/mig-2g.20gb": 2,
+                                           "nvidia.com/mig-3g.40gb": 2}, "the plugin serves config four",
+               timeout_s=_CHANGE_TIMEOUT_S)
     change_to(cluster, "all-1g.10gb")
     # The plugin pod the agent resumed starts config-manager again, whose first sync may restart the
     # plugin once more, seconds after the agent's success on a loaded machine: judged when it is back.
     expected = agent_expects(cluster, MigStrategy.MIXED)
-    _until(lambda: registered(cluster) == expected, f"the plugin registers {expected}")
+    eventually(lambda: registered(cluster) == expected, f"the plugin registers {expected}", timeout_s=_CHANGE_TIMEOUT_S)
     real = registered(cluster)
     assert real["nvidia.com/mig-1g.10gb"] == 14 * 4

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from migagent.clock import SystemClock
 from migagent.node.names import MIG_CONFIG_LABEL
 from migagent_sim.pool import SimPool
@@ -22,15 +20,6 @@ def fill(pool: SimPool, node: str, *, prefix: str = "small", labels: dict[str, s
         pool.nodes[node].kubelet.run_workload("ml", name, profile="1g.10gb", labels=labels or {"app": prefix})
     wait_reported(pool, [(node, f"ml/{name}") for name in names])
     return [f"ml/{name}" for name in names]
-
-
-def eventually(check: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-    deadline = CLOCK.monotonic() + timeout_s
-    while CLOCK.monotonic() < deadline:
-        if check():
-            return
-        CLOCK.sleep(0.05)
-    raise AssertionError(f"not within {timeout_s:g}s: {what}")
 
 
 def layouts(pool: SimPool) -> dict[str, str | None]:

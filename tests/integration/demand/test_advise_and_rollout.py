@@ -13,7 +13,8 @@ from migagent.cli import main
 from migagent.plumbing.logging import configure_logging
 from migagent_sim.demand_pool import running_on, scheduler, submit
 from migagent_sim.pool import SimPool, SimPoolConfig
-from tests.integration.demand.support import FULL_NODE, THREE_G, eventually, fill, layouts
+from tests.integration.demand.support import FULL_NODE, THREE_G, fill, layouts
+from tests.waiting import eventually
 
 
 @pytest.fixture

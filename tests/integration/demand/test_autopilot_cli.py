@@ -16,7 +16,8 @@ from migagent.plumbing.logging import configure_logging
 from migagent_sim.cluster import GPU_OPERATOR_LABELS
 from migagent_sim.demand_pool import demand_api, running_on, scheduler, submit
 from migagent_sim.pool import SimPool, SimPoolConfig
-from tests.integration.demand.support import FULL_NODE, THREE_G, eventually, fill, layouts
+from tests.integration.demand.support import FULL_NODE, THREE_G, fill, layouts
+from tests.waiting import eventually
 
 
 @pytest.fixture

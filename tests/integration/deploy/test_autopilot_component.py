@@ -21,11 +21,12 @@ from migagent_sim.apiserver.access import AccessControl
 from migagent_sim.cluster import GPU_OPERATOR_LABELS
 from migagent_sim.demand_pool import AUTOPILOT, demand_api, running_on, scheduler, submit
 from migagent_sim.pool import PoolMonitor, SimPool, SimPoolConfig
-from tests.integration.demand.support import CLOCK, FULL_NODE, THREE_G, eventually, fill
+from tests.integration.demand.support import CLOCK, FULL_NODE, THREE_G, fill
 from tests.integration.deploy.manifests import Obj, of_kind, render_with_components
 from tests.integration.deploy.rbac import permissions_of
 from tests.integration.deploy.test_manifests import validate
 from tests.integration.rollout.support import Recorder
+from tests.waiting import eventually
 
 NOT_OPTED = "gpu-h100-3"
 

@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from migagent_sim.apiserver import FakeApiServer
 from tests.integration.kube_apiserver.conftest import NODE
-
-
-def eventually(check: Callable[[], bool], *, what: str, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.01)
+from tests.waiting import eventually
 
 
 def evict(core: client.CoreV1Api, namespace: str, name: str) -> None:

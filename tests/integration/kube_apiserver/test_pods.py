@@ -1,7 +1,5 @@
 """Pods, evictions, PDBs and DaemonSets through CoreV1Api, PolicyV1Api and AppsV1Api."""
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -11,15 +9,9 @@ from kubernetes.client.exceptions import ApiException
 from migagent_sim.apiserver import FakeApiServer, daemonset_object
 from tests.integration.kube_apiserver.conftest import NODE
 from tests.integration.kube_apiserver.support import parsed, status_body
+from tests.waiting import eventually
 
 MIG = {"nvidia.com/mig-1g.10gb": 1}
-
-
-def eventually(check: Callable[[], bool], *, what: str, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.01)
 
 
 def _evict(core: client.CoreV1Api, namespace: str, name: str) -> Any:
