@@ -1,6 +1,6 @@
 """Regenerate the docs' figures from the benches' own output: `python -m bench.report [--write]`.
 
-Each figures block (bench/README.md's, and the suite's time in docs/testing.md) sits between
+Each figures block (bench/README.md's, and the suite's time in the README) sits between
 `<!-- bench:NAME begin ... -->` and `<!-- bench:NAME end -->`; this runs that block's bench as a
 fresh process and puts its stdout there verbatim, under one line saying when, at which commit, on
 how many cores and at what load it ran. Without `--write` the new blocks are printed and the files
@@ -26,7 +26,7 @@ from pathlib import Path
 
 README = Path(__file__).with_name("README.md")
 REPO = README.parents[1]
-TESTING_DOC = REPO / "docs" / "testing.md"
+PROJECT_README = REPO / "README.md"
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Block:
     argv: tuple[str, ...]
     """After `python`: the bench command whose stdout fills the block."""
     readme: Path = README
-    """The file that holds the block's markers (bench/README.md, or docs/testing.md)."""
+    """The file that holds the block's markers (bench/README.md, or the project's README)."""
 
 
 BLOCKS = (
@@ -53,7 +53,7 @@ BLOCKS = (
     Block("fakelib", ("-m", "bench.fakelib_bench",)),
     Block("loader", ("-m", "bench.loader_bench", "--quick")),
     Block("eviction", ("-m", "bench.eviction_bench",)),
-    Block("suite", ("-m", "bench.suite_time",), readme=TESTING_DOC),
+    Block("suite", ("-m", "bench.suite_time",), readme=PROJECT_README),
 )
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api, PolicyV1Api
+from kubernetes.client import ApiClient, CoordinationV1Api, PolicyV1Api
 
 from migagent.clock import Clock
 from migagent.kube.cluster_reads import ClusterReads
+from migagent.kube.core_v1 import CoreV1Calls
 from migagent.kube.events import EventOps
 from migagent.kube.lease import LeaseOps, NodeLease, lease_name
 from migagent.kube.nodes import NodeOps
@@ -31,7 +32,7 @@ class KubeApi:
     def __init__(
         self, api_client: ApiClient, *, node_name: str, clock: Clock, timeout: RequestTimeout | None = None
     ) -> None:
-        core = CoreV1Api(api_client)
+        core = CoreV1Calls(api_client)  # not the generated CoreV1Api: core_v1.py says why
         bound = timeout or RequestTimeout()
         self._node_name = node_name
         self._nodes = NodeOps(core, node_name=node_name, clock=clock, timeout=bound)

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kubernetes.client import ApiClient, CoreV1Api
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from migagent.clock import Clock
 from migagent.errors import PermanentError
 from migagent.kube.classify import call_with_retries, classified
+from migagent.kube.core_v1 import CoreV1Calls
 from migagent.kube.resource_slices import VERSIONS, ResourceSliceReader, slice_devices
 from migagent.kube.timeouts import RequestTimeout
 from migagent.node.dra import SliceDevice
@@ -22,7 +23,7 @@ _HTTP_NOT_FOUND = 404
 
 class ClusterReads:
     def __init__(self, api_client: ApiClient, *, clock: Clock, timeout: RequestTimeout | None = None) -> None:
-        self._core = CoreV1Api(api_client)
+        self._core = CoreV1Calls(api_client)
         self._clock = clock
         self._timeout = timeout or RequestTimeout()
         self._slices = ResourceSliceReader(api_client, clock=clock, timeout=self._timeout)

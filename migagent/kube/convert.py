@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-from kubernetes.client import V1Container, V1Node, V1NodeCondition, V1Pod
 from kubernetes.utils.quantity import parse_quantity
 
 from migagent.node.names import MIRROR_POD_ANNOTATION, is_gpu_resource
 from migagent.node.port import NodeCondition, NodeView, PodRef, PodView
+
+if TYPE_CHECKING:  # the models load with the first response of their kind (kube/core_v1.py says why)
+    from kubernetes.client import V1Container, V1Node, V1NodeCondition, V1Pod
 
 
 def rfc3339(wall_seconds: float) -> str:

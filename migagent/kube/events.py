@@ -6,10 +6,11 @@ import datetime
 import itertools
 import uuid
 
-from kubernetes.client import CoreV1Api, CoreV1Event, V1EventSource, V1ObjectMeta, V1ObjectReference
+from kubernetes.client import CoreV1Event, V1EventSource, V1ObjectMeta, V1ObjectReference
 
 from migagent.clock import Clock
 from migagent.kube.classify import call_with_retries, classified
+from migagent.kube.core_v1 import CoreV1Calls
 from migagent.kube.timeouts import RequestTimeout
 from migagent.node.names import EVENT_COMPONENT, EVENT_NAMESPACE
 
@@ -17,7 +18,7 @@ _MAX_MESSAGE = 1024  # the API server's limit on an event note
 
 
 class EventOps:
-    def __init__(self, core: CoreV1Api, *, node_name: str, clock: Clock, timeout: RequestTimeout) -> None:
+    def __init__(self, core: CoreV1Calls, *, node_name: str, clock: Clock, timeout: RequestTimeout) -> None:
         self._core = core
         self._timeout = timeout
         self._node_name = node_name

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from kubernetes.client import ApiClient, CoreV1Api
+from kubernetes.client import ApiClient
 
 from migagent.kube.classify import classified
 from migagent.kube.convert import node_view
+from migagent.kube.core_v1 import CoreV1Calls
 from migagent.kube.nodes import watch_nodes
 from migagent.node.port import NodeEvent, NodeView
 
@@ -17,7 +18,7 @@ _TIMEOUT_S = (5.0, 30.0)  # connect, read
 
 class FleetReader:
     def __init__(self, api_client: ApiClient) -> None:
-        self._core = CoreV1Api(api_client)
+        self._core = CoreV1Calls(api_client)
 
     def list_nodes(self, label_selector: str | None) -> tuple[list[NodeView], str]:
         """Every node the selector matches, and the list's resource version to watch from.

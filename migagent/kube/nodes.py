@@ -12,13 +12,13 @@ from typing import Any
 
 import urllib3.exceptions
 from kubernetes import watch
-from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from migagent.clock import Clock
 from migagent.errors import TransientError
 from migagent.kube.classify import call_with_retries, classified, classify
 from migagent.kube.convert import node_view, rfc3339
+from migagent.kube.core_v1 import CoreV1Calls
 from migagent.kube.timeouts import RequestTimeout
 from migagent.node.port import NodeChangedError, NodeEvent, NodeView, WatchExpired
 
@@ -27,7 +27,7 @@ _HTTP_CONFLICT = 409
 
 
 class NodeOps:
-    def __init__(self, core: CoreV1Api, *, node_name: str, clock: Clock, timeout: RequestTimeout) -> None:
+    def __init__(self, core: CoreV1Calls, *, node_name: str, clock: Clock, timeout: RequestTimeout) -> None:
         self._core = core
         self._node_name = node_name
         self._clock = clock
@@ -132,7 +132,7 @@ class NodeOps:
 
 
 def watch_nodes(
-    core: CoreV1Api,
+    core: CoreV1Calls,
     call: str,
     resource_version: str,
     timeout_s: float,
@@ -147,7 +147,8 @@ def watch_nodes(
 
     Raises WatchExpired when the server no longer has that version (list again, then watch).
     """
-    stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
+    # The item type is named: CoreV1Calls.list_node carries no generated return annotation to find it by.
+    stream = watch.Watch(return_type="V1Node").stream(  # type: ignore[no-untyped-call]
         core.list_node,
         **{name: value for name, value in selectors.items() if value},
         resource_version=resource_version,

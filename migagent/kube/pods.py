@@ -12,7 +12,6 @@ import re
 from typing import Any
 
 from kubernetes.client import (
-    CoreV1Api,
     V1DeleteOptions,
     V1Eviction,
     V1ObjectMeta,
@@ -23,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from migagent.clock import Clock
 from migagent.kube.classify import call_with_retries, classified, retry_after_s, status_message
 from migagent.kube.convert import pod_view
+from migagent.kube.core_v1 import CoreV1Calls
 from migagent.kube.timeouts import RequestTimeout
 from migagent.node.port import EvictionOutcome, EvictionStatus, PodRef, PodView
 
@@ -36,7 +36,7 @@ _BUDGET_NAME = re.compile(r"^The disruption budget (\S+) ")
 
 
 class PodOps:
-    def __init__(self, core: CoreV1Api, *, node_name: str, clock: Clock, timeout: RequestTimeout) -> None:
+    def __init__(self, core: CoreV1Calls, *, node_name: str, clock: Clock, timeout: RequestTimeout) -> None:
         self._core = core
         self._node_name = node_name
         self._clock = clock

@@ -18,6 +18,7 @@ from migagent.clock import Clock
 from migagent.errors import PermanentError, TransientError
 from migagent.kube.classify import call_with_retries, classified
 from migagent.kube.convert import node_view, pod_view
+from migagent.kube.core_v1 import CoreV1Calls
 from migagent.kube.events import EventOps
 from migagent.kube.pdbs import pdb_view
 from migagent.kube.timeouts import RequestTimeout
@@ -71,6 +72,7 @@ class RolloutApi:
         layouts_namespace: str = LAYOUTS_NAMESPACE,
     ) -> None:
         self._core = CoreV1Api(api_client)
+        self._event_calls = CoreV1Calls(api_client)
         self._policy = PolicyV1Api(api_client)
         self._clock = clock
         self.namespace = namespace
@@ -105,7 +107,9 @@ class RolloutApi:
 
     def warn_node(self, node: NodeView, reason: str, message: str) -> None:
         """A Warning Event on the Node (namespace `default`, where `kubectl describe node` finds it)."""
-        events = EventOps(self._core, node_name=node.name, clock=self._clock, timeout=RequestTimeout(_TIMEOUT_S[1]))
+        events = EventOps(
+            self._event_calls, node_name=node.name, clock=self._clock, timeout=RequestTimeout(_TIMEOUT_S[1])
+        )
         events.emit(reason, message, warning=True, node_uid=node.uid)
 
     def list_pods_on_node(self, node: str) -> list[PodView]:
