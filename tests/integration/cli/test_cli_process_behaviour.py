@@ -104,13 +104,32 @@ def test_ctrl_c_while_a_command_waits_on_its_input_exits_130_with_one_line(tmp_p
                 child.wait(timeout=0.01)
     assert writer is not None, "the child never opened its layout file"
     try:
+        # Ctrl-C once the child sleeps in read(2). Sent while it is between open(2) and read(2), Python
+        # only notes the signal, and read(2) then blocks with the note unread until a second Ctrl-C: a
+        # person would press it again, and the test would wait forever.
+        _wait_until_sleeping_in_pipe_read(child)
         child.send_signal(signal.SIGINT)
         out, err = child.communicate(timeout=60)
     finally:
         os.close(writer)
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
     assert child.returncode == 130
     assert out == ""
     assert err.splitlines() == ["migagent validate: interrupted"]
+
+
+def _wait_until_sleeping_in_pipe_read(child: subprocess.Popen[str]) -> None:
+    """Until the kernel says the child waits in a pipe read (its FIFO's; `pipe_read`, `anon_pipe_read`
+    since Linux 6.x), or fail after 60 s."""
+    wchan = Path(f"/proc/{child.pid}/wchan")
+    for _ in range(6000):
+        if wchan.read_text().endswith("pipe_read"):
+            return
+        with pytest.raises(subprocess.TimeoutExpired):  # a short pause, failing if the child ended
+            child.wait(timeout=0.01)
+    pytest.fail(f"the child never blocked reading its layout file (wchan {wchan.read_text()!r})")
 
 
 def test_ctrl_c_stops_host_mode_cleanly_then_exits_130_with_one_line(tmp_path: Path) -> None:
