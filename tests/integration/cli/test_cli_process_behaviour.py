@@ -100,8 +100,7 @@ def test_ctrl_c_while_a_command_waits_on_its_input_exits_130_with_one_line(tmp_p
             writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
             break
         except OSError:
-            with pytest.raises(subprocess.TimeoutExpired):  # a short pause, failing if the child ended
-                child.wait(timeout=0.01)
+            _pause_while_running(child)
     assert writer is not None, "the child never opened its layout file"
     try:
         # Ctrl-C once the child sleeps in read(2). Sent while it is between open(2) and read(2), Python
@@ -127,9 +126,14 @@ def _wait_until_sleeping_in_pipe_read(child: subprocess.Popen[str]) -> None:
     for _ in range(6000):
         if wchan.read_text().endswith("pipe_read"):
             return
-        with pytest.raises(subprocess.TimeoutExpired):  # a short pause, failing if the child ended
-            child.wait(timeout=0.01)
+        _pause_while_running(child)
     pytest.fail(f"the child never blocked reading its layout file (wchan {wchan.read_text()!r})")
+
+
+def _pause_while_running(child: subprocess.Popen[str]) -> None:
+    """10 ms, failing the test if the child ended meanwhile."""
+    with pytest.raises(subprocess.TimeoutExpired):
+        child.wait(timeout=0.01)
 
 
 def test_ctrl_c_stops_host_mode_cleanly_then_exits_130_with_one_line(tmp_path: Path) -> None:
