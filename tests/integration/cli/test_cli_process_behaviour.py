@@ -7,6 +7,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -88,10 +90,11 @@ def test_each_command_registers_under_its_own_name_with_its_summary() -> None:
 def test_ctrl_c_while_a_command_waits_on_its_input_exits_130_with_one_line(tmp_path: Path) -> None:
     fifo = tmp_path / "layouts.fifo"
     os.mkfifo(fifo)
-    child = subprocess.Popen(
-        [sys.executable, "-m", "migagent", "validate", "-f", str(fifo)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-    )
+    with _children_start_with_ctrl_c_on():
+        child = subprocess.Popen(
+            [sys.executable, "-m", "migagent", "validate", "-f", str(fifo)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        )
     # Opening the FIFO for writing succeeds only once the child has it open for reading; then the
     # child blocks reading the file, as it would on a slow NFS mount, until Ctrl-C.
     writer = None
@@ -117,6 +120,21 @@ def test_ctrl_c_while_a_command_waits_on_its_input_exits_130_with_one_line(tmp_p
     assert child.returncode == 130
     assert out == ""
     assert err.splitlines() == ["migagent validate: interrupted"]
+
+
+@contextmanager
+def _children_start_with_ctrl_c_on() -> Iterator[None]:
+    """While it runs, a child starts with SIGINT at its default, even if this suite ignores it.
+
+    A suite started in the background by a shell without job control (`(pytest &)`, `nohup` in a
+    script) ignores SIGINT, its children inherit that, and a Python child then leaves Ctrl-C ignored,
+    as a background job should: the test would wait forever. A handler, unlike an ignored signal, is
+    not inherited across exec."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _wait_until_sleeping_in_pipe_read(child: subprocess.Popen[str]) -> None:

@@ -18,9 +18,10 @@ from migagent.rollout.state import NodeStatus, Phase
 from migagent_sim.pool import PoolMonitor, SimPool, SimPoolConfig
 from tests.integration.rollout.support import CLOCK, TARGET, api, wait_reported
 
-LEASE_S = 15.0
+LEASE_S = 30.0
 """Long enough that the lease left by the kill still runs when the second `start` tries, however
-loaded the machine (at 2 s a loaded run reached that `start` after the lease had expired)."""
+loaded the machine. A driver renews its lease once half of it is left, so at the kill between half
+and all of it runs on: at 15 s, a loaded CI run reached that `start` after the lease had expired."""
 
 
 def _state(pool: SimPool) -> dict[str, object] | None:
@@ -59,12 +60,16 @@ def test_killing_start_mid_wave_and_starting_again_finishes_with_each_node_relab
     killed_state = _state(pool)
     assert killed_state is not None
     assert killed_state["holder"] is not None  # killed: the lease was not released
+    expires = killed_state["holder_expires"]
+    assert isinstance(expires, float)
+    assert expires - CLOCK.wall() > 2.0, f"the killed driver's lease had {expires - CLOCK.wall():.1f}s left"
 
     # While the lease runs, another `start` may not drive it.
     assert main(command) == 1
     assert "is driven by" in capsys.readouterr().err  # type: ignore[attr-defined]
 
-    CLOCK.sleep(LEASE_S)
+    # Once it has run out (and not a fixed wait after: up to half the lease has gone by at the kill).
+    CLOCK.sleep(max(0.0, expires - CLOCK.wall()) + 0.5)
     assert main(command) == 0
 
     stored = api(pool).read_state("r")
