@@ -10,10 +10,13 @@ Self-contained on purpose (no `bench` import, only APIs that both sides of a com
                               on a simulated 8x H100 node, and the API requests it made in WINDOW s
 Prints one JSON object: value, unit, requests.
 
-The simulated cluster moved over the project's history: `migagent.cli.simcluster` up to fd9ca0f,
-`migagent_sim.cluster` (the simulator/ distribution) since. Only the tree's own module is used (an
-installed simulator of another tree would drive this tree's agent with another's cluster); a commit
-with neither cannot be driven, and the probe says so.
+Three modules moved over the project's history: the simulated cluster (`migagent.cli.simcluster` up
+to fd9ca0f, `migagent_sim.cluster`, the simulator/ distribution, since), logging
+(`migagent.runtime.logging`, then `migagent.plumbing.logging`) and the Node's names
+(`migagent.kube.names`, then `migagent.node.names`). Each is taken from the tree's own files only: an
+installed simulator of another tree would drive this tree's agent with another's cluster, and an
+editable install of this tree would hand the other tree's `migagent` this tree's modules. A commit
+with none of the candidates cannot be driven, and the probe says so.
 """
 
 from __future__ import annotations
@@ -31,12 +34,15 @@ from pathlib import Path
 from typing import Any
 
 _SIMCLUSTER_MODULES = ("migagent_sim.cluster", "migagent.cli.simcluster")
+_LOGGING_MODULES = ("migagent.plumbing.logging", "migagent.runtime.logging")
+_NAMES_MODULES = ("migagent.node.names", "migagent.kube.names")
 _MAIN = "import sys; from migagent.cli import main; sys.exit(main())"
 
 
-def _simcluster() -> Any:
+def _tree_module(candidates: tuple[str, ...], what: str) -> Any:
+    """The first of `candidates` whose file is in the tree measured (the current directory)."""
     tree = Path.cwd().resolve()
-    for name in _SIMCLUSTER_MODULES:
+    for name in candidates:
         try:
             module = importlib.import_module(name)
         except ImportError:
@@ -44,32 +50,37 @@ def _simcluster() -> Any:
         if tree in Path(str(module.__file__)).resolve().parents:
             return module
     raise SystemExit(
-        f"{tree} has none of the simulated clusters this probe drives ({', '.join(_SIMCLUSTER_MODULES)}):"
+        f"{tree} has none of the {what} modules this probe knows ({', '.join(candidates)}):"
         " bench.compare drives commits from the agent's first simulated cluster on"
     )
 
 
-def _quiet() -> None:
-    from migagent.plumbing.logging import configure_logging
+def _simcluster() -> Any:
+    return _tree_module(_SIMCLUSTER_MODULES, "simulated cluster")
 
-    configure_logging(json_logs=False, level=logging.WARNING)
+
+def _quiet() -> None:
+    _tree_module(_LOGGING_MODULES, "logging").configure_logging(json_logs=False, level=logging.WARNING)
     for name in ("urllib3.connectionpool", "kubernetes.client.rest"):
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def _applied(cluster: Any, layout: str) -> bool:
-    from migagent.node.names import CONDITION_TYPE, DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
-
+def _applied(cluster: Any, layout: str, names: Any) -> bool:
     node = cluster.node()
     labels, notes = node["metadata"].get("labels", {}), node["metadata"].get("annotations", {})
     conditions = node.get("status", {}).get("conditions", [])
-    ready = any(c["type"] == CONDITION_TYPE and c["status"] == "True" for c in conditions)
-    return ready and labels.get(MIG_CONFIG_STATE_LABEL) == "success" and layout in notes.get(DESIRED_ANNOTATION, "")
+    ready = any(c["type"] == names.CONDITION_TYPE and c["status"] == "True" for c in conditions)
+    return (
+        ready
+        and labels.get(names.MIG_CONFIG_STATE_LABEL) == "success"
+        and layout in notes.get(names.DESIRED_ANNOTATION, "")
+    )
 
 
 def _wait(cluster: Any, layout: str) -> None:
+    names = _tree_module(_NAMES_MODULES, "Node names")
     deadline = time.monotonic() + 300
-    while not _applied(cluster, layout):
+    while not _applied(cluster, layout, names):
         if time.monotonic() > deadline:
             raise SystemExit(f"{layout} was not applied within 300 s")
         time.sleep(0.002)
