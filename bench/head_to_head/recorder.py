@@ -78,6 +78,11 @@ class Recorder:
         with self._lock:
             return [replace(g, t=g.t - origin) for g in self._gone]
 
+    def catch_up(self, node: JsonDict, *, timeout_s: float) -> bool:
+        """Until the latest sample shows what `node` (a read of the Node made now) shows; False on `timeout_s`."""
+        read = sample(node, 0.0)
+        return self.wait_quiet(0.0, timeout_s=timeout_s, done=lambda samples: samples[-1].same_as(read))
+
     def latest(self) -> NodeSample | None:
         with self._lock:
             return self._samples[-1] if self._samples else None

@@ -151,13 +151,12 @@ class RunContext:
         return written
 
     def finish(self) -> None:
-        """What the admin does once the scenario has settled (uncordon, for a drained node)."""
+        """What the admin does once the scenario has settled (uncordon, for a drained node); then until the
+        harness's watch has delivered the Node as a read of it shows now, so the record ends where the node
+        is. An admin who gave up uncordoned before the label and nothing waited for that since."""
         if self._labelled and self.given_up is None:
-            latest = self.node.recorder.latest()
             self.manager.after_change(self.node)
-            # Until the harness has seen the uncordon, so the record ends with it.
-            if latest is not None and latest.cordoned:
-                self.node.recorder.wait_quiet(0.0, timeout_s=10.0, done=lambda samples: not samples[-1].cordoned)
+        self.node.recorder.catch_up(self.node.api.node(self.node.name), timeout_s=10.0)
 
     def settle(self, since: float, target: str, *, timeout_s: float) -> bool:
         """Until the state label moved after the write at `since` and came to rest, nothing changing for

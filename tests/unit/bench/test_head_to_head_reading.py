@@ -3,12 +3,14 @@ layout, GPU changes by MIG device UUID, and the facts a repeated run must reprod
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 
 import pytest
 
 from bench.head_to_head.gpus import GpuSnapshot, MigDevice, compare, describe_node, gpu_ranges
 from bench.head_to_head.publish import replace_block, summary
+from bench.head_to_head.recorder import Recorder
 from bench.head_to_head.report import cell, facts, summarise
 from bench.head_to_head.run import RunRecord
 from bench.head_to_head.timeline import (
@@ -164,3 +166,32 @@ def test_the_readme_summary_puts_each_manager_in_a_few_words_and_is_written_betw
     assert replace_block(text, "x", "new table").splitlines()[2] == "new table"
     with pytest.raises(RuntimeError, match="no <!-- bench:y begin"):
         replace_block(text, "y", "new table")
+
+
+def _node(*, cordoned: bool) -> dict[str, object]:
+    labels = {"nvidia.com/mig.config": "a", "nvidia.com/mig.config.state": "failed"}
+    return {"metadata": {"name": "n", "labels": labels}, "spec": {"unschedulable": cordoned}, "status": {}}
+
+
+def test_the_record_waits_until_the_watch_has_delivered_the_node_as_a_read_shows_it_now() -> None:
+    """An admin who gave up uncordoned through the API server: the harness's watch can lag that write, so
+    the record would say cordoned where a read says not (CI's failure in the pdb-for-ever scenario)."""
+    recorder = Recorder("n")
+    recorder.node_changed(_node(cordoned=True))
+    uncordoned = _node(cordoned=False)
+    delivery = threading.Timer(0.2, recorder.node_changed, args=(uncordoned,))
+    delivery.start()
+    try:
+        assert recorder.catch_up(uncordoned, timeout_s=10.0)
+    finally:
+        delivery.join()
+    latest = recorder.latest()
+    assert latest is not None
+    assert not latest.cordoned
+
+
+def test_a_watch_that_never_delivers_the_read_gives_up_at_the_timeout() -> None:
+    recorder = Recorder("n")
+    recorder.node_changed(_node(cordoned=True))
+    assert not recorder.catch_up(_node(cordoned=False), timeout_s=0.1)
+    assert recorder.catch_up(_node(cordoned=True), timeout_s=0.1)
