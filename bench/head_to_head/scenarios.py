@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from bench.head_to_head.run import Outcome, RunContext
 from bench.head_to_head.timeline import first_state
-from tests.realkube.deployment import ensure_owner
+from tests.realkube.deployment import ensure_namespace, ensure_owner
 
 TARGET = "half-balanced"
 TYPO = "half-balancd"
@@ -55,6 +55,7 @@ def pods(ctx: RunContext, settings: Settings) -> Outcome:
 
 def _guarded_pod(ctx: RunContext, *, replicas: int) -> None:
     """inference-0 on GPU 0 slot 6 (a GI the change destroys), from a ReplicaSet of `replicas`."""
+    ensure_namespace(ctx.node.plane, "ml")  # the scenario may be the first thing its control plane runs
     ensure_owner(ctx.node.plane, "ReplicaSet", "ml", "inference-0-owner", replicas=replicas)
     ctx.node.kubelet.run_workload("ml", "inference-0", mig_uuid=ctx.node.mig_uuid(0, 6), labels=APP)
 

@@ -176,9 +176,7 @@ def ensure_namespace(plane: ControlPlane, name: str) -> None:
 def ensure_owner(plane: ControlPlane, kind: str, namespace: str, name: str, *, replicas: int = 1) -> str:
     """An inert DaemonSet or ReplicaSet (no controller runs them) so a pod may name it as its owner; its UID.
 
-    The garbage collector deletes a pod whose owner does not exist, so an owner must be real. Its namespace
-    is made too: a scenario may be the first thing a control plane runs (one test alone)."""
-    ensure_namespace(plane, namespace)
+    The garbage collector deletes a pod whose owner does not exist, so an owner must be real."""
     admin = plane.rest(plane.admin)
     collection = f"/apis/apps/v1/namespaces/{namespace}/{'daemonsets' if kind == 'DaemonSet' else 'replicasets'}"
     spec: JsonDict = {
