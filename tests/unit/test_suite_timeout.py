@@ -60,7 +60,7 @@ def _pytest(tmp_path: Path, source: str) -> str:
         [
             sys.executable, "-m", "pytest", "-c", str(REPO / "pyproject.toml"), "--rootdir", str(tmp_path),
             "-p", "tests.conftest", "-o", "timeout=2", "-o", "teardown_timeout=2", "-p", "no:cacheprovider",
-            str(tmp_path / "test_hung.py"),
+            "-n", "0", str(tmp_path / "test_hung.py"),
         ],
         cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
         env={**os.environ, "PYTHONPATH": str(REPO)},
