@@ -80,15 +80,18 @@ class StopSignals:
 
 
 def stopped(stop: StopSignals, engine: ApplyEngine) -> int:
-    """The step in progress finished and is journaled; the next one never began. A GPU instance the
-    plan left without its compute instances at that point (created, or emptied for destruction)
-    is destroyed, so no stop leaves one: the next apply plans from what is there."""
+    """The step in progress finished and is journaled; the next one never began. A GPU instance this
+    apply left without its compute instances at that point (created, or emptied for destruction: its
+    journal says which) is destroyed, so no stop leaves one of its own: the next apply plans from what
+    is there. Another tool's bare GPU instance, on a GPU the config may not select, is left and named."""
     try:
-        settled = engine.settle()
+        settled, others = engine.settle()
     except MigAgentError as exc:  # the stop is still reported, with what is left to clean
         left = f"; GPU instances the stop left without compute instances could not be destroyed: {exc}"
     else:
         left = f"; destroyed {len(settled)} GPU instance(s) the stop left without compute instances" if settled else ""
+        if others:
+            left += f"; left {', '.join(others)} without compute instances: this apply did not make them"
     print(f"migagent apply: stopped by {stop.signal_name} between two steps{left}: run the same apply again to"
           " finish", file=sys.stderr)
     return stop.exit_code

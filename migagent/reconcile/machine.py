@@ -44,7 +44,7 @@ from migagent.reconcile.ports import GroupReset, NodeDriver, RebootRequester, un
 from migagent.reconcile.result import ApplyOutcome, ApplyResult
 from migagent.reconcile.retry import RetryPolicy, step_retrying
 from migagent.reconcile.safety import check_nothing_in_use
-from migagent.reconcile.settle import destroy_bare_instances
+from migagent.reconcile.settle import destroy_bare_instances, made_by
 from migagent.reconcile.signals import RebootNeeded, Replan, ResetSkipped
 from migagent.reconcile.states import RESUMABLE, Phase, transition
 from migagent.reconcile.where_stopped import GpuState, observe_where_stopped, with_gpu_state
@@ -181,9 +181,11 @@ class ApplyEngine:
             plan=a.plan, steps_done=a.step_index, log=a.log,
         )
 
-    def settle(self) -> tuple[str, ...]:
-        """An abandoned change: leave no GPU instance without compute instances (reconcile.settle)."""
-        return destroy_bare_instances(self._driver)
+    def settle(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """An abandoned change: no GPU instance it made (its journal says which) is left without compute
+        instances; returns those destroyed and the bare ones left, not its own (reconcile.settle)."""
+        record = self._journal.load()
+        return destroy_bare_instances(self._driver, made_by(record.plan, record.step_index) if record else frozenset())
 
     # -- the flow -----------------------------------------------------------------------------
 

@@ -106,3 +106,39 @@ def test_the_fake_librarys_apply_keeps_its_journal_beside_its_state_file(
     assert journal.directory == tmp_path / "fake-node.json.journal"
     monkeypatch.delenv("MIGAGENT_FAKE_NVML_STATE")
     assert journal_for(args).directory == Path("/var/lib/migagent")  # type: ignore[attr-defined]
+
+
+GPU0_ONLY = """version: v1
+mig-configs:
+  gpu0-all-1g:
+    - devices: [0]
+      mig-enabled: true
+      mig-devices: {"1g.10gb": 7}
+"""
+
+
+def test_ctrl_c_cleans_up_only_what_the_apply_made_and_names_the_bare_instance_it_left(tmp_path: Path) -> None:
+    """Issue 37 item 11: another tool's GPU instance without compute instances, on a GPU the config does
+    not select, was destroyed by the stop's clean-up (an apply that runs to the end leaves it)."""
+    state = tmp_path / "node.json"
+    assert _apply(state, "--simulate", "2xH100-80GB-SXM").returncode == 0  # all-balanced
+    fake = FakeNvml.load(state)
+    with GpuDriver(fake, reset_runner=SimResetRunner(fake)) as driver:
+        gi = next(gi for gi in driver.observe().gpu(1).gpu_instances if gi.profile_id == 9)  # the 3g GI
+        driver.destroy_compute_instance(1, gi_id=gi.id, ci_id=gi.compute_instances[0].id)
+    fake.save(state)
+    layouts = tmp_path / "gpu0.yaml"
+    layouts.write_text(GPU0_ONLY, encoding="utf-8")
+    argv = [sys.executable, "-m", "migagent", "apply", "--state", str(state), "-f", str(layouts), "-c", "gpu0-all-1g"]
+
+    stopped = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120, cwd=ROOT,
+                             env={**os.environ, SIGINT_AFTER_MUTATIONS_ENV: "6"})
+
+    assert stopped.returncode == 130, stopped.stderr
+    assert _bare_instances(state) == [(1, gi.id)]
+    said = [line for line in stopped.stderr.splitlines() if line.startswith("migagent apply:")]
+    left = f"; left GPU 1: GPU instance {gi.id} at slot 4 without compute instances: this apply did not make them"
+    assert left in said[-1]
+    finished = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120, cwd=ROOT)
+    assert finished.returncode == 0, finished.stderr
+    assert _bare_instances(state) == [(1, gi.id)]
