@@ -150,10 +150,12 @@ class ApplyEngine:
         planner: Planner | None = None,
         checkpoint: Callable[[], None] | None = None,
         planned: Planned | None = None,
+        part_of: DesiredNode | None = None,
     ) -> ApplyResult:
         """`planner` replaces the engine's for this call: the agent passes the one it drained for (the
         same workloads per GI), so the engine destroys exactly the GIs the drain emptied. `planned`: the
-        plan that planner made before the drain; used as it is unless the GPUs changed since.
+        plan that planner made before the drain; used as it is unless the GPUs changed since. `part_of`:
+        the whole layout when `desired` is its MIG-mode part (a refused write says where the GPUs stand).
 
         `checkpoint` runs between two steps (never inside one, and after the journal says where the
         apply stands); whatever it raises, other than a MigAgentError, ends the apply there, resumable."""
@@ -171,7 +173,7 @@ class ApplyEngine:
             try:
                 return self._run(attempt, desired)
             except StorageError as exc:
-                return self._fail(attempt, with_gpu_state(exc, self._where_stopped(attempt, desired)))
+                return self._fail(attempt, with_gpu_state(exc, self._where_stopped(attempt, part_of or desired)))
             except MigAgentError as exc:
                 return self._fail(attempt, exc)
 
