@@ -273,8 +273,6 @@ class ApplyEngine:
         assert a.plan is not None
         for index in range(a.step_index, len(a.plan.steps)):
             a.step_index = index
-            if a.checkpoint is not None:
-                a.checkpoint()  # a safe point: the previous step is done and journaled, this one not begun
             self._save(a, Phase.APPLYING)  # write-ahead: "about to run step `index`"
             self._run_step_retrying(a, a.plan.steps[index])
             a.step_index = index + 1
@@ -299,6 +297,10 @@ class ApplyEngine:
         if step.is_done(observation):
             step_log.info("step_skipped", reason="already done")
             return False
+        if a.checkpoint is not None:
+            # A safe point: the previous step is done and journaled, this one not begun. Only before a step
+            # that calls NVML: a stop with nothing left to call (a reset done with another) lets it converge.
+            a.checkpoint()
         reason = precondition_failure(step, observation)
         if reason is not None:
             raise Replan(reason)
