@@ -378,7 +378,8 @@ class FakeKubelet:
     def _replace(self, workload: Workload, gone: JsonDict) -> None:
         """The ReplicaSet's new pod: a new name and UID, left Pending (not bound to this node), under the
         same owner, with the priority admission gives it again from its template's PriorityClass."""
-        owner, template = next(iter(gone["metadata"].get("ownerReferences") or ()), {}), gone.get("spec") or {}
+        owner: JsonDict = next(iter(gone["metadata"].get("ownerReferences") or ()), {})
+        template: JsonDict = gone.get("spec") or {}
         replacement = self._api.create_pod(
             node_name=None,
             namespace=workload.namespace,

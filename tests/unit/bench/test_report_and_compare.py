@@ -3,6 +3,8 @@ bench.compare's table shows both trees' medians; structure only, no timing is as
 
 from __future__ import annotations
 
+from typing import Any
+
 from bench.compare import _table
 from bench.report import BLOCKS, Block, _begin, regenerate
 
@@ -61,7 +63,7 @@ def test_the_idle_probe_compares_megabytes() -> None:
 
 
 def test_the_demo_probe_compares_cpu_seconds_with_wall_seconds_and_failed_runs() -> None:
-    results = {
+    results: dict[str, list[dict[str, Any]]] = {
         "abc (this tree)": [{"value": 6.0, "unit": "cpu-s", "requests": 0, "wall_s": 15.0, "failed": False}] * 2,
         "def (x)": [{"value": 150.0, "unit": "cpu-s", "requests": 0, "wall_s": 180.0, "failed": f} for f in (0, 1)],
     }
