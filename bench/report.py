@@ -50,6 +50,7 @@ BLOCKS = (
     Block("compare-journal", ("-m", "bench.compare", "{base}", "--runs", "3", "--probe", "journal", "--gpus", "16")),
     Block("compare-version", ("-m", "bench.compare", "{base}", "--runs", "5", "--probe", "version")),
     Block("compare-idle", ("-m", "bench.compare", "{base}", "--runs", "3", "--probe", "idle")),
+    Block("compare-demo", ("-m", "bench.compare", "{base}", "--runs", "3", "--probe", "demo")),
     Block("chaos", ("-m", "bench.chaos", "--quick")),
     Block("cli-startup", ("-m", "bench.cli_startup",)),
     Block("fakelib", ("-m", "bench.fakelib_bench",)),

@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from migagent.cli.apply_outcome import StopRequested, StopSignals, print_report, stopped
+from migagent.cli.apply_outcome import StopRequested, StopSignals, finished, print_report, stopped
 from migagent.cli.commands import summary
 from migagent.cli.conflicts import Conflict, refuse_together
 from migagent.cli.flags import add_output_argument
@@ -164,11 +164,8 @@ def _run_apply(args: argparse.Namespace) -> int:
             return stopped(stop, engine)
         after = driver.observe()  # names the profiles of GPUs whose MIG mode just changed
     print_report(report, after)
-    if args.mode_only:
-        print("MIG mode settings applied successfully")
-    else:
-        print("MIG configuration applied successfully")
-    return 0
+    print("MIG mode settings applied successfully" if args.mode_only else "MIG configuration applied successfully")
+    return finished(stop)
 
 
 # -- assert -----------------------------------------------------------------------------------------

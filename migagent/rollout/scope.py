@@ -27,8 +27,8 @@ Targets = Mapping[str, str]
 """Node name -> the layout the rollout moves it to."""
 
 FORGIVE_CURRENT = "*"
-"""A resumed node's stale_attempt until the driver next looks: whatever failed attempt it shows then
-(its agent may have retried and failed again while the rollout was halted) is forgiven."""
+"""A resumed node's stale_attempt until the driver next looks: whatever attempt it shows then, failed
+(its agent may have retried and failed again while the rollout was halted) or in flight, is forgiven."""
 
 
 def one_layout(nodes: Sequence[NodeView], layout: str) -> dict[str, str]:
