@@ -18,6 +18,7 @@ import structlog
 from pytest_timeout import dump_stacks
 
 from migagent.plumbing.logging import reset_logging
+from migagent_sim.deadline import load_factor
 from tests.leftovers import no_leftovers
 
 __all__ = ["no_leftovers"]
@@ -134,13 +135,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """pytest-timeout's bound for this test, stretched by the load factor as the test starts (outside
+    pytest-timeout's own wrapper, which arms its timer from the marker): it catches a hang, and a
+    loaded machine is not one (a real-control-plane test ran past 900 s at load 50)."""
+    factor = load_factor()
+    if factor > 1.0:
+        marker = item.get_closest_marker("timeout")
+        base = float(marker.args[0]) if marker is not None and marker.args else float(item.config.getini("timeout"))
+        item.add_marker(pytest.mark.timeout(base * factor), append=False)
+    yield
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
     if signal.getitimer(signal.ITIMER_REAL)[0] > 0:  # pytest-timeout's timer still runs: it bounds this
         yield
         return
     terminal = item.config.get_terminal_writer()
-    limit = float(item.config.getini("teardown_timeout"))
+    limit = float(item.config.getini("teardown_timeout")) * load_factor()
 
     def hung(signum: int, frame: FrameType | None) -> None:
         terminal.sep("+", title=f"Teardown still running after {limit:g} s")
