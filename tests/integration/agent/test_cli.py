@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -114,6 +117,30 @@ def test_the_single_strategy_demo_refuses_a_mixed_layout_untouched_then_advertis
     assert "all-3g.40gb applied" in out
 
 
+def test_the_none_strategy_demo_runs_and_prints_no_python_repr_and_no_grpc_log_line() -> None:
+    # Documented and broken (exit 70: a MIG workload on a plugin advertising whole GPUs); stderr, after a
+    # demo, carried gRPC's C-core lines (`chttp2_transport.cc ... GOAWAY`): a process of its own to see them.
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GRPC_")}
+    run = subprocess.run([sys.executable, "-m", "migagent", "demo", "--mig-strategy", "none"], env=env,
+                         capture_output=True, text=True, check=False, cwd=ROOT, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stderr == ""
+    assert "advertised nvidia.com/gpu: 8" in run.stdout
+    assert re.search(r"nvidia\.com/gpu\s+8\s+8", run.stdout)
+    assert not re.search(r"[\[{(]'", run.stdout), run.stdout  # no dict, list or tuple printed as Python's repr
+
+
+@pytest.mark.parametrize("scenario", ["rollout", "autopilot"])
+def test_the_pool_demos_refuse_the_node_demos_flags_rather_than_ignore_them(
+    capsys: pytest.CaptureFixture[str], scenario: str
+) -> None:
+    assert main(["demo", scenario, "--mig-strategy", "single", "--linger", "5"]) == 2
+    assert capsys.readouterr().err == (
+        "migagent demo: --mig-strategy, --linger: only the node demo (`migagent demo`) takes them;"
+        f" `migagent demo {scenario}` takes --timeout\n"
+    )
+
+
 @pytest.mark.parametrize(("flags", "suffix"), [((), ""), (("--rename-shared",), r"\.shared")])
 def test_the_time_slicing_demo_advertises_instances_times_replicas_and_ends_applied(
     capsys: pytest.CaptureFixture[str], flags: tuple[str, ...], suffix: str
@@ -128,6 +155,8 @@ def test_the_time_slicing_demo_advertises_instances_times_replicas_and_ends_appl
 
 
 def test_the_demo_refuses_zero_time_slicing_replicas_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "--time-slicing", "0"]) != 0
+    with pytest.raises(SystemExit) as exited:  # refused as the flag is parsed, as every count
+        main(["demo", "--time-slicing", "0"])
+    assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert err.strip().splitlines() == ["migagent demo: --time-slicing must be a number of replicas >= 1, got 0"]
+    assert err.strip().splitlines()[-1] == "migagent demo: error: argument --time-slicing: must be at least 1, got 0"

@@ -68,6 +68,19 @@ def test_with_named_models_a_filter_for_another_model_says_so_instead_of_matchin
     assert "could not be checked on any catalog GPU model" in captured.err
 
 
+def test_a_config_valid_on_the_named_model_says_so_in_a_short_line_and_counts_as_valid(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As the troubleshooting table has it: is this config valid on my GPU? Its entries for other models
+    # (device filters of other GPUs) are said in a few words, not listed in a line of 1,000 characters.
+    shipped = str(Path(__file__).resolve().parents[3] / "configs/mig-layouts/mig-layouts.yaml")
+    assert main(["validate", "-f", shipped, "-c", "all-balanced", "--gpu-model", "H100-80GB-SXM"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "all-balanced: valid on H100-80GB-SXM; entries [0, 2-11] are for other models",
+        f"{shipped}: 1 config(s) valid",
+    ]
+
+
 def test_a_profile_no_model_offers_fails_validation_with_the_profiles_of_that_size(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
