@@ -45,11 +45,12 @@ def test_every_flag_that_takes_seconds_refuses_nan_infinity_and_negatives() -> N
 
 
 def test_every_port_flag_refuses_a_port_past_65535() -> None:
-    ports = [(prog, action) for prog, action in _actions(build_parser(None), "migagent") if action.dest.endswith("port")]
+    actions = _actions(build_parser(None), "migagent")
+    ports = [(prog, action) for prog, action in actions if action.dest.endswith("port")]
     assert {prog for prog, _ in ports} >= {"migagent agent", "migagent demo"}
     for _prog, action in ports:
         assert callable(action.type)
-        with pytest.raises(argparse.ArgumentTypeError, match="a port is 0 .any free one. to 65535, got 99999"):
+        with pytest.raises(argparse.ArgumentTypeError, match=r"a port is 0 \(any free one\) to 65535, got 99999"):
             action.type("99999")
 
 
