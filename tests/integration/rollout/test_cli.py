@@ -10,9 +10,11 @@ import pytest
 
 from migagent.cli import main
 from migagent.plumbing.logging import configure_logging
+from migagent.rollout.reports import AgentAnswer, answer
 from migagent_sim.cluster import DEMO_LAYOUTS
 from migagent_sim.pool import SimPool, SimPoolConfig
-from tests.integration.rollout.support import TARGET, wait_reported
+from tests.integration.rollout.support import TARGET, api, wait_reported
+from tests.waiting import eventually
 
 LAYOUTS = DEMO_LAYOUTS + """\
   too-many-3g:
@@ -100,7 +102,11 @@ def test_a_bad_budget_or_layout_is_one_line_and_nothing_is_written(
 def test_a_rollout_that_would_change_no_node_is_refused_and_a_reused_name_must_repeat_its_flags(
     pool: SimPool, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    base = ["rollout", "start", "-l", "pool=h100,kubernetes.io/hostname!=gpu-h100-new", "--api-server", pool.api.url]
+    selector = "pool=h100,kubernetes.io/hostname!=gpu-h100-new"
+    base = ["rollout", "start", "-l", selector, "--api-server", pool.api.url]
+    nodes = api(pool).list_nodes
+    eventually(lambda: all(answer(node, "all-1g.10gb") is AgentAnswer.SUCCESS for node in nodes(selector)),
+               "both agents report all-1g.10gb applied, as a rollout reads it")
     capsys.readouterr()
     assert main([*base, "same", "-c", "all-1g.10gb"]) == 1  # where the nodes are: "done" would claim success
     assert capsys.readouterr().err == ("migagent rollout: rollout same would change no node (gpu-h100-1: already at"
