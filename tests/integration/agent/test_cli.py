@@ -24,6 +24,7 @@ from migagent.sim.reset import SimResetRunner
 from migagent_sim import demo
 from migagent_sim.cluster import DEMO_LAYOUTS, SimCluster, SimClusterConfig
 from tests.integration.agent.support import condition_reason, eventually
+from tests.integration.demos import STUCK_DEMO
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -80,7 +81,7 @@ def test_the_agent_command_reports_the_layout_and_stops_cleanly_on_sigterm(clust
 
 
 def test_the_demo_reconfigures_the_node_and_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo"]) == 0
+    assert main(["demo", *STUCK_DEMO]) == 0
     out = capsys.readouterr().out
     assert "nvidia.com/mig-3g.40gb" in out
     assert "ml/inference-0" in out
@@ -108,7 +109,7 @@ def test_the_demos_layouts_are_the_shipped_files_on_its_node() -> None:
 def test_the_single_strategy_demo_refuses_a_mixed_layout_untouched_then_advertises_nvidia_com_gpu(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(["demo", "--mig-strategy", "single"]) == 0
+    assert main(["demo", "--mig-strategy", "single", *STUCK_DEMO]) == 0
     out = capsys.readouterr().out
     assert "all-balanced refused: nothing on the node changed" in out
     table = out[out.index("advertised resource") :]
@@ -121,8 +122,8 @@ def test_the_none_strategy_demo_runs_and_prints_no_python_repr_and_no_grpc_log_l
     # Documented and broken (exit 70: a MIG workload on a plugin advertising whole GPUs); stderr, after a
     # demo, carried gRPC's C-core lines (`chttp2_transport.cc ... GOAWAY`): a process of its own to see them.
     env = {key: value for key, value in os.environ.items() if not key.startswith("GRPC_")}
-    run = subprocess.run([sys.executable, "-m", "migagent", "demo", "--mig-strategy", "none"], env=env,
-                         capture_output=True, text=True, check=False, cwd=ROOT, timeout=600)
+    run = subprocess.run([sys.executable, "-m", "migagent", "demo", "--mig-strategy", "none", *STUCK_DEMO],
+                         env=env, capture_output=True, text=True, check=False, cwd=ROOT, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stderr == ""
     assert "advertised nvidia.com/gpu: 8" in run.stdout
@@ -145,7 +146,7 @@ def test_the_pool_demos_refuse_the_node_demos_flags_rather_than_ignore_them(
 def test_the_time_slicing_demo_advertises_instances_times_replicas_and_ends_applied(
     capsys: pytest.CaptureFixture[str], flags: tuple[str, ...], suffix: str
 ) -> None:
-    assert main(["demo", "--time-slicing", "2", *flags]) == 0
+    assert main(["demo", "--time-slicing", "2", *flags, *STUCK_DEMO]) == 0
     out = capsys.readouterr().out
     table = out[out.index("advertised resource") :]
     # 56 1g.10gb instances x 2 before; after all-balanced 16 x 2, and one 2g and one 3g per GPU x 2.

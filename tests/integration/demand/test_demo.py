@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from migagent.cli import main
+from tests.integration.demos import STUCK_DEMO
 
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = str(ROOT / "configs/mig-layouts/mig-layouts.yaml")
@@ -19,7 +20,7 @@ SHIPPED = str(ROOT / "configs/mig-layouts/mig-layouts.yaml")
 def test_demo_autopilot_follows_the_demand_and_leaves_the_node_not_opted_in_alone(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(["demo", "autopilot"]) == 0
+    assert main(["demo", "autopilot", *STUCK_DEMO]) == 0
     out = capsys.readouterr().out
     advise = out[out.index("== migagent advise"):out.index("== the autopilot")]
     assert "gpu-h100-3  all-1g.10gb  all-3g.40gb" in advise  # the idle opted-in node, no eviction
