@@ -81,7 +81,8 @@ def copy_tree(into: Path) -> None:
 def caught(copy: Path, mutant: Mutant, original: str) -> tuple[bool, str]:
     (copy / TARGET).write_text(mutate(original, mutant), encoding="utf-8")
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly", *TESTS],
+        # one process: a few seconds of tests, where starting the suite's workers would cost more than them
+        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly", "-n", "0", *TESTS],
         cwd=copy, capture_output=True, text=True, check=False,
     )
     failed = [line.split(" ")[1] for line in run.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))]
