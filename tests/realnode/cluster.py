@@ -18,21 +18,27 @@ simulated driver's files (`migagent_sim.gpu_node run`, the mount namespace a dri
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from migagent.podresources.client import PodResourcesClient
 from migagent.sim.fake_nvml import FakeNvml
 from migagent_sim.cluster import apply_directly
 from migagent_sim.gpu_node.library import library_dir
-from tests.realkube.control_plane import REPO, ControlPlane
-from tests.realkube.deployment import ensure_namespace
+from migagent_sim.gpu_node.nvidia_tools import tools_dir
+from tests.realkube.control_plane import CONTROLLERS, REPO, ControlPlane, binaries_dir
+from tests.realkube.deployment import ensure_namespace, ensure_owner
 from tests.realkube.rest import MERGE, HttpError
 from tests.realnode.images import import_images
-from tests.realnode.node import RealNode
+from tests.realnode.node import RealNode, node_address, node_binaries
 from tests.waiting import eventually
 
 JsonDict = dict[str, Any]
@@ -69,6 +75,7 @@ AGENT_NS, AGENT_LABEL = "migagent", "app.kubernetes.io/name=migagent"
 PLUGIN_NS, PLUGIN_DS = "nvidia-device-plugin", "nvdp-nvidia-device-plugin"
 PLUGIN_LABELS = {"app.kubernetes.io/name": "nvidia-device-plugin", "app.kubernetes.io/instance": "nvdp"}
 WORKLOAD_NS = "ml"
+APP = {"app": "inference"}
 DRIVER_LIBRARY = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
 
 
@@ -268,6 +275,11 @@ class Cluster:
         eventually(lambda: _ready(self.pod(WORKLOAD_NS, name)), f"pod {name} Ready", timeout_s=60, poll_s=0.2)
         return self.pod(WORKLOAD_NS, name)
 
+    def devices(self) -> dict[str, tuple[str, ...]]:
+        """Pod name -> the MIG devices the real kubelet's PodResources says it holds (workloads only)."""
+        client = PodResourcesClient(str(self.node.workdir / "kubelet/pod-resources/kubelet.sock"))
+        return {e.name: e.device_ids for e in client.list() if e.namespace == WORKLOAD_NS}
+
     def pod(self, namespace: str, name: str) -> JsonDict | None:
         try:
             return self.admin.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
@@ -300,3 +312,62 @@ class Cluster:
 def _ready(pod: JsonDict | None) -> bool:
     conditions = (pod or {}).get("status", {}).get("conditions", [])
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def mig_devices(state: Path) -> set[str]:
+    """The MIG devices (compute instance UUIDs) the simulated GPUs have now."""
+    fake = FakeNvml.load(state)
+    return {ci.uuid for gpu in fake.state.gpus for gi in gpu.gpu_instances for ci in gi.compute_instances}
+
+
+@contextmanager
+def started_cluster(image: Path) -> Iterator[Cluster]:
+    """The control plane bound to this machine's address (with the DaemonSet and node-lifecycle
+    controllers and the scheduler), the node, and the agent and the plugin installed; all stopped after."""
+    workdir = Path(tempfile.mkdtemp(prefix="migagent-realnode-"))
+    (workdir / "plane").mkdir()
+    plane = ControlPlane(binaries_dir(), workdir / "plane", address=node_address(),
+                         controllers=(*CONTROLLERS, "daemonset", "nodelifecycle"))  # fmt: skip
+    node: RealNode | None = None
+    try:
+        plane.start()
+        plane.start_scheduler()
+        node = RealNode(node_binaries(), plane, workdir / "node", "gpu-node-1").start()
+        cluster = Cluster(plane, node, workdir, image, tools_dir())
+        cluster.install()
+        yield cluster
+    finally:
+        if node is not None:
+            node.stop()
+        plane.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def guarded_pod(cluster: Cluster, *, replicas: int) -> JsonDict:
+    """inference-0 on the instance the change destroys, one of `replicas` of an (inert) ReplicaSet; the
+    owner reference, for its other replicas."""
+    uid = ensure_owner(cluster.plane, "ReplicaSet", WORKLOAD_NS, "inference", replicas=replicas)
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "inference", "uid": uid, "controller": True}
+    cluster.run_workload("inference-0", "nvidia.com/mig-2g.20gb", labels=APP, owner=owner)
+    return owner
+
+
+def budget(cluster: Cluster, max_unavailable: int) -> None:
+    """A PodDisruptionBudget over the inference pods, once the disruption controller computed it."""
+    path = f"/apis/policy/v1/namespaces/{WORKLOAD_NS}/poddisruptionbudgets"
+    cluster.admin.create(path, {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "inference"},
+        "spec": {"maxUnavailable": max_unavailable, "selector": {"matchLabels": APP}},
+    })  # fmt: skip
+    eventually(lambda: cluster.admin.get(f"{path}/inference").get("status", {}).get("observedGeneration") == 1,
+               "the disruption controller computed the budget", timeout_s=60, poll_s=0.2)  # fmt: skip
+
+
+def when_gpus_change(cluster: Cluster, before: set[str]) -> None:
+    eventually(lambda: mig_devices(cluster.driver.state) != before, "the GPUs changing", timeout_s=120, poll_s=0.02)
+
+
+def kill_agent(cluster: Cluster) -> None:
+    """SIGKILL to the agent's container (containerd's task): the kubelet restarts it in the same pod."""
+    container = cluster.agent_pod()["status"]["containerStatuses"][0]["containerID"]
+    cluster.node.ctr("tasks", "kill", "--signal", "SIGKILL", container.split("://", 1)[1])

@@ -13,18 +13,16 @@ MIGAGENT_REQUIRE_REAL_NODE=1 (what .ci/run sets) that is an error instead.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from migagent_sim.gpu_node.nvidia_tools import missing_tools, tools_dir
+from migagent_sim.gpu_node.nvidia_tools import missing_tools
 from tests.binaries_gate import BinariesGate
-from tests.realkube.control_plane import SCRIPT, CONTROLLERS, ControlPlane, binaries_built, binaries_dir
-from tests.realnode.cluster import IMAGE_ENV, Cluster
-from tests.realnode.node import NODE_SCRIPT, RealNode, node_address, node_binaries, node_binaries_missing
+from tests.realkube.control_plane import SCRIPT, binaries_built, binaries_dir
+from tests.realnode.cluster import IMAGE_ENV, Cluster, started_cluster
+from tests.realnode.node import NODE_SCRIPT, node_binaries_missing
 
 
 def _missing() -> str | None:
@@ -50,23 +48,8 @@ pytest_terminal_summary = _GATE.terminal_summary
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
-    workdir = Path(tempfile.mkdtemp(prefix="migagent-realnode-"))
-    (workdir / "plane").mkdir()
-    plane = ControlPlane(binaries_dir(), workdir / "plane", address=node_address(),
-                         controllers=(*CONTROLLERS, "daemonset", "nodelifecycle"))  # fmt: skip
-    node: RealNode | None = None
-    try:
-        plane.start()
-        plane.start_scheduler()
-        node = RealNode(node_binaries(), plane, workdir / "node", "gpu-node-1").start()
-        world = Cluster(plane, node, workdir, Path(os.environ[IMAGE_ENV]), tools_dir())
-        world.install()
+    with started_cluster(Path(os.environ[IMAGE_ENV])) as world:
         yield world
-    finally:
-        if node is not None:
-            node.stop()
-        plane.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture

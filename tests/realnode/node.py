@@ -249,8 +249,10 @@ class RealNode:
         self._spawn("kubelet", ["nsenter", f"--mount=/proc/{containerd.pid}/ns/mnt", "sh", "-c", script])
 
     def ctr(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """containerd's own client, in the node's mount namespace (where its fifos and /run are)."""
+        enter = ["nsenter", f"--mount=/proc/{self._processes['containerd'].pid}/ns/mnt"]
         return subprocess.run(
-            [f"{self.bin_dir}/bin/ctr", f"--address={self.socket}", "--namespace=k8s.io", *args],
+            [*enter, f"{self.bin_dir}/bin/ctr", f"--address={self.socket}", "--namespace=k8s.io", *args],
             capture_output=True, text=True, check=True, timeout=300,
         )  # fmt: skip
 
