@@ -32,7 +32,7 @@ esac
   || { echo "real_node.sh: cannot read the pinned versions from $kube_mod/go.mod or $containerd_mod/go.mod" >&2; exit 2; }
 stamp="kubelet $k8s_version runtime $runtime"
 dir=${1:-${MIGAGENT_REAL_NODE_DIR:-$HOME/.cache/migagent/real-node/kubernetes-$k8s_version-$runtime}}
-needed=(kubelet pause bin/containerd bin/containerd-shim-runc-v2 bin/ctr bin/runc cni/bridge cni/host-local cni/loopback)
+needed=(kubelet pause busybox bin/containerd bin/containerd-shim-runc-v2 bin/ctr bin/runc cni/bridge cni/host-local cni/loopback)
 have_all() {
   [ -f "$dir/STAMP" ] && [ "$(cat "$dir/STAMP")" = "$stamp" ] || return 1
   for file in "${needed[@]}"; do [ -x "$dir/$file" ] || return 1; done
@@ -45,8 +45,9 @@ mkdir -p "$dir"
 scratch=$(mktemp -d "$dir/.build.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 started=$SECONDS
-# Debian's runc and CNI plugins either way (runc needs cgo and libseccomp: not worth building).
-packages=(runc containernetworking-plugins)
+# Debian's runc and CNI plugins either way (runc needs cgo and libseccomp: not worth building), and
+# its static busybox, what the tests' workload image holds.
+packages=(runc containernetworking-plugins busybox-static)
 [ "$containerd_source" = debian ] && packages+=(containerd)
 missing=()
 for package in "${packages[@]}"; do dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package"); done
@@ -60,6 +61,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 mkdir -p "$scratch/bin" "$scratch/cni"
 ln -sf /usr/sbin/runc "$scratch/bin/runc"
+ln -sf /bin/busybox "$scratch/busybox"
 for plugin in bridge host-local loopback; do ln -sf "/usr/lib/cni/$plugin" "$scratch/cni/$plugin"; done
 
 command -v go >/dev/null 2>&1 || { echo "real_node.sh: go is not on PATH (Go >= 1.26 is needed)" >&2; exit 2; }
@@ -102,7 +104,7 @@ echo "real_node.sh: building kubelet $k8s_version ($((SECONDS - started))s so fa
 (cd "$kube_mod" && go build -ldflags "$ldflags" -o "$scratch/kubelet" k8s.io/kubernetes/cmd/kubelet)
 
 rm -rf "$dir/bin" "$dir/cni"
-mv -f "$scratch/kubelet" "$scratch/pause" "$scratch/bin" "$scratch/cni" "$dir/"
+mv -f "$scratch/kubelet" "$scratch/pause" "$scratch/busybox" "$scratch/bin" "$scratch/cni" "$dir/"
 echo "$stamp" > "$dir/STAMP"
 echo "real_node.sh: built $stamp in $((SECONDS - started))s" >&2
 echo "$dir"

@@ -1,7 +1,8 @@
 """The node's local images, written as OCI archives and imported into its containerd (no registry here).
 
 - `localhost/pause:1`: the sandbox image, scripts/real_node.sh's static pause program;
-- `localhost/workload:1`: busybox (Debian's busybox-static), what the GPU workloads run;
+- `localhost/workload:1`: busybox (Debian's busybox-static, linked by scripts/real_node.sh), what the GPU
+  workloads run;
 - `localhost/nvidia-device-plugin:<version>`: the agent's image with NVIDIA's device plugin binary from
   scripts/nvidia_tools.sh added as one layer (its libc and, for the simulated driver, the libraries
   a Python interpreter links: Debian's, as on the host);
@@ -25,7 +26,6 @@ from typing import Any
 from tests.realnode.node import RealNode
 
 JsonDict = dict[str, Any]
-BUSYBOX = Path("/bin/busybox")
 LAYER = "application/vnd.oci.image.layer.v1.tar"
 
 
@@ -60,7 +60,7 @@ def layer(files: Iterable[tuple[str, Path | str]]) -> bytes:
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for name, source in files:
             if isinstance(source, Path):
-                info = tar.gettarinfo(str(source), arcname=name)
+                info = tar.gettarinfo(str(source.resolve()), arcname=name)  # a symlink's target
                 info.uid = info.gid = 0
                 info.uname = info.gname = ""
                 info.mtime = 0
@@ -127,7 +127,7 @@ def import_images(node: RealNode, agent_archive: Path, device_plugin: Path, plug
         archives = [
             write_image(work / "pause.tar", names["pause"], [("pause", node.bin_dir / "pause")], entrypoint=["/pause"]),
             write_image(work / "workload.tar", names["workload"],
-                        [("bin/busybox", BUSYBOX), ("bin/sh", "busybox"), ("bin/sleep", "busybox")],
+                        [("bin/busybox", node.bin_dir / "busybox"), ("bin/sh", "busybox"), ("bin/sleep", "busybox")],
                         entrypoint=["/bin/sh"]),  # fmt: skip
             extend_image(agent_archive, work / "plugin.tar", names["device-plugin"],
                          [("usr/bin/nvidia-device-plugin", device_plugin)]),  # fmt: skip

@@ -41,7 +41,7 @@ CGROUPS = Path("/sys/fs/cgroup")
 OVERLAID = ("var/lib", "var/log", "run")
 POD_SUBNET = "10.233.0.0/24"
 NODE_SCRIPT = "scripts/real_node.sh"
-NODE_BINARIES = ("kubelet", "pause", "bin/containerd", "bin/containerd-shim-runc-v2", "bin/ctr", "bin/runc",
+NODE_BINARIES = ("kubelet", "pause", "busybox", "bin/containerd", "bin/containerd-shim-runc-v2", "bin/ctr", "bin/runc",
                  "cni/bridge", "cni/host-local", "cni/loopback")  # fmt: skip
 JsonDict = dict[str, Any]
 
