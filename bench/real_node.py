@@ -12,6 +12,7 @@ agent's image starting. Needs what tests/realnode needs (root, the binaries, MIG
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import statistics
 import sys
@@ -169,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     image = os.environ.get(IMAGE_ENV)
     if not image:
         parser.error(f"set {IMAGE_ENV} to the archive scripts/build_image.sh wrote")
-    configure_logging("warning")
+    configure_logging(json_logs=False, level=logging.WARNING)
     real: dict[str, list[Outcome]] = {}
     started = time.monotonic()
     with started_cluster(Path(image)) as cluster:

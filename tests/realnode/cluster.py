@@ -271,9 +271,9 @@ class Cluster:
             metadata["ownerReferences"] = [owner]
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
                "spec": {"nodeName": self.node.name, "terminationGracePeriodSeconds": 5, "containers": [container]}}  # fmt: skip
-        self.admin.create(f"/api/v1/namespaces/{WORKLOAD_NS}/pods", pod)
+        created = self.admin.create(f"/api/v1/namespaces/{WORKLOAD_NS}/pods", pod)
         eventually(lambda: _ready(self.pod(WORKLOAD_NS, name)), f"pod {name} Ready", timeout_s=60, poll_s=0.2)
-        return self.pod(WORKLOAD_NS, name)
+        return created
 
     def devices(self) -> dict[str, tuple[str, ...]]:
         """Pod name -> the MIG devices the real kubelet's PodResources says it holds (workloads only)."""
@@ -327,7 +327,7 @@ def started_cluster(image: Path) -> Iterator[Cluster]:
     workdir = Path(tempfile.mkdtemp(prefix="migagent-realnode-"))
     (workdir / "plane").mkdir()
     plane = ControlPlane(binaries_dir(), workdir / "plane", address=node_address(),
-                         controllers=(*CONTROLLERS, "daemonset", "nodelifecycle"))  # fmt: skip
+                         controllers=(*CONTROLLERS, "daemonset", "nodelifecycle", "root-ca-cert-publisher"))  # fmt: skip
     node: RealNode | None = None
     try:
         plane.start()

@@ -109,7 +109,8 @@ class RealNode:
             "name": "migagent-realnode",
             "plugins": [{
                 "type": "bridge", "bridge": self.bridge, "isGateway": True, "ipMasq": False,
-                "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_SUBNET}]], "dataDir": str(work / "cni/ipam")},
+                "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_SUBNET}]], "routes": [{"dst": "0.0.0.0/0"}],
+                         "dataDir": str(work / "cni/ipam")},
             }],
         }), encoding="utf-8")  # fmt: skip
         cri = 'plugins."io.containerd.grpc.v1.cri"'
