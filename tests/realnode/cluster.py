@@ -122,7 +122,9 @@ class Cluster:
         self.plane.apply([self.plugin_daemonset()])
         patch = REPO / "deploy/overlays/standalone/device-plugin-affinity.json"
         self.plane.kubectl("patch", "daemonset", PLUGIN_DS, "-n", PLUGIN_NS, "--type=json", f"--patch-file={patch}")
-        self.plane.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(self.write_kustomization()))
+        # What an admin may tune: give up on a plugin that does not come back within a minute (not 5).
+        self.plane.kubectl("apply", "--server-side", "--force-conflicts", "-k",
+                           str(self.write_kustomization(("--readvertise-timeout=60", "--drain-timeout=60"))))
         self.wait_settled("start", START_RESOURCES)
 
     def lay_out_gpus(self, layout: str) -> None:
@@ -262,7 +264,7 @@ class Cluster:
             # PID 1 ignores SIGTERM unless it handles it: exit at once when evicted.
             "command": ["sh", "-c", 'trap "exit 0" TERM; echo "devices=$NVIDIA_VISIBLE_DEVICES";'
                         " while :; do sleep 1 & wait $!; done"],  # fmt: skip
-            "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1},
+            "readinessProbe": {"exec": {"command": ["sh", "-c", "exit 0"]}, "periodSeconds": 1},
         }
         if resource is not None:
             container["resources"] = {"limits": {resource: "1"}}

@@ -116,7 +116,8 @@ class RealNode:
         cri = 'plugins."io.containerd.grpc.v1.cri"'
         (work / "containerd.toml").write_text(
             "version = 2\n"
-            f'root = "{work}/containerd/root"\nstate = "{work}/containerd/state"\n'
+            # its state under /run (the namespace's, emptied by a reboot), its images on disk
+            f'root = "{work}/containerd/root"\nstate = "/run/containerd-node"\n'
             f'[grpc]\naddress = "{self.socket}"\n'
             # no CAP_SYS_RESOURCE for root here: runc cannot raise a container's oom_score_adj
             f'[{cri}]\nsandbox_image = "localhost/pause:1"\nrestrict_oom_score_adj = true\n'
@@ -201,7 +202,7 @@ class RealNode:
             return
         process.send_signal(signal.SIGTERM)
         try:
-            process.wait(timeout=20)
+            process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
@@ -235,6 +236,7 @@ class RealNode:
             + f"mkdir -p /var/lib/kubelet; mount --bind {work}/kubelet /var/lib/kubelet; "
             + self._enter_cgroup() + f'exec containerd --config {work}/containerd.toml'
         )  # fmt: skip
+        self.socket.unlink(missing_ok=True)  # a killed containerd leaves it: not a sign of the new one
         process = self._spawn("containerd", ["unshare", "--mount", "--propagation", "private", "sh", "-c", script])
         eventually(lambda: self.socket.exists() or process.poll() is not None, "containerd's socket", timeout_s=60)
         if process.poll() is not None:

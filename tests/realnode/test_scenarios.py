@@ -46,7 +46,7 @@ def test_a_label_change_without_pods_is_applied_and_the_real_kubelet_advertises_
     plugin_before = _plugin_uids(fresh)
     fresh.label({MIG_CONFIG: "target"})
     fresh.wait_settled("target", TARGET_RESOURCES)
-    assert _uncordoned(fresh)
+    eventually(lambda: _uncordoned(fresh), "the node uncordoned", timeout_s=30)  # just after `success`
     # The agent paused the plugin with its node label; the real DaemonSet controller made a new pod.
     plugin_after = _plugin_uids(fresh)
     assert plugin_after
