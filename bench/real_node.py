@@ -38,6 +38,7 @@ from tests.realnode.cluster import (
     TARGET_RESOURCES,
     Cluster,
     budget,
+    gpu_pods,
     guarded_pod,
     kill_agent,
     mig_devices,
@@ -91,8 +92,7 @@ def real_no_pods(cluster: Cluster) -> Outcome:
 
 
 def real_pods(cluster: Cluster) -> Outcome:
-    for name, resource in (("kept", "mig-4g.40gb"), ("changed", "mig-2g.20gb"), ("untouched", "mig-7g.80gb")):
-        cluster.run_workload(name, f"nvidia.com/{resource}", labels=APP)
+    gpu_pods(cluster)
     return _real_change(cluster)
 
 

@@ -53,6 +53,7 @@ BLOCKS = (
     Block("fakelib", ("-m", "bench.fakelib_bench",)),
     Block("loader", ("-m", "bench.loader_bench", "--quick")),
     Block("eviction", ("-m", "bench.eviction_bench",)),
+    Block("real-node", ("-m", "bench.real_node", "--runs", "3")),
     Block("suite", ("-m", "bench.suite_time",), readme=PROJECT_README),
 )
 

@@ -150,7 +150,8 @@ class Cluster:
             )
         ]
         ops += [{"op": "add", "path": f"{container}/args/-", "value": arg} for arg in extra_args]
-        for volume, path, kind in (*self.driver.volumes, ("fake-nvml", str(self.driver.library / "libnvidia-ml.so.1"), "File")):
+        library = ("fake-nvml", str(self.driver.library / "libnvidia-ml.so.1"), "File")
+        for volume, path, kind in (*self.driver.volumes, library):
             ops.append({"op": "add", "path": "/spec/template/spec/volumes/-",
                         "value": {"name": volume, "hostPath": {"path": path, "type": kind}}})  # fmt: skip
             target = DRIVER_LIBRARY if volume == "fake-nvml" else path
@@ -162,7 +163,7 @@ class Cluster:
             "resources": [os.path.relpath(REPO / "deploy/overlays/standalone", directory)],
             "images": [{"name": "ghcr.io/migagent/migagent", "newName": name, "newTag": tag}],
             "configMapGenerator": [{"name": "migagent-layouts", "namespace": AGENT_NS, "behavior": "replace",
-                                    "files": ["mig-layouts.yaml"]}],  # fmt: skip
+                                    "files": ["mig-layouts.yaml"]}],
             "patches": [{"target": {"kind": "DaemonSet", "name": "migagent"}, "patch": yaml.safe_dump(ops)}],
         }
         (directory / "kustomization.yaml").write_text(yaml.safe_dump(kustomization), encoding="utf-8")
@@ -173,7 +174,8 @@ class Cluster:
         command = [sys.executable, "-m", "migagent_sim.gpu_node", "run", "--state", str(driver.state),
                    "--lib", str(driver.library), "--", "nvidia-device-plugin"]  # fmt: skip
         env = {"MIG_STRATEGY": "mixed", "FAIL_ON_INIT_ERROR": "true", "DEVICE_LIST_STRATEGY": "envvar",
-               "DEVICE_ID_STRATEGY": "uuid", "NVIDIA_MIG_MONITOR_DEVICES": "all", "DP_DISABLE_HEALTHCHECKS": "all"}  # fmt: skip
+               "DEVICE_ID_STRATEGY": "uuid", "NVIDIA_MIG_MONITOR_DEVICES": "all",
+               "DP_DISABLE_HEALTHCHECKS": "all"}  # as the simulated plugin pod has them (NVML events)
         volumes = [*driver.volumes, ("device-plugin", "/var/lib/kubelet/device-plugins", "Directory")]
         return {
             "apiVersion": "apps/v1",
@@ -194,7 +196,7 @@ class Cluster:
                                 for k, v in (("feature.node.kubernetes.io/pci-10de.present", "true"),
                                              ("feature.node.kubernetes.io/cpu-model.vendor_id", "NVIDIA"),
                                              ("nvidia.com/gpu.present", "true"))
-                            ]}}},  # fmt: skip
+                            ]}}},
                         "terminationGracePeriodSeconds": 5,
                         "containers": [{
                             "name": "nvidia-device-plugin-ctr",
@@ -203,14 +205,16 @@ class Cluster:
                             "command": command,
                             "env": [{"name": k, "value": v} for k, v in env.items()],
                             "securityContext": {"privileged": True},
-                            "volumeMounts": [{"name": n, "mountPath": p, "readOnly": n.startswith("sim-") and n != "sim-gpu"}
-                                             for n, p, _ in volumes],
+                            "volumeMounts": [
+                                {"name": n, "mountPath": p, "readOnly": n.startswith("sim-") and n != "sim-gpu"}
+                                for n, p, _ in volumes
+                            ],
                         }],
                         "volumes": [{"name": n, "hostPath": {"path": p, "type": t}} for n, p, t in volumes],
                     },
                 },
             },
-        }  # fmt: skip
+        }
 
     # -- the admin's view ---------------------------------------------------------------------
 
@@ -263,7 +267,7 @@ class Cluster:
             "imagePullPolicy": "Never",
             # PID 1 ignores SIGTERM unless it handles it: exit at once when evicted.
             "command": ["sh", "-c", 'trap "exit 0" TERM; echo "devices=$NVIDIA_VISIBLE_DEVICES";'
-                        " while :; do sleep 1 & wait $!; done"],  # fmt: skip
+                        " while :; do sleep 1 & wait $!; done"],
             "readinessProbe": {"exec": {"command": ["sh", "-c", "exit 0"]}, "periodSeconds": 1},
         }
         if resource is not None:
@@ -271,8 +275,8 @@ class Cluster:
         metadata: JsonDict = {"name": name, "namespace": WORKLOAD_NS, "labels": labels or {}}
         if owner is not None:
             metadata["ownerReferences"] = [owner]
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
-               "spec": {"nodeName": self.node.name, "terminationGracePeriodSeconds": 5, "containers": [container]}}  # fmt: skip
+        spec = {"nodeName": self.node.name, "terminationGracePeriodSeconds": 5, "containers": [container]}
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
         created = self.admin.create(f"/api/v1/namespaces/{WORKLOAD_NS}/pods", pod)
         eventually(lambda: _ready(self.pod(WORKLOAD_NS, name)), f"pod {name} Ready", timeout_s=60, poll_s=0.2)
         return created
@@ -328,8 +332,8 @@ def started_cluster(image: Path) -> Iterator[Cluster]:
     controllers and the scheduler), the node, and the agent and the plugin installed; all stopped after."""
     workdir = Path(tempfile.mkdtemp(prefix="migagent-realnode-"))
     (workdir / "plane").mkdir()
-    plane = ControlPlane(binaries_dir(), workdir / "plane", address=node_address(),
-                         controllers=(*CONTROLLERS, "daemonset", "nodelifecycle", "root-ca-cert-publisher"))  # fmt: skip
+    controllers = (*CONTROLLERS, "daemonset", "nodelifecycle", "root-ca-cert-publisher")
+    plane = ControlPlane(binaries_dir(), workdir / "plane", address=node_address(), controllers=controllers)
     node: RealNode | None = None
     try:
         plane.start()
@@ -345,11 +349,25 @@ def started_cluster(image: Path) -> Iterator[Cluster]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def replica_set(cluster: Cluster, name: str, *, replicas: int) -> JsonDict:
+    """An owner reference to an (inert) ReplicaSet of `replicas`: the agent evicts only a pod whose
+    controller brings it back elsewhere (a bare pod it refuses to delete for good)."""
+    uid = ensure_owner(cluster.plane, "ReplicaSet", WORKLOAD_NS, name, replicas=replicas)
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "uid": uid, "controller": True}
+
+
+def gpu_pods(cluster: Cluster) -> None:
+    """Pods on the GPU instance the change keeps, the one it destroys, and the GPU it leaves alone."""
+    owner = replica_set(cluster, "inference", replicas=3)
+    for name, resource in (("train-kept", "mig-4g.40gb"), ("infer-changed", "mig-2g.20gb"),
+                           ("infer-untouched", "mig-7g.80gb")):  # fmt: skip
+        cluster.run_workload(name, f"nvidia.com/{resource}", labels=APP, owner=owner)
+
+
 def guarded_pod(cluster: Cluster, *, replicas: int) -> JsonDict:
     """inference-0 on the instance the change destroys, one of `replicas` of an (inert) ReplicaSet; the
     owner reference, for its other replicas."""
-    uid = ensure_owner(cluster.plane, "ReplicaSet", WORKLOAD_NS, "inference", replicas=replicas)
-    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "inference", "uid": uid, "controller": True}
+    owner = replica_set(cluster, "inference", replicas=replicas)
     cluster.run_workload("inference-0", "nvidia.com/mig-2g.20gb", labels=APP, owner=owner)
     return owner
 

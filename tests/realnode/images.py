@@ -48,8 +48,8 @@ class Layout:
         manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
                     "config": config_ref, "layers": layers}  # fmt: skip
         annotations = {"io.containerd.image.name": name, "org.opencontainers.image.ref.name": name.rsplit(":", 1)[1]}
-        index = {"schemaVersion": 2, "manifests": [
-            {"mediaType": manifest["mediaType"], **self.blob(_json(manifest)), "annotations": annotations}]}  # fmt: skip
+        entry = {"mediaType": manifest["mediaType"], **self.blob(_json(manifest)), "annotations": annotations}
+        index = {"schemaVersion": 2, "manifests": [entry]}
         _add(self.archive, "oci-layout", _json({"imageLayoutVersion": "1.0.0"}))
         _add(self.archive, "index.json", _json(index))
 
@@ -128,9 +128,9 @@ def import_images(node: RealNode, agent_archive: Path, device_plugin: Path, plug
             write_image(work / "pause.tar", names["pause"], [("pause", node.bin_dir / "pause")], entrypoint=["/pause"]),
             write_image(work / "workload.tar", names["workload"],
                         [("bin/busybox", node.bin_dir / "busybox"), ("bin/sh", "busybox"), ("bin/sleep", "busybox")],
-                        entrypoint=["/bin/sh"]),  # fmt: skip
+                        entrypoint=["/bin/sh"]),
             extend_image(agent_archive, work / "plugin.tar", names["device-plugin"],
-                         [("usr/bin/nvidia-device-plugin", device_plugin)]),  # fmt: skip
+                         [("usr/bin/nvidia-device-plugin", device_plugin)]),
         ]
         for archive in archives:
             node.ctr("images", "import", str(archive))

@@ -21,6 +21,7 @@ directories, containerd's images).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -282,10 +283,8 @@ class RealNode:
         def gone() -> bool:
             members = self._members()
             for pid in members:
-                try:
+                with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
             return not members
 
         eventually(gone, f"every process in cgroup /{self.cgroup} ended", timeout_s=30, poll_s=0.1)

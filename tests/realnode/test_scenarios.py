@@ -23,6 +23,7 @@ from tests.realnode.cluster import (
     WORKLOAD_NS,
     Cluster,
     budget,
+    gpu_pods,
     guarded_pod,
     kill_agent,
     mig_devices,
@@ -54,9 +55,7 @@ def test_a_label_change_without_pods_is_applied_and_the_real_kubelet_advertises_
 
 
 def test_only_the_pod_on_a_changed_instance_is_evicted_and_the_others_keep_their_containers(fresh: Cluster) -> None:
-    for name, resource in (("train-kept", "mig-4g.40gb"), ("infer-changed", "mig-2g.20gb"),
-                           ("infer-untouched", "mig-7g.80gb")):  # fmt: skip
-        fresh.run_workload(name, f"nvidia.com/{resource}", labels=APP)
+    gpu_pods(fresh)
     held = fresh.devices()
     assert set(held) == {"train-kept", "infer-changed", "infer-untouched"}, held
     before = fresh.container_ids()

@@ -107,7 +107,8 @@ def test_a_file_mounted_under_dev_stays_there_as_in_a_pod(fake_nvml_dir: Path, t
     # (over /dev/full, in a namespace of its own: a new file in the host's /dev would outlive the test)
     pod_dev = (
         f"mount --bind {message} /dev/full && exec {sys.executable} -m migagent_sim.gpu_node run"
-        f" --state {tmp_path / 'node.json'} --spec A30-24GB --lib {fake_nvml_dir} -- sh -c 'cat /dev/full; test -c /dev/nvidia0'"
+        f" --state {tmp_path / 'node.json'} --spec A30-24GB --lib {fake_nvml_dir}"
+        " -- sh -c 'cat /dev/full; test -c /dev/nvidia0'"
     )
     result = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", pod_dev],
                             capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
