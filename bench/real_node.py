@@ -26,30 +26,12 @@ from bench.tables import Cell, render_table
 from migagent.node.names import MIG_CONFIG_STATE_LABEL
 from migagent.plumbing.logging import configure_logging
 from migagent_sim.cluster import SimCluster, SimClusterConfig
-from tests.realnode.cluster import (
-    APP,
-    IMAGE_ENV,
-    LAYOUTS,
-    MIG_CONFIG,
-    PLUGIN_DS,
-    PLUGIN_LABELS,
-    PLUGIN_NS,
-    SPEC,
-    TARGET_RESOURCES,
-    Cluster,
-    budget,
-    gpu_pods,
-    guarded_pod,
-    kill_agent,
-    mig_devices,
-    started_cluster,
-    when_gpus_change,
-)
+from tests.realnode import cluster as real
 
 Outcome = tuple[str, float]  # ("success" | "failed", seconds from the label's write)
 SIM_CONFIG = SimClusterConfig(
-    spec=SPEC, layouts_yaml=LAYOUTS, start_layout="start", plugin_mode="node-label", labels={},
-    plugin_namespace=PLUGIN_NS, plugin_labels=dict(PLUGIN_LABELS), plugin_daemonset=PLUGIN_DS,
+    spec=real.SPEC, layouts_yaml=real.LAYOUTS, start_layout="start", plugin_mode="node-label", labels={},
+    plugin_namespace=real.PLUGIN_NS, plugin_labels=dict(real.PLUGIN_LABELS), plugin_daemonset=real.PLUGIN_DS,
 )  # fmt: skip
 
 
@@ -65,48 +47,48 @@ def _outcome(state: Callable[[], str | None], written: float, timeout_s: float =
 # -- the real node ------------------------------------------------------------------------------
 
 
-def _real_state(cluster: Cluster) -> Callable[[], str | None]:
+def _real_state(cluster: real.Cluster) -> Callable[[], str | None]:
     def state() -> str | None:
         layout, current = cluster.state()
         if layout != "target":
             return None
-        if current == "success" and cluster.node.allocatable() != TARGET_RESOURCES:
+        if current == "success" and cluster.node.allocatable() != real.TARGET_RESOURCES:
             return None  # the kubelet does not advertise it yet
         return current
 
     return state
 
 
-def _real_change(cluster: Cluster, during: Callable[[float], None] | None = None) -> Outcome:
-    devices = mig_devices(cluster.driver.state)
-    cluster.label({MIG_CONFIG: "target"})
+def _real_change(cluster: real.Cluster, during: Callable[[float], None] | None = None) -> Outcome:
+    devices = real.mig_devices(cluster.driver.state)
+    cluster.label({real.MIG_CONFIG: "target"})
     written = time.monotonic()
     if during is not None:
-        when_gpus_change(cluster, devices)
+        real.when_gpus_change(cluster, devices)
         during(written)
     return _outcome(_real_state(cluster), written)
 
 
-def real_no_pods(cluster: Cluster) -> Outcome:
+def real_no_pods(cluster: real.Cluster) -> Outcome:
     return _real_change(cluster)
 
 
-def real_pods(cluster: Cluster) -> Outcome:
-    gpu_pods(cluster)
+def real_pods(cluster: real.Cluster) -> Outcome:
+    real.gpu_pods(cluster)
     return _real_change(cluster)
 
 
-def real_pdb_for_ever(cluster: Cluster) -> Outcome:
-    guarded_pod(cluster, replicas=1)
-    budget(cluster, max_unavailable=0)
+def real_pdb_for_ever(cluster: real.Cluster) -> Outcome:
+    real.guarded_pod(cluster, replicas=1)
+    real.budget(cluster, max_unavailable=0)
     return _real_change(cluster)
 
 
-def real_killed(cluster: Cluster) -> Outcome:
-    return _real_change(cluster, lambda _: kill_agent(cluster))
+def real_killed(cluster: real.Cluster) -> Outcome:
+    return _real_change(cluster, lambda _: real.kill_agent(cluster))
 
 
-def real_reboot(cluster: Cluster) -> Outcome:
+def real_reboot(cluster: real.Cluster) -> Outcome:
     return _real_change(cluster, lambda _: cluster.node.reboot())
 
 
@@ -117,8 +99,8 @@ def _sim_run(workdir: Path, prepare: Callable[[SimCluster], None]) -> Outcome:
     with SimCluster(workdir, SIM_CONFIG) as cluster:
         prepare(cluster)
         options = replace(
-            cluster.options(drain_timeout_s=30), restart="node-label", operator_namespace=PLUGIN_NS,
-            plugin_selector="app.kubernetes.io/name=nvidia-device-plugin", plugin_daemonset=PLUGIN_DS,
+            cluster.options(drain_timeout_s=30), restart="node-label", operator_namespace=real.PLUGIN_NS,
+            plugin_selector="app.kubernetes.io/name=nvidia-device-plugin", plugin_daemonset=real.PLUGIN_DS,
         )  # fmt: skip
         running = cluster.start_agent(options)
         try:
@@ -128,7 +110,7 @@ def _sim_run(workdir: Path, prepare: Callable[[SimCluster], None]) -> Outcome:
 
             def state() -> str | None:
                 labels = cluster.node()["metadata"]["labels"]
-                return labels.get(MIG_CONFIG_STATE_LABEL) if labels.get(MIG_CONFIG) == "target" else None
+                return labels.get(MIG_CONFIG_STATE_LABEL) if labels.get(real.MIG_CONFIG) == "target" else None
 
             time.sleep(0.05)  # the agent's own `pending` first: it reports the new label's outcome after it
             return _outcome(state, written)
@@ -138,15 +120,15 @@ def _sim_run(workdir: Path, prepare: Callable[[SimCluster], None]) -> Outcome:
 
 def sim_pods(cluster: SimCluster) -> None:
     for name, gpu, slot in (("kept", 0, 0), ("changed", 0, 4), ("untouched", 1, 0)):
-        cluster.kubelet.run_workload("ml", name, mig_uuid=cluster.mig_uuid(gpu, slot), labels=APP)
+        cluster.kubelet.run_workload("ml", name, mig_uuid=cluster.mig_uuid(gpu, slot), labels=real.APP)
 
 
 def sim_pdb_for_ever(cluster: SimCluster) -> None:
-    cluster.kubelet.run_workload("ml", "inference-0", mig_uuid=cluster.mig_uuid(0, 4), labels=APP)
-    cluster.api.add_pdb("ml", "inference", match_labels=APP, disruptions_allowed=0)
+    cluster.kubelet.run_workload("ml", "inference-0", mig_uuid=cluster.mig_uuid(0, 4), labels=real.APP)
+    cluster.api.add_pdb("ml", "inference", match_labels=real.APP, disruptions_allowed=0)
 
 
-SCENARIOS: tuple[tuple[str, str, Callable[[Cluster], Outcome], Callable[[SimCluster], None] | None], ...] = (
+SCENARIOS: tuple[tuple[str, str, Callable[[real.Cluster], Outcome], Callable[[SimCluster], None] | None], ...] = (
     ("no-pods", "start -> target, no GPU pods", real_no_pods, lambda _: None),
     ("pods", "pods on the kept, the changed and the untouched GPU instance", real_pods, sim_pods),
     ("pdb-for-ever", "a pod on the changed instance under a budget that never allows", real_pdb_for_ever,
@@ -167,18 +149,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.real_node", description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per scenario and side (default 3)")
     args = parser.parse_args(argv)
-    image = os.environ.get(IMAGE_ENV)
+    image = os.environ.get(real.IMAGE_ENV)
     if not image:
-        parser.error(f"set {IMAGE_ENV} to the archive scripts/build_image.sh wrote")
+        parser.error(f"set {real.IMAGE_ENV} to the archive scripts/build_image.sh wrote")
     configure_logging(json_logs=False, level=logging.WARNING)
-    real: dict[str, list[Outcome]] = {}
+    on_node: dict[str, list[Outcome]] = {}
     started = time.monotonic()
-    with started_cluster(Path(image)) as cluster:
+    with real.started_cluster(Path(image)) as cluster:
         up_s = time.monotonic() - started
         for name, _, run_real, _ in SCENARIOS:
             for _ in range(args.runs):
                 cluster.reset()
-                real.setdefault(name, []).append(run_real(cluster))
+                on_node.setdefault(name, []).append(run_real(cluster))
         cluster.reset()
     sim: dict[str, list[Outcome]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-real-node-") as scratch:
@@ -186,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if prepare is not None:
                 sim[name] = [_sim_run(Path(scratch) / f"{name}-{i}", prepare) for i in range(args.runs)]
     rows: list[list[Cell]] = [
-        [name, what, _cell(real[name]), _cell(sim[name]) if name in sim else "-"] for name, what, _, _ in SCENARIOS
+        [name, what, _cell(on_node[name]), _cell(sim[name]) if name in sim else "-"] for name, what, _, _ in SCENARIOS
     ]
     headers = ["scenario (2x H100)", "what", "real node: outcome p50 / p95 s", "simulated kubelet: p50 / p95 s"]
     print(render_table(headers, rows))

@@ -93,15 +93,11 @@ int main(void) {
 C
 "${CC:-cc}" -static -Os -s -o "$scratch/pause" "$scratch/pause.c"
 
-# The same version stamp the control plane's binaries carry (a plain `go build` says v0.0.0-master).
-minor=${k8s_version#v1.}; minor=${minor%%.*}
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags="$ldflags -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  ldflags="$ldflags -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-done
+# The same version stamp the control plane's binaries carry.
+# shellcheck source=control_plane/kube_ldflags.sh
+. "$here/control_plane/kube_ldflags.sh"
 echo "real_node.sh: building kubelet $k8s_version ($((SECONDS - started))s so far)" >&2
-(cd "$kube_mod" && go build -ldflags "$ldflags" -o "$scratch/kubelet" k8s.io/kubernetes/cmd/kubelet)
+(cd "$kube_mod" && go build -ldflags "$(kube_ldflags "$k8s_version")" -o "$scratch/kubelet" k8s.io/kubernetes/cmd/kubelet)
 
 rm -rf "$dir/bin" "$dir/cni"
 mv -f "$scratch/kubelet" "$scratch/pause" "$scratch/busybox" "$scratch/bin" "$scratch/cni" "$dir/"

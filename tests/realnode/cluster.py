@@ -287,12 +287,7 @@ class Cluster:
         return {e.name: e.device_ids for e in client.list() if e.namespace == WORKLOAD_NS}
 
     def pod(self, namespace: str, name: str) -> JsonDict | None:
-        try:
-            return self.admin.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
-        except HttpError as error:
-            if error.status == 404:
-                return None
-            raise
+        return self.admin.find(f"/api/v1/namespaces/{namespace}/pods/{name}")
 
     def container_ids(self, namespace: str = WORKLOAD_NS) -> dict[str, str]:
         """Pod name -> its container's ID (containerd's): the same ID is the same process kept running."""
