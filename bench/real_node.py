@@ -21,9 +21,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from bench.tables import Cell, render_table
-from migagent.node.names import MIG_CONFIG_STATE_LABEL
+from migagent.node.names import DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
 from migagent.plumbing.logging import configure_logging
 from migagent_sim.cluster import SimCluster, SimClusterConfig
 from tests.realnode import cluster as real
@@ -40,18 +41,26 @@ def _outcome(state: Callable[[], str | None], written: float, timeout_s: float =
         current = state()
         if current in ("success", "failed"):
             return current, time.monotonic() - written
-        time.sleep(0.05)
+        time.sleep(0.02)
     raise RuntimeError(f"no outcome within {timeout_s:g}s")
 
 
 # -- the real node ------------------------------------------------------------------------------
 
 
+def _reported(node: dict[str, Any]) -> str | None:
+    """The agent's outcome for `target`: `failed` (each run starts at `success`), or `success` once its
+    desired annotation names `target` (until the agent has seen the new label, `success` is the old one's)."""
+    metadata = node["metadata"]
+    state = (metadata.get("labels") or {}).get(MIG_CONFIG_STATE_LABEL)
+    if state == "failed" or (state == "success" and "target" in metadata["annotations"].get(DESIRED_ANNOTATION, "")):
+        return str(state)
+    return None
+
+
 def _real_state(cluster: real.Cluster) -> Callable[[], str | None]:
     def state() -> str | None:
-        layout, current = cluster.state()
-        if layout != "target":
-            return None
+        current = _reported(cluster.node.node())
         if current == "success" and cluster.node.allocatable() != real.TARGET_RESOURCES:
             return None  # the kubelet does not advertise it yet
         return current
@@ -107,13 +116,7 @@ def _sim_run(workdir: Path, prepare: Callable[[SimCluster], None]) -> Outcome:
             _outcome(lambda: cluster.node()["metadata"]["labels"].get(MIG_CONFIG_STATE_LABEL), time.monotonic())
             cluster.label("target")
             written = time.monotonic()
-
-            def state() -> str | None:
-                labels = cluster.node()["metadata"]["labels"]
-                return labels.get(MIG_CONFIG_STATE_LABEL) if labels.get(real.MIG_CONFIG) == "target" else None
-
-            time.sleep(0.05)  # the agent's own `pending` first: it reports the new label's outcome after it
-            return _outcome(state, written)
+            return _outcome(lambda: _reported(cluster.node()), written)
         finally:
             running.stop()
 
