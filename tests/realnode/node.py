@@ -146,7 +146,7 @@ class RealNode:
             "tlsPrivateKeyFile": str(serving.key),
             "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
                                "x509": {"clientCAFile": str(self.plane.pki.ca)}},
-            "authorization": {"mode": "AlwaysAllow"},  # only the API server holds a client certificate
+            "authorization": {"mode": "AlwaysAllow"},  # any client certificate of the cluster CA (the API server)
             # Imported images have no registry to come back from: never collect them.
             "imageGCHighThresholdPercent": 100,
             "imageGCLowThresholdPercent": 99,
