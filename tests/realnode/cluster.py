@@ -90,6 +90,9 @@ class SimulatedDriver:
 
 
 def simulated_driver(gpu_dir: Path) -> SimulatedDriver:
+    if Path(sys.base_prefix).resolve() in (Path("/"), Path("/usr")):
+        # bound at its own path, it would cover the image's /usr
+        raise RuntimeError(f"the fake NVML's Python must live outside /usr to reach a container: {sys.base_prefix}")
     library = library_dir()
     candidates = sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), REPO, library})
     outermost = [p for p in candidates if not any(q != p and q in p.parents for q in candidates)]
@@ -235,8 +238,17 @@ class Cluster:
         def settled() -> bool:
             return self.state() == (layout, "success") and self.node.allocatable() == resources
 
-        eventually(settled, f"{layout} success and allocatable {resources}; now {self.state()}, "
-                   f"{self.node.allocatable()}\n{self.agent_log()}", timeout_s=timeout_s, poll_s=0.2)  # fmt: skip
+        try:
+            eventually(settled, f"{layout} success and allocatable {resources}", timeout_s=timeout_s, poll_s=0.2)
+        except AssertionError as error:
+            now = f"now {self.state()}, {self.node.allocatable()}"
+            raise AssertionError(f"{error}; {now}\n{self.diagnosis()}") from None
+
+    def diagnosis(self) -> str:
+        """What an admin would look at: the pods, the recent events, the agent's log."""
+        pods = self.plane.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
+        events = self.plane.kubectl("get", "events", "-A", "--sort-by=.lastTimestamp", check=False).stdout
+        return f"{pods}\n{chr(10).join(events.splitlines()[-25:])}\n{self.agent_log()}"
 
     def pods(self, namespace: str, selector: str | None = None) -> list[JsonDict]:
         query = {"labelSelector": selector} if selector else {}
