@@ -310,9 +310,11 @@ class Cluster:
         }
 
     def clear_workloads(self) -> None:
-        for kind in ("pods", "poddisruptionbudgets"):
-            group = "/api/v1" if kind == "pods" else "/apis/policy/v1"
-            self.admin.request("DELETE", f"{group}/namespaces/{WORKLOAD_NS}/{kind}")
+        """The workloads, their budgets and their ReplicaSets: an owner left behind keeps its replica count,
+        which the disruption controller reads (a budget then allowed nothing the next test expected)."""
+        for collection in ("/api/v1", "/apis/policy/v1", "/apis/apps/v1"):
+            kind = {"/api/v1": "pods", "/apis/policy/v1": "poddisruptionbudgets"}.get(collection, "replicasets")
+            self.admin.request("DELETE", f"{collection}/namespaces/{WORKLOAD_NS}/{kind}")
         eventually(lambda: not self.pods(WORKLOAD_NS), "the workloads gone", timeout_s=60, poll_s=0.2)
 
     def reset(self) -> None:
