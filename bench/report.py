@@ -56,6 +56,7 @@ BLOCKS = (
     Block("fakelib", ("-m", "bench.fakelib_bench",)),
     Block("loader", ("-m", "bench.loader_bench", "--quick")),
     Block("eviction", ("-m", "bench.eviction_bench",)),
+    Block("real-node", ("-m", "bench.real_node", "--runs", "3")),
     Block("suite", ("-m", "bench.suite_time", "--tiers"), readme=PROJECT_README),
     Block("suite-where", ("-m", "bench.suite_time", "--where"), readme=TESTING),
     Block("suite-beside", ("-m", "bench.suite_time", "--beside", "3"), readme=TESTING),

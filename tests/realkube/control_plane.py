@@ -124,16 +124,24 @@ AUDIT_POLICY = {
 
 
 class ControlPlane:
-    def __init__(self, bin_dir: Path, workdir: Path, *, audit_log: Path | None = None) -> None:
-        """`audit_log`: where kube-apiserver writes its audit log (JSON lines, one per request; None: none)."""
+    def __init__(
+        self, bin_dir: Path, workdir: Path, *, audit_log: Path | None = None, address: str = "127.0.0.1",
+        controllers: tuple[str, ...] = CONTROLLERS,
+    ) -> None:
+        """`audit_log`: where kube-apiserver writes its audit log (JSON lines, one per request; None: none).
+        `address`: where kube-apiserver listens and what it advertises (a real node's pods reach it
+        there: tests/realnode binds it to the node's own address); `controllers`: which
+        kube-controller-manager runs."""
         self.bin_dir = bin_dir
         self.workdir = workdir
         self.audit_log = audit_log
+        self.address = address
+        self.controllers = controllers
         self._processes: list[tuple[str, subprocess.Popen[bytes]]] = []
         self._logs: list[IO[bytes]] = []
         self.pki = Pki(workdir / "pki")
         self.port = free_port()
-        self.url = f"https://127.0.0.1:{self.port}"
+        self.url = f"https://{address}:{self.port}"
         self.admin = Identity(
             "kubernetes-admin", self.pki.issue("admin", "kubernetes-admin", organizations=("system:masters",))
         )
@@ -215,14 +223,20 @@ class ControlPlane:
         self._wait("etcd", process, ready, 60)
 
     def _start_apiserver(self) -> None:
-        serving = self.pki.issue("apiserver", "kube-apiserver", server=True)
+        serving = self.pki.issue("apiserver", "kube-apiserver", server=True, ips=(self.address,))
         sa = self.pki.service_account_keys()
+        # What it shows a kubelet (logs, exec); the kubelets trust the cluster CA's client certificates.
+        kubelet_client = self.pki.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client",
+                                        organizations=("system:masters",))
         process = self._spawn(
             "kube-apiserver",
             [
                 f"--etcd-servers={self.etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={self.address}",
+                f"--advertise-address={self.address}",
+                f"--kubelet-client-certificate={kubelet_client.cert}",
+                f"--kubelet-client-key={kubelet_client.key}",
+                "--kubelet-preferred-address-types=InternalIP",
                 f"--secure-port={self.port}",
                 f"--tls-cert-file={serving.cert}",
                 f"--tls-private-key-file={serving.key}",
@@ -265,7 +279,7 @@ class ControlPlane:
             "kube-controller-manager",
             [
                 f"--kubeconfig={self.admin_kubeconfig}",
-                f"--controllers={','.join(CONTROLLERS)}",
+                f"--controllers={','.join(self.controllers)}",
                 "--leader-elect=false",
                 "--secure-port=0",
                 f"--root-ca-file={self.pki.ca}",

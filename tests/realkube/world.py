@@ -151,12 +151,7 @@ class RealKubeApi:
         return [p for p in items if (p["metadata"].get("labels") or {}).get(_IDENTITY) != IDENTITY_POD_LABEL]
 
     def pod(self, namespace: str, name: str) -> JsonDict | None:
-        try:
-            return self._admin.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
-        except HttpError as error:
-            if error.status == 404:
-                return None
-            raise
+        return self._admin.find(f"/api/v1/namespaces/{namespace}/pods/{name}")
 
     def create_pod(self, *, replicas: int = 1, **pod: Unpack[PodArgs]) -> JsonDict:
         """As the fake's: a pod on `node_name`, Running and Ready (its kubelet says so), or unscheduled;
