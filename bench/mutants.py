@@ -1,6 +1,6 @@
 """Run the change window's one-line mutants against the unit tests and print which were caught.
 
-Each mutant replaces one line of `migagent/attempt/change_window.py` (the rule it breaks is named).
+Each mutant replaces one line of `migagent/attempt/window/change_window.py` (the rule it breaks is named).
 The tree is copied to a temporary directory, the line replaced there, and `tests/unit/attempt` run in
 that copy (the working tree is never changed). A mutant is caught when a unit test fails.
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET = Path("migagent/attempt/change_window.py")
+TARGET = Path("migagent/attempt/window/change_window.py")
 TESTS = ("tests/unit/attempt",)
 
 

@@ -12,13 +12,13 @@ from collections.abc import Callable
 
 import structlog
 
-from migagent.attempt.gate import Target, decide_drain
+from migagent.attempt.drain.gate import Target, decide_drain
 from migagent.attempt.notes import eviction_reasons, gpu_pods_left_alone, plan_summary
 from migagent.attempt.ports import AgentPorts, AgentSettings
+from migagent.attempt.report.status import StatusReporter
 from migagent.attempt.undo import ApplyFailedError
 from migagent.layout.observed import Observation
 from migagent.node.names import ConditionReason, EventReason
-from migagent.node.status import StatusReporter
 from migagent.planning import Plan
 from migagent.reconcile.machine import Planned
 from migagent.reconcile.result import ApplyOutcome

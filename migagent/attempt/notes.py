@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from migagent.attempt.advertise.expected import NotAdvertisableError, observed_devices
+from migagent.attempt.drain.drainer import PodDeviceHolding
 from migagent.catalog.model import Placement
 from migagent.layout.desired import DesiredGpu, DesiredNode
 from migagent.layout.observed import Observation, ObservedGpu
 from migagent.layout.profile import MigProfile, ci_profile_name, gi_profile_name
 from migagent.layout.strategy import GpuDevices, MigStrategy, renamed_by_mixed, resource_patterns, strategy_problems
-from migagent.node.drain import PodDeviceHolding
-from migagent.node.expected import NotAdvertisableError, observed_devices
 from migagent.node.names import is_gpu_resource
 from migagent.node.port import PodRef, PodView
 from migagent.planning import Plan

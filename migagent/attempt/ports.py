@@ -8,19 +8,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from migagent.attempt.advertise.expectation import ExpectedAdvertisement
+from migagent.attempt.advertise.sharing_source import SharingSettings
 from migagent.attempt.backoff import RetryHold
-from migagent.attempt.gate import GateSettings
+from migagent.attempt.drain.drainer import Drainer, PodDeviceHolding
+from migagent.attempt.drain.gate import GateSettings
 from migagent.attempt.listener import AgentPhase, MetricsListener, NullListener, Outcome
-from migagent.attempt.post_change import PostChangeSteps
 from migagent.attempt.preflight import Preflight
+from migagent.attempt.window.deviceplugin import DevicePluginRestarter, NodeUpdates
+from migagent.attempt.window.post_change import PostChangeSteps
 from migagent.clock import Clock
 from migagent.layout.observed import Observation
 from migagent.layout.strategy import MigStrategy
-from migagent.node.advertisement import ExpectedAdvertisement
-from migagent.node.deviceplugin import DevicePluginRestarter, NodeUpdates
-from migagent.node.drain import Drainer, PodDeviceHolding
 from migagent.node.port import KubePort
-from migagent.node.sharing_source import SharingSettings
 from migagent.reconcile.machine import ApplyEngine
 from migagent.reconcile.retry import RetryPolicy
 
@@ -110,4 +110,4 @@ class AgentSettings:
     """`--mig-strategy auto`: each reconcile takes the strategy from the ClusterPolicy or the plugin's
     advertisement (attempt.preflight); `mig_strategy` is then only the fallback."""
     gate: GateSettings = field(default_factory=GateSettings)
-    """What the safety gate may see and allow (attempt.gate)."""
+    """What the safety gate may see and allow (attempt.drain.gate)."""

@@ -22,6 +22,7 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
+from migagent.attempt.advertise.sharing_source import SharingView
 from migagent.errors import PermanentError
 from migagent.layout.observed import Observation
 from migagent.layout.sharing import Advertised
@@ -36,7 +37,6 @@ from migagent.node.owners import (
     strategy_of_policy,
 )
 from migagent.node.port import NodeView, PodView
-from migagent.node.sharing_source import SharingView
 
 log = structlog.get_logger(__name__)
 

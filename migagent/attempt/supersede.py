@@ -18,8 +18,8 @@ import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from migagent.attempt.window.deviceplugin import DevicePluginPort
 from migagent.errors import PermanentError
-from migagent.node.deviceplugin import DevicePluginPort
 from migagent.node.port import NodeView, PodRef, PodView
 
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from migagent.attempt.services import HostClients, RecordingServiceManager, ServiceCall
+from migagent.attempt.window.services import HostClients, RecordingServiceManager, ServiceCall
 from migagent.clock import FakeClock, SystemClock
 from migagent.layout.observed import Observation
 from migagent.layout.parse import load_layout_file

@@ -7,9 +7,7 @@ from typing import Any
 
 import pytest
 
-from migagent.errors import TransientError
-from migagent.kube.adapter import KubeApi
-from migagent.node.deviceplugin import (
+from migagent.attempt.window.deviceplugin import (
     AdvertisementTimeoutError,
     DeletePod,
     GpuOperatorPause,
@@ -17,6 +15,8 @@ from migagent.node.deviceplugin import (
     PausedComponents,
     wait_for_advertisement,
 )
+from migagent.errors import TransientError
+from migagent.kube.adapter import KubeApi
 from migagent_sim.apiserver import FakeApiServer
 
 from .conftest import NODE, HookedClock

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from migagent.attempt.drain.drainer import Drainer, DrainPlanner
 from migagent.errors import DrainBlockedError
 from migagent.kube.adapter import KubeApi
 from migagent.layout.observed import Observation
-from migagent.node.drain import Drainer, DrainPlanner
 from migagent_sim.apiserver import FakeApiServer
 from migagent_sim.doubles.builders import Holding, gpu_plan, mig_gpu, plan
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from kubernetes.client import ApiClient
 
+from migagent.attempt.advertise.expected import advertisement_matches, expected_resources
+from migagent.attempt.drain.drainer import Drainer, DrainPlanner
+from migagent.attempt.window.deviceplugin import GpuOperatorPause, wait_for_advertisement
 from migagent.clock import FakeClock, SystemClock
 from migagent.kube.adapter import KubeApi
 from migagent.layout.observed import Observation
-from migagent.node.deviceplugin import GpuOperatorPause, wait_for_advertisement
-from migagent.node.drain import Drainer, DrainPlanner
-from migagent.node.expected import advertisement_matches, expected_resources
 from migagent.nvml import GpuDriver
 from migagent.planning.model import GpuPlan, Plan
 from migagent.podresources import PodResourcesClient

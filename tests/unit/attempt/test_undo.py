@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from migagent.attempt.advertise.expected import NotAdvertisableError
 from migagent.attempt.undo import AttemptMarker, UndoStack, failure_reason
+from migagent.attempt.window.deviceplugin import AdvertisementTimeoutError
 from migagent.errors import (
     DrainBlockedError,
     InvalidLayoutError,
@@ -17,8 +19,6 @@ from migagent.errors import (
     ResetRequiredError,
     TransientError,
 )
-from migagent.node.deviceplugin import AdvertisementTimeoutError
-from migagent.node.expected import NotAdvertisableError
 from migagent.node.names import ConditionReason
 from migagent.reconcile.retry import RetryPolicy
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
+from migagent.attempt.drain.drainer import DrainPlanner
 from migagent.layout.observed import Observation
-from migagent.node.drain import DrainPlanner
 from migagent_sim.doubles.builders import Holding, gpu_plan, mig_gpu, plan, pod
 
 GPU0 = mig_gpu(0, [("3g.20gb", 0), ("2g.10gb", 4), ("1g.5gb", 6)])

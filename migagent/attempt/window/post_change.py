@@ -13,7 +13,7 @@ After the GPUs hold the new layout, and before the operands are resumed:
   4. starts the host GPU clients again;
   5. deletes the operator validator pod (`app=nvidia-operator-validator`), whose DaemonSet
      re-creates it and so re-runs every validation against the new MIG devices.
-Resuming the operands (device plugin, GFD, DCGM) is node.deviceplugin's job, right after this.
+Resuming the operands (device plugin, GFD, DCGM) is attempt.window.deviceplugin's job, right after this.
 
 Each step is optional (flags); the gpu-operator overlay turns them on. Where the driver root in
 this container differs from the driver root on the host (a host-installed driver mounted at
@@ -30,9 +30,9 @@ from typing import Protocol
 
 import structlog
 
-from migagent.attempt.services import HostClients, run_command
+from migagent.attempt.window.deviceplugin import DevicePluginPort
+from migagent.attempt.window.services import HostClients, run_command
 from migagent.errors import PermanentError
-from migagent.node.deviceplugin import DevicePluginPort
 
 log = structlog.get_logger(__name__)
 

@@ -18,9 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from migagent.attempt.drain.scope import Disturbance, PlanChanges, PodDeviceHolding, device_locations
 from migagent.catalog.model import Placement
 from migagent.layout.observed import Observation
-from migagent.node.drain_scope import Disturbance, PlanChanges, PodDeviceHolding, device_locations
 from migagent.node.names import is_gpu_resource
 from migagent.node.port import PodView
 

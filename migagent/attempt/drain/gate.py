@@ -1,7 +1,7 @@
 """Decide before disturbing: which pods a change evicts, and whether it can succeed at all.
 
 Runs after planning and before the first write to the Node. The pods on devices the plan disturbs
-are scoped from PodResources (node.drain_scope); those that cannot leave make the change refused
+are scoped from PodResources (attempt.drain.scope); those that cannot leave make the change refused
 with every such pod named, and nothing on the node is cordoned, paused or evicted:
 * a DaemonSet pod (its controller puts it straight back on this node, on the same devices);
 * a mirror (static) pod (the API server cannot evict it; the kubelet owns it);
@@ -10,10 +10,10 @@ with every such pod named, and nothing on the node is cordoned, paused or evicte
   minAvailable equal to the pods it expects, as an int or a percentage; ignored with --force-delete,
   which bypasses budgets), or by several budgets (the eviction API answers 500 for such a pod, for ever);
 * a pod with emptyDir volumes, whose data an eviction deletes, unless --delete-emptydir-data;
-* a process on a device the plan disturbs that the drain would not remove (attempt.gpu_processes):
+* a process on a device the plan disturbs that the drain would not remove (attempt.drain.gpu_processes):
   a host process (named by pid and command), or a pod that holds the device without requesting it
   (a dcgm-exporter-style DaemonSet). The apply engine would find them only after the evictions.
-A pod already Terminating is not evicted again: the drain waits for it (node.drain).
+A pod already Terminating is not evicted again: the drain waits for it (attempt.drain.drainer).
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ from typing import Protocol
 
 import structlog
 
-from migagent.attempt.gpu_processes import processes_in_the_way
+from migagent.attempt.drain.drainer import DrainPlanner, PodDeviceHolding
+from migagent.attempt.drain.gpu_processes import processes_in_the_way
+from migagent.attempt.drain.scope import PlanChanges, gi_workloads
 from migagent.errors import DrainBlockedError
 from migagent.layout.desired import DesiredNode
 from migagent.layout.observed import Observation
 from migagent.node.budgets import PdbView, guarding
-from migagent.node.drain import DrainPlanner, PodDeviceHolding
-from migagent.node.drain_scope import PlanChanges, gi_workloads
 from migagent.node.port import PodView
 from migagent.planning import Plan, plan
 from migagent.reconcile.journal import desired_node_hash

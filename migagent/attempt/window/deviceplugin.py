@@ -24,10 +24,10 @@ from typing import Protocol
 
 import structlog
 
+from migagent.attempt.advertise.expectation import plugin_resources
+from migagent.attempt.advertise.expected import AdvertisementMatcher, advertisement_matches, describe_diff
 from migagent.clock import Clock
 from migagent.errors import TransientError
-from migagent.node.advertisement import plugin_resources
-from migagent.node.expected import AdvertisementMatcher, advertisement_matches, describe_diff
 from migagent.node.names import (
     COMPONENT_POD_SELECTORS,
     DEFAULT_OPERATOR_NAMESPACE,
@@ -311,7 +311,7 @@ _WATCH_SLICE_S = 0.25
 class _Settling:
     """One wait's memory: the advertisement seen last and since when it held still.
 
-    An exact expectation is met at the first match; an inexact one (node.advertisement: a sharing
+    An exact expectation is met at the first match; an inexact one (attempt.advertise.expectation: a sharing
     config the agent cannot know) once it matches and has not changed for its `stable_s`. A probe
     (the DRA driver's ResourceSlices) must be satisfied too."""
 

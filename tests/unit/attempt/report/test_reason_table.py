@@ -7,10 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from migagent.attempt.report.reasons import REASON_STATES, reason_table
 from migagent.node.names import ConditionReason
-from migagent.node.reasons import REASON_STATES, reason_table
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def test_every_condition_reason_has_a_state_and_a_meaning() -> None:

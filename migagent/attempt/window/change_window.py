@@ -32,14 +32,14 @@ from collections.abc import Callable
 
 import structlog
 
-from migagent.attempt.post_change import ChangeContext, PostChangeSteps
+from migagent.attempt.report.status import StatusReporter
 from migagent.attempt.undo import UndoStack
+from migagent.attempt.window.cordon import Cordon, cordoned_by_us
+from migagent.attempt.window.deviceplugin import DevicePluginRestarter, PausedComponents, paused_deploy_labels
+from migagent.attempt.window.post_change import ChangeContext, PostChangeSteps
 from migagent.clock import Clock
-from migagent.node.cordon import Cordon, cordoned_by_us
-from migagent.node.deviceplugin import DevicePluginRestarter, PausedComponents, paused_deploy_labels
 from migagent.node.names import HANDED_OVER_ANNOTATION, EventReason
 from migagent.node.port import KubePort, NodeView
-from migagent.node.status import StatusReporter
 
 log = structlog.get_logger(__name__)
 
@@ -120,7 +120,7 @@ class ChangeWindow:
             self._undo.push(RESUME_PLUGIN, lambda: self._restarter.resume(PausedComponents()))
 
     def before_change(self) -> None:
-        """Operator validators and host GPU clients let go of the GPUs (attempt.post_change)."""
+        """Operator validators and host GPU clients let go of the GPUs (attempt.window.post_change)."""
         steps = self._post_change
         if steps is None or (self._context is not None and START_HOST_CLIENTS in self._undo):
             return

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from migagent.attempt.drain.drainer import Drainer
 from migagent.clock import FakeClock
 from migagent.errors import DrainBlockedError, TransientError
-from migagent.node.drain import Drainer
 from migagent.node.port import EvictionOutcome, EvictionStatus, PodRef, PodView
 from migagent_sim.doubles.builders import pod
 

@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from migagent.attempt.change_window import RESUME_PLUGIN, START_HOST_CLIENTS, UNCORDON, ChangeWindow
-from migagent.attempt.post_change import PostChangeSteps
-from migagent.attempt.services import HostClients, RecordingServiceManager
+from migagent.attempt.report.status import StatusReporter
+from migagent.attempt.window.change_window import RESUME_PLUGIN, START_HOST_CLIENTS, UNCORDON, ChangeWindow
+from migagent.attempt.window.deviceplugin import GpuOperatorPause, PausedComponents
+from migagent.attempt.window.post_change import PostChangeSteps
+from migagent.attempt.window.services import HostClients, RecordingServiceManager
 from migagent.clock import FakeClock
 from migagent.errors import TransientError
-from migagent.node.deviceplugin import GpuOperatorPause, PausedComponents
 from migagent.node.names import CORDONED_BY_MIGAGENT_ANNOTATION, HANDED_OVER_ANNOTATION, PAUSED_FOR_MIG_CHANGE
-from migagent.node.status import StatusReporter
 from migagent_sim.cluster import GPU_OPERATOR_LABELS
 from migagent_sim.doubles.memory_kube import MemoryKube
 

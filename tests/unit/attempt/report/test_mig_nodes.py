@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from migagent.node.fleet_rows import is_mig_node
+from migagent.attempt.report.fleet_rows import is_mig_node
 from migagent.node.port import NodeView
 
 

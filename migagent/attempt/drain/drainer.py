@@ -22,9 +22,9 @@ from typing import Protocol
 
 import structlog
 
+from migagent.attempt.drain.scope import DrainPlanner, GpuChange, PlanChanges, PodDeviceHolding
 from migagent.clock import Clock
 from migagent.errors import DrainBlockedError, TransientError
-from migagent.node.drain_scope import DrainPlanner, GpuChange, PlanChanges, PodDeviceHolding
 from migagent.node.port import EvictionOutcome, EvictionStatus, PodRef, PodView
 from migagent.retrying import Doubling, pause
 

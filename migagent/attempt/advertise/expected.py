@@ -90,7 +90,7 @@ def _gi_profiles(gpu: ObservedGpu, gi: ObservedGi) -> list[MigProfile]:
 
 
 class AdvertisementMatcher(Protocol):
-    """An expectation that judges allocatable itself (migagent.node.advertisement.Expectation)."""
+    """An expectation that judges allocatable itself (migagent.attempt.advertise.expectation.Expectation)."""
 
     def matches(self, allocatable: Mapping[str, int]) -> tuple[bool, dict[str, tuple[int, int]]]: ...
 

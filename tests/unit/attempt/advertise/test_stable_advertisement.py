@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
+from migagent.attempt.advertise.expectation import Expectation, ResourceExpectation
+from migagent.attempt.window.deviceplugin import AdvertisementTimeoutError, advertised_within, wait_for_advertisement
 from migagent.clock import FakeClock
-from migagent.node.advertisement import Expectation, ResourceExpectation
-from migagent.node.deviceplugin import AdvertisementTimeoutError, advertised_within, wait_for_advertisement
 from migagent.node.port import NodeView
 
 ONE_G = "nvidia.com/mig-1g.10gb"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from migagent.attempt.gpu_processes import command_of, pod_uid_of
+from migagent.attempt.drain.gpu_processes import command_of, pod_uid_of
 from migagent.attempt.preflight import advertised_strategy
 from migagent.layout.observed import Observation
 from migagent.layout.sharing import Advertised

@@ -1,6 +1,6 @@
 """What one attempt writes about the node's MIG state: pending, success, failed, nothing to do.
 
-The writes themselves (label, condition, annotations, Events) are node.status's; this module
+The writes themselves (label, condition, annotations, Events) are attempt.report.status's; this module
 composes them for the agent flow. `success` is the one conditional write: it is recorded only
 while the label still names the layout applied, at the resourceVersion the label was read at, so
 a label changed in between is never reported as applied.
@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import structlog
 
-from migagent.attempt.gate import HoldingsLister, Target
+from migagent.attempt.drain.gate import HoldingsLister, Target
+from migagent.attempt.drain.scope import gi_pods
 from migagent.attempt.notes import plan_summary
+from migagent.attempt.report.status import (
+    StatusReporter,
+    desired_annotation,
+    observed_annotation,
+    plan_annotation,
+    reports_success,
+)
 from migagent.attempt.supersede import LayoutSuperseded
 from migagent.attempt.undo import ApplyFailedError, AttemptMarker
 from migagent.clock import Clock
 from migagent.layout.observed import Observation
-from migagent.node.drain_scope import gi_pods
 from migagent.node.names import (
     CONDITION_TYPE,
     MIG_CONFIG_LABEL,
@@ -25,13 +32,6 @@ from migagent.node.names import (
     ConditionReason,
 )
 from migagent.node.port import KubePort, NodeChangedError, NodeView
-from migagent.node.status import (
-    StatusReporter,
-    desired_annotation,
-    observed_annotation,
-    plan_annotation,
-    reports_success,
-)
 
 log = structlog.get_logger(__name__)
 

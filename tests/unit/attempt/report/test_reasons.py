@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from migagent.attempt.report.status import with_action
 from migagent.attempt.undo import failure_reason
 from migagent.errors import DrainBlockedError, PermanentError
 from migagent.node.names import ConditionReason, action_for
-from migagent.node.status import with_action
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+README = Path(__file__).resolve().parents[4] / "README.md"
 FAILURES = [
     ConditionReason.DRAIN_BLOCKED,
     ConditionReason.APPLY_FAILED,

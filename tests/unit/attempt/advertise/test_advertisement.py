@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from migagent.attempt.advertise.expectation import Expectation, ResourceExpectation, expectation
+from migagent.attempt.advertise.sharing_source import SharingSettings, SharingSource, SharingView, gfd_view
 from migagent.layout.observed import Observation
 from migagent.layout.sharing import Advertised, parse_plugin_config
 from migagent.layout.strategy import MigStrategy
-from migagent.node.advertisement import Expectation, ResourceExpectation, expectation
 from migagent.node.port import NodeView
-from migagent.node.sharing_source import SharingSettings, SharingSource, SharingView, gfd_view
 from migagent_sim.doubles.builders import mig_gpu
 
 ONE_G_TWICE = "sharing: {timeSlicing: {renameByDefault: %s, resources: [{name: nvidia.com/mig-1g.5gb, replicas: 2}]}}"

@@ -3,11 +3,16 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from migagent.attempt.advertise.expected import (
+    NotAdvertisableError,
+    advertisement_matches,
+    describe_diff,
+    expected_resources,
+)
 from migagent.errors import InvalidLayoutError
 from migagent.layout.observed import Observation
 from migagent.layout.profile import MigProfile
 from migagent.layout.strategy import GpuDevices, MigStrategy, mig_resource_name, strategy_problems
-from migagent.node.expected import NotAdvertisableError, advertisement_matches, describe_diff, expected_resources
 from migagent_sim.doubles.builders import mig_gpu
 
 

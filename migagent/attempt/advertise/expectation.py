@@ -18,18 +18,15 @@ from typing import Protocol
 
 import structlog
 
+from migagent.attempt.advertise.expected import expected_resources
+from migagent.attempt.advertise.sharing_source import SharingSource, SharingView
 from migagent.layout.observed import Observation
 from migagent.layout.strategy import MigStrategy
-from migagent.node.expected import expected_resources
+from migagent.node.dra import Probe
 from migagent.node.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX, SHARED_GPU_RESOURCE
 from migagent.node.port import NodeView
-from migagent.node.sharing_source import SharingSource, SharingView
 
 log = structlog.get_logger(__name__)
-
-Probe = Callable[[], str | None]
-"""Another consumer that must show the new devices (the DRA driver's ResourceSlices): None once it
-does, else what is missing."""
 
 
 @dataclass(frozen=True)

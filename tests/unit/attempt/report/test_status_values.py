@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import json
 
+from migagent.attempt.report.status import desired_annotation, observed_annotation, plan_annotation
 from migagent.layout.observed import Observation
 from migagent.node.names import deploy_label, is_gpu_resource
-from migagent.node.status import desired_annotation, observed_annotation, plan_annotation
 from migagent_sim.doubles.builders import gpu_plan, mig_gpu, plan
 
 
