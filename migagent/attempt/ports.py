@@ -10,12 +10,13 @@ from typing import Protocol
 
 from migagent.attempt.advertise.expectation import ExpectedAdvertisement
 from migagent.attempt.advertise.sharing_source import SharingSettings
+from migagent.attempt.advertise.wait import NodeUpdates
 from migagent.attempt.backoff import RetryHold
 from migagent.attempt.drain.drainer import Drainer, PodDeviceHolding
 from migagent.attempt.drain.gate import GateSettings
 from migagent.attempt.listener import AgentPhase, MetricsListener, NullListener, Outcome
 from migagent.attempt.preflight import Preflight
-from migagent.attempt.window.deviceplugin import DevicePluginRestarter, NodeUpdates
+from migagent.attempt.window.deviceplugin import DevicePluginRestarter
 from migagent.attempt.window.post_change import PostChangeSteps
 from migagent.clock import Clock
 from migagent.layout.observed import Observation

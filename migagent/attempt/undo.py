@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 import structlog
 
+from migagent.attempt.advertise.wait import AdvertisementTimeoutError
 from migagent.attempt.blockers import PluginStillNotPausedError
 from migagent.attempt.preflight import OtherMigOwnerError, StrategyMismatchError
-from migagent.attempt.window.deviceplugin import AdvertisementTimeoutError, ComponentsNotPausedError
+from migagent.attempt.window.deviceplugin import ComponentsNotPausedError
 from migagent.errors import (
     DrainBlockedError,
     InvalidLayoutError,

@@ -14,11 +14,11 @@ from collections.abc import Callable
 import structlog
 
 from migagent.attempt.advertise.expected import advertisement_matches
+from migagent.attempt.advertise.wait import advertised_within, wait_for_advertisement
 from migagent.attempt.ports import AgentPorts, AgentSettings
 from migagent.attempt.report.status import StatusReporter
 from migagent.attempt.supersede import CheckedNodeReads
 from migagent.attempt.undo import StopRequested
-from migagent.attempt.window.deviceplugin import advertised_within, wait_for_advertisement
 from migagent.layout.observed import Observation
 from migagent.node.names import MIG_CONFIG_STATE_LABEL, ConditionReason, MigConfigState
 from migagent.node.port import NodeView

@@ -7,13 +7,12 @@ from typing import Any
 
 import pytest
 
+from migagent.attempt.advertise.wait import AdvertisementTimeoutError, wait_for_advertisement
 from migagent.attempt.window.deviceplugin import (
-    AdvertisementTimeoutError,
     DeletePod,
     GpuOperatorPause,
     NoRestart,
     PausedComponents,
-    wait_for_advertisement,
 )
 from migagent.errors import TransientError
 from migagent.kube.adapter import KubeApi

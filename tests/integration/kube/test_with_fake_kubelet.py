@@ -10,8 +10,9 @@ import pytest
 from kubernetes.client import ApiClient
 
 from migagent.attempt.advertise.expected import advertisement_matches, expected_resources
+from migagent.attempt.advertise.wait import wait_for_advertisement
 from migagent.attempt.drain.drainer import Drainer, DrainPlanner
-from migagent.attempt.window.deviceplugin import GpuOperatorPause, wait_for_advertisement
+from migagent.attempt.window.deviceplugin import GpuOperatorPause
 from migagent.clock import FakeClock, SystemClock
 from migagent.kube.adapter import KubeApi
 from migagent.layout.observed import Observation

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from migagent.attempt.advertise.expected import NotAdvertisableError
+from migagent.attempt.advertise.wait import AdvertisementTimeoutError
 from migagent.attempt.undo import AttemptMarker, UndoStack, failure_reason
-from migagent.attempt.window.deviceplugin import AdvertisementTimeoutError
 from migagent.errors import (
     DrainBlockedError,
     InvalidLayoutError,

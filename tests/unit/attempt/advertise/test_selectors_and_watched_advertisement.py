@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from migagent.attempt.window.deviceplugin import WATCH_QUIET_S, AdvertisementTimeoutError, wait_for_advertisement
+from migagent.attempt.advertise.wait import WATCH_QUIET_S, AdvertisementTimeoutError, wait_for_advertisement
 from migagent.clock import FakeClock
 from migagent.node.port import NodeView, PodRef, PodView
 from migagent.node.selectors import parse_equality

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from migagent.attempt.advertise.expectation import Expectation, ResourceExpectation
-from migagent.attempt.window.deviceplugin import AdvertisementTimeoutError, advertised_within, wait_for_advertisement
+from migagent.attempt.advertise.wait import AdvertisementTimeoutError, advertised_within, wait_for_advertisement
 from migagent.clock import FakeClock
 from migagent.node.port import NodeView
 
