@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -12,8 +12,9 @@ from migagent.attempt.advertise.expectation import ExpectedAdvertisement
 from migagent.attempt.advertise.sharing_source import SharingSettings
 from migagent.attempt.advertise.wait import NodeUpdates
 from migagent.attempt.backoff import RetryHold
-from migagent.attempt.drain.drainer import Drainer, PodDeviceHolding
+from migagent.attempt.drain.drainer import Drainer
 from migagent.attempt.drain.gate import GateSettings
+from migagent.attempt.drain.scope import PodDevicesLister
 from migagent.attempt.listener import AgentPhase, MetricsListener, NullListener, Outcome
 from migagent.attempt.preflight import Preflight
 from migagent.attempt.window.deviceplugin import DevicePluginRestarter
@@ -41,12 +42,6 @@ class ReconcileReport:
 
 class NodeObserver(Protocol):
     def observe(self) -> Observation: ...
-
-
-class PodDevicesLister(Protocol):
-    """The kubelet's PodResources `List` (migagent.podresources.PodResourcesClient)."""
-
-    def list(self) -> Sequence[PodDeviceHolding]: ...
 
 
 class Wake(Protocol):

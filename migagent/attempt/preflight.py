@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
-from migagent.attempt.advertise.sharing_source import SharingView
+from migagent.attempt.advertise.sharing_source import SharingSource
 from migagent.errors import PermanentError
 from migagent.layout.observed import Observation
 from migagent.layout.sharing import Advertised
@@ -36,7 +36,7 @@ from migagent.node.owners import (
     mig_manager_labelled,
     strategy_of_policy,
 )
-from migagent.node.port import NodeView, PodView
+from migagent.node.port import KubePort, NodeView, PodView
 
 log = structlog.get_logger(__name__)
 
@@ -52,12 +52,6 @@ class OtherMigOwnerError(PermanentError):
 
 class StrategyMismatchError(PermanentError):
     """The configured MIG strategy disagrees with what the device plugin advertises."""
-
-
-class PodLister(Protocol):
-    def list_pods_on_node(
-        self, *, label_selector: str | None = None, namespace: str | None = None
-    ) -> list[PodView]: ...
 
 
 class ClusterFacts(Protocol):
@@ -78,18 +72,12 @@ class StrategyChoice(Protocol):
     def mig_strategy_auto(self) -> bool: ...
 
 
-class SharingViews(Protocol):
-    """kube.sharing_source.SharingSource: how the plugin on this node shares its devices."""
-
-    def view(self, node: NodeView) -> SharingView: ...
-
-
 @dataclass(frozen=True)
 class Preflight:
-    pods: PodLister
+    pods: KubePort
     facts: ClusterFacts | None = None
     """None: no cluster-wide reads (ResourceSlices, ClusterPolicy); the pod and label checks still run."""
-    sharing: SharingViews | None = None
+    sharing: SharingSource | None = None
     """How `nvidia.com/gpu` is replicated, so its count proves a strategy only divided by its replicas
     (None: not replicated)."""
 

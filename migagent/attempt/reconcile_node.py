@@ -29,14 +29,15 @@ from contextlib import contextmanager
 
 import structlog
 
+from migagent.attempt.advertise.expected import check_advertisable
 from migagent.attempt.advertise.readvertise import Advertisement
+from migagent.attempt.apply import apply_change
 from migagent.attempt.backoff import RetryHold, attempt_number
 from migagent.attempt.backoff_check import BackoffCheck
 from migagent.attempt.blockers import learned_from, refuse_if_still_there
-from migagent.attempt.change_steps import apply_change, drain_for_change
 from migagent.attempt.drain.gate import Target, plan_and_gate
+from migagent.attempt.drain.step import drain_for_change
 from migagent.attempt.first_write import FirstWriteGuard, WritePermit
-from migagent.attempt.notes import check_advertisable
 from migagent.attempt.phases import AgentPhase, Outcome, PhaseOrder
 from migagent.attempt.ports import AgentPorts, AgentSettings, PhaseHook, ReconcileReport
 from migagent.attempt.preflight import Preflight

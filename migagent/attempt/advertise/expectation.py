@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import structlog
 
@@ -24,7 +23,7 @@ from migagent.layout.observed import Observation
 from migagent.layout.strategy import MigStrategy
 from migagent.node.dra import Probe
 from migagent.node.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX, SHARED_GPU_RESOURCE
-from migagent.node.port import NodeView
+from migagent.node.port import KubePort, NodeView
 
 log = structlog.get_logger(__name__)
 
@@ -55,20 +54,25 @@ class Expectation:
     """With an inexact expectation: how long the advertisement must hold still to count as settled."""
     probe: Probe | None = field(default=None, compare=False)
 
+    @classmethod
+    def of(cls, expected: Mapping[str, int] | Expectation) -> Expectation:
+        """`expected` as it is, or exactly these counts (resource name -> count)."""
+        if isinstance(expected, Expectation):
+            return expected
+        return cls(tuple(ResourceExpectation(name, count, (name,), count) for name, count in expected.items()))
+
     @property
     def exact(self) -> bool:
         return all(entry.exact for entry in self.entries)
-
-    def __len__(self) -> int:
-        return len(self.entries)
 
     def counts(self) -> dict[str, int]:
         """The exact entries as resource name -> count (the first name each may have)."""
         return {e.names[0]: e.count for e in self.entries if e.count is not None}
 
-    def matches(self, allocatable: Mapping[str, int]) -> tuple[bool, dict[str, tuple[int, int]]]:
-        """(matches, diff): diff maps each differing resource to (advertised, expected); for a count
-        the agent does not know, `expected` is the least it accepts (one per instance)."""
+    def diff(self, allocatable: Mapping[str, int]) -> dict[str, tuple[int, int]]:
+        """Each differing resource -> (advertised, expected); for a count the agent does not know,
+        `expected` is the least it accepts (one per instance). Every other `nvidia.com/mig-*` resource
+        must be 0 or absent; resources that are neither expected nor MIG are ignored."""
         diff: dict[str, tuple[int, int]] = {}
         covered: set[str] = set()
         for entry in self.entries:
@@ -81,9 +85,12 @@ class Expectation:
         for name, have in allocatable.items():  # a resource no device explains must be gone (0 or absent)
             if name.startswith(MIG_RESOURCE_PREFIX) and name not in covered and have:
                 diff[name] = (have, 0)
-        if not diff and self.probe is not None and self.probe() is not None:
-            return (False, {})  # counts right, but another consumer (DRA) does not show the devices yet
-        return (not diff, dict(sorted(diff.items())))
+        return dict(sorted(diff.items()))
+
+    def matches(self, allocatable: Mapping[str, int]) -> tuple[bool, dict[str, tuple[int, int]]]:
+        """(matches, diff): the counts match and the probe (DRA), if any, sees the devices too."""
+        diff = self.diff(allocatable)
+        return (not diff and (self.probe is None or self.probe() is None), diff)
 
     def describe(self) -> str:
         """`2 resource(s) (nvidia.com/mig-1g.10gb: 14, ...)`, and what is not known."""
@@ -96,6 +103,13 @@ class Expectation:
         if self.note:
             text += f"; {self.note}: waiting for an advertisement stable for {self.stable_s:g}s"
         return text
+
+
+def advertisement_matches(
+    allocatable: Mapping[str, int], expected: Mapping[str, int] | Expectation
+) -> tuple[bool, dict[str, tuple[int, int]]]:
+    """(matches, diff): diff maps each differing resource to (advertised, expected)."""
+    return Expectation.of(expected).matches(allocatable)
 
 
 def plugin_resources(allocatable: Mapping[str, int]) -> dict[str, int]:
@@ -137,16 +151,12 @@ def _candidates(resource: str) -> tuple[str, ...]:
     return (resource, resource + ".shared")
 
 
-class NodeReader(Protocol):
-    def get_node(self) -> NodeView: ...
-
-
 class ExpectedAdvertisement:
     """The agent's port: what to expect now, from the Node (its labels select the plugin's config)."""
 
     def __init__(
         self,
-        api: NodeReader,
+        api: KubePort,
         *,
         strategy: MigStrategy,
         sharing: SharingSource,

@@ -5,7 +5,9 @@ tests/nvidia). Mixed: every compute instance is one `nvidia.com/mig-<pattern>`, 
 GPU's full profiles found in its profile name (`1g.10gb+me` counts as `nvidia.com/mig-1g.10gb`,
 `1c.3g.40gb` as `nvidia.com/mig-3g.40gb`). Single: every MIG device is one `nvidia.com/gpu`, and a
 non-uniform node makes it exit. None: whole GPUs. `expected_resources` refuses a layout the plugin
-would exit on instead of predicting counts that will never appear. A GI without compute instances is
+would exit on instead of predicting counts that will never appear; `check_advertisable` refuses, before
+anything on the node is touched, a layout it would exit on or advertise as something it is not (mixed:
+a compute instance smaller than its GI is advertised as the whole GI's resource). A GI without compute instances is
 no MIG device and is not advertised. After a change, resources of profiles no longer present linger in
 Node status as "0" (kubelet behaviour), so "0" and absent mean the same.
 """
@@ -13,19 +15,21 @@ Node status as "0" (kubelet behaviour), so "0" and absent mean the same.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
 
 from migagent.errors import InvalidLayoutError
+from migagent.layout.desired import DesiredNode
 from migagent.layout.observed import Observation, ObservedGi, ObservedGpu
 from migagent.layout.profile import MigProfile, ci_profile_name
 from migagent.layout.strategy import (
     GpuDevices,
     MigStrategy,
     advertised_counts,
+    desired_devices,
+    renamed_by_mixed,
     resource_patterns,
     strategy_problems,
 )
-from migagent.node.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX
+from migagent.node.names import GPU_RESOURCE
 
 
 class NotAdvertisableError(InvalidLayoutError):
@@ -42,7 +46,7 @@ def expected_resources(
     default because under mixed only `nvidia.com/mig-*` is compared. Single and none always expect
     `nvidia.com/gpu`: it is the one resource they advertise.
     """
-    gpus = observed_devices(observation)
+    gpus = [observed_devices(gpu) for gpu in observation.gpus]
     problems = strategy_problems(strategy, gpus)
     if problems:
         raise NotAdvertisableError(
@@ -55,17 +59,41 @@ def expected_resources(
     return counts
 
 
-def observed_devices(observation: Observation) -> list[GpuDevices]:
-    """Each observed GPU as the device plugin sees it: MIG mode and the profile of every MIG device."""
-    return [
-        GpuDevices(
-            gpu.index,
-            gpu.mig_current,
-            tuple(p for gi in gpu.gpu_instances for p in _gi_profiles(gpu, gi)) if gpu.mig_current else (),
-            resource_patterns(gpu.profiles) if gpu.profiles is not None else (),
-        )
+def check_advertisable(desired: DesiredNode, observation: Observation, strategy: MigStrategy) -> None:
+    """Raise NotAdvertisableError when the device plugin, run with `strategy`, would exit on the node
+    this layout leaves: GPUs the layout selects as desired, the others as they are now."""
+    gpus = [
+        observed_devices(gpu) if (want := desired.gpu(gpu.index)) is None else desired_devices(gpu, want)
         for gpu in observation.gpus
     ]
+    problems = strategy_problems(strategy, gpus)
+    if problems:
+        raise NotAdvertisableError(
+            f"the NVIDIA device plugin ({strategy} strategy) would exit on this layout and advertise nothing,"
+            f" so nothing was changed: {'; '.join(problems)}"
+        )
+    smaller = [(gpu, p, name) for gpu, p, name in renamed_by_mixed(gpus) if not p.is_full_gi]
+    if strategy is MigStrategy.MIXED and smaller:
+        raise NotAdvertisableError(
+            "the NVIDIA device plugin (mixed strategy, v0.18.2) would advertise compute instances smaller than"
+            " their GPU instance as the whole GPU instance, so a pod asking for it would get a fraction;"
+            " nothing was changed: "
+            + "; ".join(
+                f"{gpu} has compute instance profile {p}, advertised as {name}."
+                f" Use {p.gi_name} (one compute instance per GPU instance) instead"
+                for gpu, p, name in smaller
+            )
+        )
+
+
+def observed_devices(gpu: ObservedGpu) -> GpuDevices:
+    """The GPU as the device plugin sees it now: MIG mode and the profile of every MIG device."""
+    return GpuDevices(
+        gpu.index,
+        gpu.mig_current,
+        tuple(p for gi in gpu.gpu_instances for p in _gi_profiles(gpu, gi)) if gpu.mig_current else (),
+        resource_patterns(gpu.profiles) if gpu.profiles is not None else (),
+    )
 
 
 def _gpu_label(gpu: ObservedGpu) -> str:
@@ -87,32 +115,6 @@ def _gi_profiles(gpu: ObservedGpu, gi: ObservedGi) -> list[MigProfile]:
             raise InvalidLayoutError(f"{where}: CI profile id {ci.profile_id} is not offered by this GI profile")
         profiles.append(ci_profile_name(gi_profile, ci_profile, table))
     return profiles
-
-
-class AdvertisementMatcher(Protocol):
-    """An expectation that judges allocatable itself (migagent.attempt.advertise.expectation.Expectation)."""
-
-    def matches(self, allocatable: Mapping[str, int]) -> tuple[bool, dict[str, tuple[int, int]]]: ...
-
-
-def advertisement_matches(
-    allocatable: Mapping[str, int], expected: Mapping[str, int] | AdvertisementMatcher
-) -> tuple[bool, dict[str, tuple[int, int]]]:
-    """(matches, diff): diff maps each differing resource to (advertised, expected).
-
-    Every expected resource must be advertised with its count; every other `nvidia.com/mig-*`
-    resource must be 0 or absent. Resources outside what was expected and not MIG are ignored.
-    An `AdvertisementMatcher` (sharing replicas, renames, what is unknown) applies its own rules.
-    """
-    if not isinstance(expected, Mapping):
-        return expected.matches(allocatable)
-    names = set(expected) | {name for name in allocatable if name.startswith(MIG_RESOURCE_PREFIX)}
-    diff = {
-        name: (allocatable.get(name, 0), expected.get(name, 0))
-        for name in sorted(names)
-        if allocatable.get(name, 0) != expected.get(name, 0)
-    }
-    return (not diff, diff)
 
 
 def describe_diff(diff: Mapping[str, tuple[int, int]]) -> str:

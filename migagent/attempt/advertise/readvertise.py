@@ -13,11 +13,9 @@ from collections.abc import Callable
 
 import structlog
 
-from migagent.attempt.advertise.expected import advertisement_matches
 from migagent.attempt.advertise.wait import advertised_within, wait_for_advertisement
 from migagent.attempt.ports import AgentPorts, AgentSettings
 from migagent.attempt.report.status import StatusReporter
-from migagent.attempt.supersede import CheckedNodeReads
 from migagent.attempt.undo import StopRequested
 from migagent.layout.observed import Observation
 from migagent.node.names import MIG_CONFIG_STATE_LABEL, ConditionReason, MigConfigState
@@ -42,13 +40,13 @@ class Advertisement:
     def current(self, node: NodeView, observation: Observation, *, known_behind: bool) -> NodeView | None:
         """The node once it advertises what the GPUs hold; None: the plugin needs a restart."""
         expected = self._p.advertisement.expected(observation, strategy=self._settings.mig_strategy, node=node)
-        if advertisement_matches(node.allocatable, expected)[0]:
+        if expected.matches(node.allocatable)[0]:
             return node
         if known_behind or node.labels.get(MIG_CONFIG_STATE_LABEL) not in (None, MigConfigState.SUCCESS):
             return None
         log.info("waiting_for_device_plugin_to_settle", settle_s=self._settings.plugin_settle_s)
         settled = advertised_within(
-            self._p.api,
+            self._p.api.get_node,
             expected,
             timeout_s=self._settings.plugin_settle_s,
             clock=self._p.clock,
@@ -72,7 +70,7 @@ class Advertisement:
         )
         started = self._p.clock.monotonic()
         wait_for_advertisement(
-            CheckedNodeReads(self._p.api, checkpoint),
+            self._p.api.get_node,
             expected,
             timeout_s=self._settings.readvertise_timeout_s,
             clock=self._p.clock,

@@ -13,8 +13,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from migagent.attempt.advertise.expectation import NodeReader, plugin_resources
-from migagent.attempt.advertise.expected import AdvertisementMatcher, advertisement_matches, describe_diff
+from migagent.attempt.advertise.expectation import Expectation, plugin_resources
+from migagent.attempt.advertise.expected import describe_diff
 from migagent.clock import Clock
 from migagent.errors import TransientError
 from migagent.node.port import NodeView
@@ -55,8 +55,8 @@ class _Settling:
     config the agent cannot know) once it matches and has not changed for its `stable_s`. A probe
     (the DRA driver's ResourceSlices) must be satisfied too."""
 
-    def __init__(self, expected: Mapping[str, int] | AdvertisementMatcher, clock: Clock) -> None:
-        self._expected = expected
+    def __init__(self, expected: Mapping[str, int] | Expectation, clock: Clock) -> None:
+        self._expected = Expectation.of(expected)
         self._clock = clock
         self._seen: dict[str, int] | None = None
         self._since = 0.0
@@ -66,16 +66,16 @@ class _Settling:
     @property
     def changes_without_node_events(self) -> bool:
         """Whether readiness can change with no Node event: a probe (ResourceSlices) or a hold-still time."""
-        return getattr(self._expected, "probe", None) is not None or float(getattr(self._expected, "stable_s", 0.0)) > 0
+        return self._expected.probe is not None or self._expected.stable_s > 0
 
     def ready(self, node: NodeView) -> bool:
-        ok, self.diff = advertisement_matches(node.allocatable, self._expected)
-        probe = getattr(self._expected, "probe", None)
-        self.missing = probe() if probe is not None and not self.diff else None
-        if not ok or self.missing is not None:
+        self.diff = self._expected.diff(node.allocatable)
+        probe = self._expected.probe
+        self.missing = probe() if probe is not None and not self.diff else None  # one probe (a request) per look
+        if self.diff or self.missing is not None:
             self._seen = None
             return False
-        stable_s = float(getattr(self._expected, "stable_s", 0.0))
+        stable_s = self._expected.stable_s
         if stable_s <= 0:
             return True
         seen = plugin_resources(node.allocatable)
@@ -92,8 +92,8 @@ class _Settling:
 
 
 def wait_for_advertisement(
-    api: NodeReader,
-    expected: Mapping[str, int] | AdvertisementMatcher,
+    read_node: Callable[[], NodeView],
+    expected: Mapping[str, int] | Expectation,
     *,
     timeout_s: float,
     clock: Clock,
@@ -106,27 +106,42 @@ def wait_for_advertisement(
 
     With `updates` (the watch the agent holds anyway) each Node event is checked as it arrives and
     the Node is read only when the watch has been quiet for WATCH_QUIET_S; without, or while that
-    watch is not running, the Node is polled every `poll_interval_s`. `checkpoint` runs at every
-    turn of the watch (a polling caller puts it in `api.get_node`)."""
+    watch is not running, the Node is polled every `poll_interval_s`. `checkpoint` runs before every
+    read of the Node and at every turn of the watch."""
+    settling = _Settling(expected, clock)
     if updates is not None and updates.watching:
         return _advertised_on_watch(
-            api, updates, _Settling(expected, clock),
+            read_node, updates, settling,
             timeout_s=timeout_s, clock=clock, stop=stop, checkpoint=checkpoint, recheck_s=poll_interval_s,
         )
-    settling = _Settling(expected, clock)
-
-    def advertised() -> NodeView | None:
-        node = api.get_node()
-        return node if settling.ready(node) else None
-
-    node, in_time = poll_until(advertised, clock=clock, timeout_s=timeout_s, interval_s=poll_interval_s, stop=stop)
-    if not in_time or node is None:
+    node = _polled(read_node, settling, clock=clock, timeout_s=timeout_s, interval_s=poll_interval_s, stop=stop,
+                   checkpoint=checkpoint)
+    if node is None:
         raise _advertisement_timeout(timeout_s, settling)
     return node
 
 
+def _polled(
+    read_node: Callable[[], NodeView],
+    settling: _Settling,
+    *,
+    clock: Clock,
+    timeout_s: float,
+    interval_s: float,
+    stop: threading.Event | None,
+    checkpoint: Callable[[], None] | None = None,
+) -> NodeView | None:
+    def advertised() -> NodeView | None:
+        if checkpoint is not None:
+            checkpoint()
+        node = read_node()
+        return node if settling.ready(node) else None
+
+    return poll_until(advertised, clock=clock, timeout_s=timeout_s, interval_s=interval_s, stop=stop)[0]
+
+
 def _advertised_on_watch(
-    api: NodeReader,
+    read_node: Callable[[], NodeView],
     updates: NodeUpdates,
     settling: _Settling,
     *,
@@ -145,7 +160,7 @@ def _advertised_on_watch(
         if checkpoint is not None:
             checkpoint()
         if node is None:
-            node, quiet_since = api.get_node(), clock.monotonic()
+            node, quiet_since = read_node(), clock.monotonic()
         if settling.ready(node):
             return node
         node = None
@@ -171,8 +186,8 @@ def _advertisement_timeout(timeout_s: float, settling: _Settling) -> Advertiseme
 
 
 def advertised_within(
-    api: NodeReader,
-    expected: Mapping[str, int] | AdvertisementMatcher,
+    read_node: Callable[[], NodeView],
+    expected: Mapping[str, int] | Expectation,
     *,
     timeout_s: float,
     clock: Clock,
@@ -185,9 +200,4 @@ def advertised_within(
     plugin pod restarted by its DaemonSet) gets this long before anything on the node is touched.
     """
     settling = _Settling(expected, clock)
-
-    def advertised() -> NodeView | None:
-        node = api.get_node()
-        return node if settling.ready(node) else None
-
-    return poll_until(advertised, clock=clock, timeout_s=timeout_s, interval_s=poll_interval_s, stop=stop)[0]
+    return _polled(read_node, settling, clock=clock, timeout_s=timeout_s, interval_s=poll_interval_s, stop=stop)

@@ -1,6 +1,6 @@
 """Drain the pods a plan disturbs: evict through the Eviction API (so PDBs hold), wait until gone.
 
-`DrainPlanner` (drain_scope.py) picks the pods; `Drainer` moves them, the way `kubectl drain`
+`scope.disturbed_pods` picks the pods; `Drainer` moves them, the way `kubectl drain`
 does (reference/kubernetes.md §2.3): a 429 (a PodDisruptionBudget allows no disruption now) is
 retried with back-off until the drain timeout, a 404 means done, and a pod counts as gone when
 the node's pods no longer hold it by name, or hold a different UID under it (a same-named
@@ -18,44 +18,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import structlog
 
-from migagent.attempt.drain.scope import DrainPlanner, GpuChange, PlanChanges, PodDeviceHolding
 from migagent.clock import Clock
 from migagent.errors import DrainBlockedError, TransientError
-from migagent.node.port import EvictionOutcome, EvictionStatus, PodRef, PodView
+from migagent.node.port import EvictionStatus, KubePort, PodRef, PodView
 from migagent.retrying import Doubling, pause
-
-__all__ = [
-    "DrainInterruptedError",
-    "DrainPlanner",
-    "DrainResult",
-    "Drainer",
-    "EvictionPort",
-    "GpuChange",
-    "PlanChanges",
-    "PodDeviceHolding",
-]
 
 log = structlog.get_logger(__name__)
 
 _MIN_SLEEP_S = 0.01
 FIRST_POLL_S = 0.05
 """The first wait for evicted pods to go; each later one is twice as long, up to the poll interval."""
-
-
-class EvictionPort(Protocol):
-    """The part of KubePort a drain uses."""
-
-    def evict(self, ref: PodRef) -> EvictionOutcome: ...
-
-    def delete_pod(self, ref: PodRef, *, grace_period_s: int | None = None) -> None: ...
-
-    def list_pods_on_node(
-        self, *, label_selector: str | None = None, namespace: str | None = None
-    ) -> list[PodView]: ...
 
 
 class DrainInterruptedError(TransientError):
@@ -98,7 +73,7 @@ class PodsStuckTerminatingError(DrainBlockedError):
 class Drainer:
     def __init__(
         self,
-        api: EvictionPort,
+        api: KubePort,
         *,
         clock: Clock,
         retry_initial_s: float = 1.0,

@@ -22,18 +22,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Protocol
 
 import structlog
 
-from migagent.attempt.drain.drainer import DrainPlanner, PodDeviceHolding
 from migagent.attempt.drain.gpu_processes import processes_in_the_way
-from migagent.attempt.drain.scope import PlanChanges, gi_workloads
+from migagent.attempt.drain.scope import PodDeviceHolding, PodDevicesLister, disturbed_pods, evictable, gi_workloads
 from migagent.errors import DrainBlockedError
 from migagent.layout.desired import DesiredNode
 from migagent.layout.observed import Observation
 from migagent.node.budgets import PdbView, guarding
-from migagent.node.port import PodView
+from migagent.node.port import KubePort, PodView
 from migagent.planning import Plan, plan
 from migagent.reconcile.journal import desired_node_hash
 from migagent.reconcile.machine import Planner
@@ -54,20 +52,6 @@ class GateSettings:
 
 class DrainRefusedError(DrainBlockedError):
     """The change would need pods gone that cannot be evicted; refused before the node was touched."""
-
-
-class PdbLister(Protocol):
-    def list_pdbs(self, namespace: str) -> list[PdbView]: ...
-
-
-class GatePort(PdbLister, Protocol):
-    def list_pods_on_node(
-        self, *, label_selector: str | None = None, namespace: str | None = None
-    ) -> list[PodView]: ...
-
-
-class HoldingsLister(Protocol):
-    def list(self) -> Sequence[PodDeviceHolding]: ...
 
 
 @dataclass(frozen=True)
@@ -91,8 +75,8 @@ class Target:
 
 
 def plan_and_gate(
-    api: GatePort,
-    pod_resources: HoldingsLister,
+    api: KubePort,
+    pod_resources: PodDevicesLister,
     target: Target,
     *,
     force_delete: bool,
@@ -130,7 +114,7 @@ def _unmovable(pod: PodView, *, force_delete: bool) -> str | None:
     return None
 
 
-def _never_evictable(api: PdbLister, pods: Sequence[PodView]) -> dict[str, str]:
+def _never_evictable(api: KubePort, pods: Sequence[PodView]) -> dict[str, str]:
     """Pod -> the budget(s) that can never allow its eviction (budgets listed once per namespace)."""
     found: dict[str, str] = {}
     budgets: dict[str, list[PdbView]] = {}
@@ -154,8 +138,8 @@ def _never_evictable(api: PdbLister, pods: Sequence[PodView]) -> dict[str, str]:
 
 
 def decide_drain(
-    api: PdbLister,
-    plan: PlanChanges,
+    api: KubePort,
+    plan: Plan,
     observation: Observation,
     holdings: Sequence[PodDeviceHolding],
     pods: Sequence[PodView],
@@ -170,9 +154,9 @@ def decide_drain(
     passes False: it has the same, older observation, whose processes the first look judged already,
     against pods and PodResources that have moved on since (a pod gone, its process gone with it)."""
     settings = gate or GateSettings()
-    disturbed = DrainPlanner().disturbed_pods(plan, observation, holdings, pods)
+    disturbed = disturbed_pods(plan, observation, holdings, pods)
     refused = {str(p.ref): why for p in disturbed if (why := _unmovable(p, force_delete=force_delete)) is not None}
-    evict = [p for p in disturbed if not (p.is_daemonset_pod or p.is_mirror)]
+    evict = [p for p in disturbed if evictable(p)]
     movable = [p for p in evict if str(p.ref) not in refused and not p.deleting]
     if movable and not force_delete:
         refused.update(_never_evictable(api, movable))

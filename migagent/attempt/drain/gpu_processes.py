@@ -18,11 +18,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from migagent.attempt.drain.scope import Disturbance, PlanChanges, PodDeviceHolding, device_locations
+from migagent.attempt.drain.scope import Disturbance, PodDeviceHolding, device_locations
 from migagent.catalog.model import Placement
 from migagent.layout.observed import Observation
 from migagent.node.names import is_gpu_resource
 from migagent.node.port import PodView
+from migagent.planning import Plan
 
 _POD_UID = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})")
 
@@ -39,7 +40,7 @@ class GpuProcess:
         return f"GPU {self.gpu}" + (f" GPU instance at {self.placement}" if self.placement is not None else "")
 
 
-def disturbed_processes(plan: PlanChanges, observation: Observation) -> list[GpuProcess]:
+def disturbed_processes(plan: Plan, observation: Observation) -> list[GpuProcess]:
     """Every process on a GI the plan destroys, or anywhere on a GPU it resets or switches mode."""
     disturbance = Disturbance.of(plan)
     found: list[GpuProcess] = []
@@ -77,7 +78,7 @@ def command_of(pid: int, proc_root: Path) -> str:
 
 
 def processes_in_the_way(
-    plan: PlanChanges,
+    plan: Plan,
     observation: Observation,
     holdings: Iterable[PodDeviceHolding],
     pods: Sequence[PodView],

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from migagent.catalog.model import Placement
-from migagent.layout.observed import Observation, ObservedGi
+from migagent.layout.observed import Observation
 from migagent.node.names import is_gpu_resource
 from migagent.node.port import PodView
+from migagent.planning import Plan
 
 _WHOLE_GPU: Placement | None = None
 
@@ -37,27 +38,10 @@ class PodDeviceHolding(Protocol):
     def device_ids(self) -> tuple[str, ...]: ...
 
 
-class GpuChange(Protocol):
-    """What a plan does to one GPU (planning.model.GpuPlan satisfies it)."""
+class PodDevicesLister(Protocol):
+    """The kubelet's PodResources `List` (migagent.podresources.PodResourcesClient)."""
 
-    @property
-    def gpu(self) -> int: ...
-
-    @property
-    def destroy(self) -> tuple[ObservedGi, ...]: ...
-
-    @property
-    def mode_change(self) -> bool | None: ...
-
-    @property
-    def reset(self) -> bool: ...
-
-
-class PlanChanges(Protocol):
-    """A plan, seen only through its per-GPU decisions (planning.model.Plan satisfies it)."""
-
-    @property
-    def gpus(self) -> Sequence[GpuChange]: ...
+    def list(self) -> Sequence[PodDeviceHolding]: ...
 
 
 @dataclass(frozen=True)
@@ -79,7 +63,7 @@ class Disturbance:
         return (gpu, placement) in self.gis
 
     @classmethod
-    def of(cls, plan: PlanChanges) -> Disturbance:
+    def of(cls, plan: Plan) -> Disturbance:
         whole = frozenset(g.gpu for g in plan.gpus if g.reset or g.mode_change is not None)
         gis = frozenset((g.gpu, gi.placement) for g in plan.gpus for gi in g.destroy)
         return cls(whole_gpus=whole, gis=gis)
@@ -101,53 +85,30 @@ def _device_id(raw: str) -> str:
     return raw.split("::", 1)[0]
 
 
-class DrainPlanner:
-    """Picks the pods to evict before a plan runs."""
-
-    def pods_to_evict(
-        self,
-        plan: PlanChanges,
-        observation: Observation,
-        pod_devices: Iterable[PodDeviceHolding],
-        pods: Iterable[PodView],
-    ) -> list[PodView]:
-        return [pod for pod in self.disturbed_pods(plan, observation, pod_devices, pods) if _evictable(pod)]
-
-    def disturbed_pods(
-        self,
-        plan: PlanChanges,
-        observation: Observation,
-        pod_devices: Iterable[PodDeviceHolding],
-        pods: Iterable[PodView],
-    ) -> list[PodView]:
-        """Every unfinished pod holding (or maybe holding) a device the plan disturbs, DaemonSet and
-        mirror pods included: the safety gate refuses a change that would pull a device from those."""
-        disturbance = Disturbance.of(plan)
-        if disturbance.is_empty:
-            return []
-        locations = device_locations(observation)
-        held = _devices_by_pod(pod_devices)
-        chosen = [
-            pod
-            for pod in pods
-            if not pod.is_finished
-            and _disturbed(pod, held.get((pod.ref.namespace, pod.ref.name)), locations, disturbance)
-        ]
-        return sorted(chosen, key=lambda pod: pod.ref)
+def disturbed_pods(
+    plan: Plan, observation: Observation, pod_devices: Iterable[PodDeviceHolding], pods: Iterable[PodView]
+) -> list[PodView]:
+    """Every unfinished pod holding (or maybe holding) a device the plan disturbs, DaemonSet and
+    mirror pods included: the safety gate refuses a change that would pull a device from those."""
+    disturbance = Disturbance.of(plan)
+    if disturbance.is_empty:
+        return []
+    locations = device_locations(observation)
+    held = devices_by_pod(pod_devices)
+    chosen = [
+        pod
+        for pod in pods
+        if not pod.is_finished
+        and _disturbed(pod, held.get((pod.ref.namespace, pod.ref.name)), locations, disturbance)
+    ]
+    return sorted(chosen, key=lambda pod: pod.ref)
 
 
 def gi_workloads(
     observation: Observation, pod_devices: Iterable[PodDeviceHolding]
 ) -> dict[tuple[int, Placement], int]:
     """How many pods hold each GI, by (GPU index, placement): what destroying that GI would evict."""
-    locations = device_locations(observation)
-    holders: dict[tuple[int, Placement], set[tuple[str, str]]] = {}
-    for pod, device_ids in _devices_by_pod(pod_devices).items():
-        for device_id in device_ids:
-            gpu, placement = locations.get(device_id, (-1, None))
-            if placement is not None:
-                holders.setdefault((gpu, placement), set()).add(pod)
-    return {gi: len(pods) for gi, pods in holders.items()}
+    return {gi: len(pods) for gi, pods in gi_pods(observation, pod_devices).items()}
 
 
 def gi_pods(
@@ -156,7 +117,7 @@ def gi_pods(
     """The pods (`namespace/name`, sorted) holding each GI, by (GPU index, placement)."""
     locations = device_locations(observation)
     holders: dict[tuple[int, Placement], set[str]] = {}
-    for (namespace, name), device_ids in _devices_by_pod(pod_devices).items():
+    for (namespace, name), device_ids in devices_by_pod(pod_devices).items():
         for device_id in device_ids:
             gpu, placement = locations.get(device_id, (-1, None))
             if placement is not None:
@@ -164,7 +125,8 @@ def gi_pods(
     return {gi: sorted(pods) for gi, pods in holders.items()}
 
 
-def _devices_by_pod(pod_devices: Iterable[PodDeviceHolding]) -> dict[tuple[str, str], list[str]]:
+def devices_by_pod(pod_devices: Iterable[PodDeviceHolding]) -> dict[tuple[str, str], list[str]]:
+    """The GPU devices each pod holds, by (namespace, name)."""
     held: dict[tuple[str, str], list[str]] = {}
     for entry in pod_devices:
         if is_gpu_resource(entry.resource_name):
@@ -172,8 +134,9 @@ def _devices_by_pod(pod_devices: Iterable[PodDeviceHolding]) -> dict[tuple[str, 
     return held
 
 
-def _evictable(pod: PodView) -> bool:
-    return not (pod.is_daemonset_pod or pod.is_mirror or pod.is_finished)
+def evictable(pod: PodView) -> bool:
+    """DaemonSet and mirror pods are never evicted: their controller (the kubelet) puts them straight back."""
+    return not (pod.is_daemonset_pod or pod.is_mirror)
 
 
 def _disturbed(

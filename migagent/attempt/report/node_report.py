@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import structlog
 
-from migagent.attempt.drain.gate import HoldingsLister, Target
-from migagent.attempt.drain.scope import gi_pods
-from migagent.attempt.notes import plan_summary
+from migagent.attempt.drain.gate import Target
+from migagent.attempt.drain.scope import PodDevicesLister, gi_pods
 from migagent.attempt.report.status import (
     StatusReporter,
     desired_annotation,
     observed_annotation,
     plan_annotation,
+    plan_summary,
     reports_success,
 )
 from migagent.attempt.supersede import LayoutSuperseded
@@ -40,7 +40,7 @@ SUCCESS_WRITE_TRIES = 5
 
 class NodeReport:
     def __init__(
-        self, api: KubePort, status: StatusReporter, *, clock: Clock, pod_resources: HoldingsLister | None = None
+        self, api: KubePort, status: StatusReporter, *, clock: Clock, pod_resources: PodDevicesLister | None = None
     ) -> None:
         self._api = api
         self._status = status

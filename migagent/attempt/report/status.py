@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
@@ -33,7 +33,8 @@ from migagent.node.names import (
     EventReason,
     MigConfigState,
 )
-from migagent.node.port import NodeView
+from migagent.node.port import KubePort, NodeView
+from migagent.planning import GpuPlan, Plan
 
 log = structlog.get_logger(__name__)
 
@@ -49,22 +50,8 @@ _FAILURE_EVENTS: Mapping[ConditionReason, EventReason] = {
 }
 
 
-class StatusPort(Protocol):
-    def patch_metadata(
-        self,
-        *,
-        labels: Mapping[str, str | None] | None = None,
-        annotations: Mapping[str, str | None] | None = None,
-        resource_version: str | None = None,
-    ) -> NodeView: ...
-
-    def set_condition(self, condition_type: str, status: str, reason: str, message: str) -> NodeView: ...
-
-    def emit_event(self, reason: str, message: str, *, warning: bool) -> None: ...
-
-
 class StatusReporter:
-    def __init__(self, api: StatusPort) -> None:
+    def __init__(self, api: KubePort) -> None:
         self._api = api
 
     def report(
@@ -257,37 +244,27 @@ def observed_annotation(observation: Observation, pods: GiPods | None = None) ->
     return json.dumps(gpus, separators=(",", ":"))
 
 
-class _GpuPlanCounts(Protocol):
-    @property
-    def keep(self) -> Sequence[object]: ...
-
-    @property
-    def destroy(self) -> Sequence[object]: ...
-
-    @property
-    def create(self) -> Sequence[object]: ...
-
-    @property
-    def mode_change(self) -> bool | None: ...
-
-    @property
-    def reset(self) -> bool: ...
+def _counts(gpus: Sequence[GpuPlan]) -> dict[str, int]:
+    return {
+        "kept": sum(len(g.keep) for g in gpus),
+        "destroyed": sum(len(g.destroy) for g in gpus),
+        "created": sum(len(g.create) for g in gpus),
+        "mode_changes": sum(1 for g in gpus if g.mode_change is not None),
+        "resets": sum(1 for g in gpus if g.reset),
+    }
 
 
-class PlanCounts(Protocol):
-    @property
-    def gpus(self) -> Sequence[_GpuPlanCounts]: ...
+def plan_annotation(plan: Plan) -> str:
+    """The `migagent.io/plan` annotation: a plan's counts."""
+    return json.dumps(_counts(plan.gpus), sort_keys=True)
 
 
-def plan_annotation(plan: PlanCounts) -> str:
-    """Summary counts of a plan (planning.model.Plan satisfies PlanCounts)."""
-    return json.dumps(
-        {
-            "kept": sum(len(g.keep) for g in plan.gpus),
-            "destroyed": sum(len(g.destroy) for g in plan.gpus),
-            "created": sum(len(g.create) for g in plan.gpus),
-            "mode_changes": sum(1 for g in plan.gpus if g.mode_change is not None),
-            "resets": sum(1 for g in plan.gpus if g.reset),
-        },
-        sort_keys=True,
-    )
+def plan_summary(plan: Plan) -> str:
+    """`4 GPU(s) change: keep 8 GPU instances, destroy 20, create 8; 4 GPU(s) unchanged`."""
+    changing = [g for g in plan.gpus if not g.is_unchanged]
+    counts = _counts(changing)
+    parts = [f"keep {counts['kept']} GPU instance(s)", f"destroy {counts['destroyed']}", f"create {counts['created']}"]
+    if counts["mode_changes"]:
+        parts.append(f"switch MIG mode on {counts['mode_changes']} GPU(s)")
+    unchanged = len(plan.gpus) - len(changing)
+    return f"{len(changing)} GPU(s) change ({', '.join(parts)}); {unchanged} GPU(s) left as they are"

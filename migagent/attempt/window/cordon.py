@@ -7,25 +7,14 @@ cordoned carries no such annotation and is never uncordoned by migagent.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Protocol
-
 import structlog
 
 from migagent.node.names import CORDONED_BY_MIGAGENT_ANNOTATION
-from migagent.node.port import NodeView
+from migagent.node.port import KubePort, NodeView
 
 log = structlog.get_logger(__name__)
 
 _OURS = "true"
-
-
-class CordonPort(Protocol):
-    def get_node(self) -> NodeView: ...
-
-    def set_unschedulable(
-        self, unschedulable: bool, *, annotations: Mapping[str, str | None] | None = None
-    ) -> NodeView: ...
 
 
 def cordoned_by_us(node: NodeView) -> bool:
@@ -33,7 +22,7 @@ def cordoned_by_us(node: NodeView) -> bool:
 
 
 class Cordon:
-    def __init__(self, api: CordonPort) -> None:
+    def __init__(self, api: KubePort) -> None:
         self._api = api
 
     def cordon(self) -> bool:

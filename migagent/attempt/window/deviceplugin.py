@@ -35,7 +35,7 @@ from migagent.node.names import (
     PAUSED_FOR_MIG_CHANGE,
     deploy_label,
 )
-from migagent.node.port import NodeView, PodRef, PodView
+from migagent.node.port import KubePort, NodeView, PodView
 from migagent.node.selectors import parse_equality
 from migagent.retrying import poll_until
 
@@ -44,18 +44,6 @@ log = structlog.get_logger(__name__)
 
 FIRST_POLL_S = 0.05
 """The first pause of a wait for pods to leave or come back; doubled each time up to the poll interval."""
-
-
-class DevicePluginPort(Protocol):
-    def get_node(self) -> NodeView: ...
-
-    def patch_labels(self, labels: Mapping[str, str | None]) -> NodeView: ...
-
-    def list_pods_on_node(
-        self, *, label_selector: str | None = None, namespace: str | None = None
-    ) -> list[PodView]: ...
-
-    def delete_pod(self, ref: PodRef, *, grace_period_s: int | None = None) -> None: ...
 
 
 class ComponentsNotPausedError(TransientError):
@@ -127,7 +115,7 @@ class GpuOperatorPause:
 
     def __init__(
         self,
-        api: DevicePluginPort,
+        api: KubePort,
         *,
         clock: Clock,
         components: Sequence[str] = GPU_OPERATOR_COMPONENTS,
@@ -228,7 +216,7 @@ class DeletePod:
 
     def __init__(
         self,
-        api: DevicePluginPort,
+        api: KubePort,
         *,
         clock: Clock,
         namespace: str = DEFAULT_OPERATOR_NAMESPACE,

@@ -30,9 +30,9 @@ from typing import Protocol
 
 import structlog
 
-from migagent.attempt.window.deviceplugin import DevicePluginPort
 from migagent.attempt.window.services import HostClients, run_command
 from migagent.errors import PermanentError
+from migagent.node.port import KubePort
 
 log = structlog.get_logger(__name__)
 
@@ -85,7 +85,7 @@ class PostChangeSteps:
     def __init__(
         self,
         *,
-        api: DevicePluginPort,
+        api: KubePort,
         namespace: str,
         restart_validators: bool = False,
         cdi: CdiSettings | None = None,

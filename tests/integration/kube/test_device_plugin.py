@@ -177,7 +177,7 @@ def test_the_advertisement_wait_returns_once_allocatable_matches(
     expected = {"nvidia.com/mig-3g.20gb": 2}
     _advertise(server, {"nvidia.com/mig-1g.5gb": "0"})
     clock.at(4.0, lambda: _advertise(server, {"nvidia.com/mig-3g.20gb": "2"}))
-    node = wait_for_advertisement(api, expected, timeout_s=60, clock=clock)
+    node = wait_for_advertisement(api.get_node, expected, timeout_s=60, clock=clock)
     assert node.allocatable["nvidia.com/mig-3g.20gb"] == 2
     assert node.allocatable["nvidia.com/mig-1g.5gb"] == 0
 
@@ -186,6 +186,6 @@ def test_the_advertisement_wait_times_out_naming_the_difference(
     api: KubeApi, server: FakeApiServer, clock: HookedClock
 ) -> None:
     with pytest.raises(AdvertisementTimeoutError, match=r"nvidia.com/mig-1g.5gb: advertised 7, expected 0") as info:
-        wait_for_advertisement(api, {"nvidia.com/mig-3g.20gb": 2}, timeout_s=30, clock=clock)
+        wait_for_advertisement(api.get_node, {"nvidia.com/mig-3g.20gb": 2}, timeout_s=30, clock=clock)
     assert info.value.diff == {"nvidia.com/mig-1g.5gb": (7, 0), "nvidia.com/mig-3g.20gb": (0, 2)}
     assert isinstance(info.value, TransientError)

@@ -3,12 +3,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from migagent.attempt.advertise.expected import (
-    NotAdvertisableError,
-    advertisement_matches,
-    describe_diff,
-    expected_resources,
-)
+from migagent.attempt.advertise.expectation import advertisement_matches
+from migagent.attempt.advertise.expected import NotAdvertisableError, describe_diff, expected_resources
 from migagent.errors import InvalidLayoutError
 from migagent.layout.observed import Observation
 from migagent.layout.profile import MigProfile

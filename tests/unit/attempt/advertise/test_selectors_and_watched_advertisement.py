@@ -3,13 +3,11 @@ the agent holds (no request while the watch answers) and reads the Node only whe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import pytest
 
 from migagent.attempt.advertise.wait import WATCH_QUIET_S, AdvertisementTimeoutError, wait_for_advertisement
 from migagent.clock import FakeClock
-from migagent.node.port import NodeView, PodRef, PodView
+from migagent.node.port import NodeView
 from migagent.node.selectors import parse_equality
 
 EXPECTED = {"nvidia.com/mig-1g.10gb": 7}
@@ -69,21 +67,12 @@ class Reads:
         self.gets += 1
         return self.node
 
-    def patch_labels(self, labels: Mapping[str, str | None]) -> NodeView:
-        raise AssertionError("the wait writes nothing")
-
-    def list_pods_on_node(self, *, label_selector: str | None = None, namespace: str | None = None) -> list[PodView]:
-        raise AssertionError("the wait lists no pods")
-
-    def delete_pod(self, ref: PodRef, *, grace_period_s: int | None = None) -> None:
-        raise AssertionError("the wait deletes nothing")
-
 
 def test_a_node_event_with_the_new_resources_ends_the_wait_without_a_request() -> None:
     clock = FakeClock()
     reads = Reads(_node(0, 1))
     watch = Watch(clock, [_node(0, 1), _node(3, 2), _node(7, 3)])
-    node = wait_for_advertisement(reads, EXPECTED, timeout_s=30, clock=clock, updates=watch)
+    node = wait_for_advertisement(reads.get_node, EXPECTED, timeout_s=30, clock=clock, updates=watch)
     assert node.resource_version == "3"
     assert reads.gets == 0
 
@@ -94,7 +83,8 @@ def test_a_quiet_watch_is_backed_by_a_read_of_the_node() -> None:
     watch = Watch(clock, [_node(0, 1)])
     checks: list[float] = []
     node = wait_for_advertisement(
-        reads, EXPECTED, timeout_s=30, clock=clock, updates=watch, checkpoint=lambda: checks.append(clock.monotonic())
+        reads.get_node, EXPECTED, timeout_s=30, clock=clock, updates=watch,
+        checkpoint=lambda: checks.append(clock.monotonic()),
     )
     assert node.resource_version == "9"
     assert reads.gets == 1
@@ -106,7 +96,7 @@ def test_the_watched_wait_times_out_naming_what_is_missing() -> None:
     clock = FakeClock()
     with pytest.raises(AdvertisementTimeoutError, match="advertised 0, expected 7"):
         wait_for_advertisement(
-            Reads(_node(0, 1)), EXPECTED, timeout_s=12, clock=clock, updates=Watch(clock, [_node(0, 1)])
+            Reads(_node(0, 1)).get_node, EXPECTED, timeout_s=12, clock=clock, updates=Watch(clock, [_node(0, 1)])
         )
 
 
@@ -115,7 +105,9 @@ def test_without_a_running_watch_the_node_is_polled() -> None:
     reads = Reads(_node(7, 4))
     watch = Watch(clock, [_node(0, 1)])
     watch.watching = False
-    node = wait_for_advertisement(reads, EXPECTED, timeout_s=30, clock=clock, updates=watch, poll_interval_s=0.5)
+    node = wait_for_advertisement(
+        reads.get_node, EXPECTED, timeout_s=30, clock=clock, updates=watch, poll_interval_s=0.5
+    )
     assert node.resource_version == "4"
     assert reads.gets == 1
     assert clock.monotonic() == 0
