@@ -1,4 +1,4 @@
-"""Apply a config's entries to a node's GPUs, as mig-parted does (reference/mig-parted-contract.md §1.4-1.5).
+"""Apply a config's entries to a node's GPUs, as mig-parted does (docs/mig-parted.md §1, §2).
 
 For each entry in file order, every GPU whose index is in `devices` and whose PCI id matches the
 filter is selected; a later entry replaces an earlier one for the same GPU; GPUs no entry selects

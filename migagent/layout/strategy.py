@@ -1,7 +1,7 @@
 """The NVIDIA device plugin's MIG strategies: what a node advertises, and which layouts it refuses.
 
 The strategy is the plugin's `--mig-strategy` (the GPU Operator's `mig.strategy`, default `single`
-there, `none` in the plugin's own chart). Rules (reference/landscape.md §3.1, kubernetes.md §1.5,
+there, `none` in the plugin's own chart). Rules (docs/device-plugin.md §1,
 checked against NVIDIA's plugin v0.18.2 in tests/nvidia):
 - `mixed`: each MIG device (compute instance) is one `nvidia.com/mig-<pattern>` (`+` written `.`),
   where the patterns are the GPU's full GPU-instance profiles in NVML's profile-enum order and the

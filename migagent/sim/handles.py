@@ -134,7 +134,7 @@ def _pointee(ref: Any) -> Any:
 
 
 def read_placement(placement: Any) -> tuple[int, int]:
-    """Accept `byref()`/`pointer()` of a `c_nvmlGpuInstancePlacement_t`; by value is refused (reference §2)."""
+    """Accept `byref()`/`pointer()` of a `c_nvmlGpuInstancePlacement_t`; by value is refused (docs/nvml.md §3)."""
     target = _pointee(placement)
     start, size = getattr(target, "start", None), getattr(target, "size", None)
     if not isinstance(start, int) or not isinstance(size, int):

@@ -1,7 +1,7 @@
 """Drain the pods a plan disturbs: evict through the Eviction API (so PDBs hold), wait until gone.
 
 `scope.disturbed_pods` picks the pods; `Drainer` moves them, the way `kubectl drain`
-does (reference/kubernetes.md §2.3): a 429 (a PodDisruptionBudget allows no disruption now) is
+does (docs/kubernetes.md §2): a 429 (a PodDisruptionBudget allows no disruption now) is
 retried with back-off until the drain timeout, a 404 means done, and a pod counts as gone when
 the node's pods no longer hold it by name, or hold a different UID under it (a same-named
 replacement). Progress costs one list of the node's pods per poll, however many pods are leaving;

@@ -1,9 +1,9 @@
 """Make the NVIDIA device plugin let go of the GPUs during a change and re-advertise after it.
 
-The plugin never re-enumerates MIG devices by itself (reference/landscape.md §3.3), so after an
+The plugin never re-enumerates MIG devices by itself (docs/device-plugin.md §2), so after an
 apply it must restart. Strategies:
-- `GpuOperatorPause`: the GPU Operator / k8s-mig-manager way (reference/mig-parted-contract.md
-  §3.3): set each present `nvidia.com/gpu.deploy.<component>` label to `paused-for-mig-change`
+- `GpuOperatorPause`: the GPU Operator / k8s-mig-manager way (docs/mig-parted.md §7):
+  set each present `nvidia.com/gpu.deploy.<component>` label to `paused-for-mig-change`
   (a `false` stays `false`), wait until the components' pods have left the node, and afterwards
   put back exactly what was changed, which makes the operator recreate them.
 - `GpuOperatorPause(pause_absent=True)`, the `node-label` mode: the same label on a standalone

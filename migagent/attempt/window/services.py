@@ -1,7 +1,7 @@
 """Host GPU clients (DCGM, dcgm-exporter, nvsm, ...) run as systemd services: stop them before the GPUs
 change under them, start them again afterwards.
 
-Semantics follow mig-parted's host-client handling (reference/mig-parted-contract.md §3.5 and §4.4):
+Semantics follow mig-parted's host-client handling (docs/mig-parted.md §8):
 only active units are stopped, in list order and synchronously (a stop never waits on our own start
 job, so it cannot deadlock); they are started again in reverse order with `--no-block`, because a
 client ordered after migagent (After=nvidia-gpu-reset.target, say) would otherwise wait for us
