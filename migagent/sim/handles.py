@@ -95,16 +95,6 @@ def address_of(handle: Any) -> int | None:
     return value
 
 
-def _referent(ref: Any) -> Any:
-    """The object behind `byref(x)`, `pointer(x)` or `x` itself."""
-    obj = getattr(ref, "_obj", None)  # byref() returns a CArgObject that keeps its target in _obj
-    if obj is not None:
-        return obj
-    if isinstance(ref, ctypes._Pointer):
-        return ref.contents
-    return ref
-
-
 def read_count(count_ref: Any) -> int:
     value = getattr(_pointee(count_ref), "value", None)
     if not isinstance(value, int):
