@@ -26,6 +26,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 import structlog
 
@@ -137,7 +138,10 @@ class NodeReconcile:
         reads = self._reads = self._read(name)
         if not leftovers and self._backoff.holds(self._hold, node, reads):
             return Outcome.HELD
-        self._settings = self._preflight.strategy(node, self._settings, reads.observation)
+        strategy = self._preflight.strategy(
+            node, self._settings.mig_strategy, reads.observation, auto=self._settings.mig_strategy_auto
+        )
+        self._settings = replace(self._settings, mig_strategy=strategy)
         self._advertisement.use(self._settings)
         target = self._observe_and_resolve(reads)
         if target.steps.is_empty:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import structlog
 
-from migagent.attempt.advertise.wait import advertised_within, wait_for_advertisement
+from migagent.attempt.advertise.wait import AdvertisementTimeoutError, wait_for_advertisement
 from migagent.attempt.ports import AgentPorts, AgentSettings
 from migagent.attempt.report.status import StatusReporter
 from migagent.attempt.undo import StopRequested
@@ -45,17 +45,15 @@ class Advertisement:
         if known_behind or node.labels.get(MIG_CONFIG_STATE_LABEL) not in (None, MigConfigState.SUCCESS):
             return None
         log.info("waiting_for_device_plugin_to_settle", settle_s=self._settings.plugin_settle_s)
-        settled = advertised_within(
-            self._p.api.get_node,
-            expected,
-            timeout_s=self._settings.plugin_settle_s,
-            clock=self._p.clock,
-            poll_interval_s=self._settings.readvertise_poll_s,
-            stop=self._stop,
-        )
-        if self._stop is not None and self._stop.is_set():
-            raise StopRequested("stop requested while waiting for the device plugin to settle")
-        return settled
+        try:
+            return wait_for_advertisement(
+                self._p.api.get_node, expected, timeout_s=self._settings.plugin_settle_s, clock=self._p.clock,
+                poll_interval_s=self._settings.readvertise_poll_s, stop=self._stop,
+            )
+        except AdvertisementTimeoutError:
+            if self._stop is not None and self._stop.is_set():
+                raise StopRequested("stop requested while waiting for the device plugin to settle") from None
+            return None
 
     def after_change(self, name: str, checkpoint: Callable[[], None]) -> Observation:
         """Wait until Node allocatable shows what the GPUs now hold; returns that observation."""

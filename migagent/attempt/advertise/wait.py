@@ -114,30 +114,17 @@ def wait_for_advertisement(
             read_node, updates, settling,
             timeout_s=timeout_s, clock=clock, stop=stop, checkpoint=checkpoint, recheck_s=poll_interval_s,
         )
-    node = _polled(read_node, settling, clock=clock, timeout_s=timeout_s, interval_s=poll_interval_s, stop=stop,
-                   checkpoint=checkpoint)
-    if node is None:
-        raise _advertisement_timeout(timeout_s, settling)
-    return node
 
-
-def _polled(
-    read_node: Callable[[], NodeView],
-    settling: _Settling,
-    *,
-    clock: Clock,
-    timeout_s: float,
-    interval_s: float,
-    stop: threading.Event | None,
-    checkpoint: Callable[[], None] | None = None,
-) -> NodeView | None:
     def advertised() -> NodeView | None:
         if checkpoint is not None:
             checkpoint()
         node = read_node()
         return node if settling.ready(node) else None
 
-    return poll_until(advertised, clock=clock, timeout_s=timeout_s, interval_s=interval_s, stop=stop)[0]
+    node = poll_until(advertised, clock=clock, timeout_s=timeout_s, interval_s=poll_interval_s, stop=stop)[0]
+    if node is None:
+        raise _advertisement_timeout(timeout_s, settling)
+    return node
 
 
 def _advertised_on_watch(
@@ -183,21 +170,3 @@ def _advertisement_timeout(timeout_s: float, settling: _Settling) -> Advertiseme
         f"the device plugin did not advertise the new layout within {timeout_s:g}s: {settling.describe()}",
         diff=settling.diff,
     )
-
-
-def advertised_within(
-    read_node: Callable[[], NodeView],
-    expected: Mapping[str, int] | Expectation,
-    *,
-    timeout_s: float,
-    clock: Clock,
-    poll_interval_s: float,
-    stop: threading.Event | None = None,
-) -> NodeView | None:
-    """Our Node once its allocatable matches `expected`; None after `timeout_s` or once `stop` is set.
-
-    For a node whose GPUs already match: a device plugin that is still registering (node boot,
-    plugin pod restarted by its DaemonSet) gets this long before anything on the node is touched.
-    """
-    settling = _Settling(expected, clock)
-    return _polled(read_node, settling, clock=clock, timeout_s=timeout_s, interval_s=poll_interval_s, stop=stop)
