@@ -82,14 +82,6 @@ class FirstWriteGuard:
         self._write()
         return self._api.patch_metadata(labels=labels, annotations=annotations, resource_version=resource_version)
 
-    def patch_labels(self, labels: Mapping[str, str | None]) -> NodeView:
-        self._write()
-        return self._api.patch_labels(labels)
-
-    def patch_annotations(self, annotations: Mapping[str, str | None]) -> NodeView:
-        self._write()
-        return self._api.patch_annotations(annotations)
-
     def set_unschedulable(
         self, unschedulable: bool, *, annotations: Mapping[str, str | None] | None = None
     ) -> NodeView:

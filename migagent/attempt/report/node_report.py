@@ -75,7 +75,7 @@ class NodeReport:
         if reports_success(node, wanted):
             if observed != node.annotations.get(OBSERVED_ANNOTATION):
                 # Pods came or went since: the annotation alone, no state change, no Event.
-                self._api.patch_annotations({OBSERVED_ANNOTATION: observed})
+                self._api.patch_metadata(annotations={OBSERVED_ANNOTATION: observed})
             return True
         self._status.succeeded(desired=wanted, observed=observed, message=f"layout {name} is applied")
         return False

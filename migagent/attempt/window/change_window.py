@@ -168,7 +168,7 @@ class ChangeWindow:
         held = self._undo.names
         if held:
             note = {"layout": layout, "attempt": attempt, "at": self._clock.wall(), "open": list(held)}
-            self._api.patch_annotations({HANDED_OVER_ANNOTATION: json.dumps(note, sort_keys=True)})
+            self._api.patch_metadata(annotations={HANDED_OVER_ANNOTATION: json.dumps(note, sort_keys=True)})
             log.info("change_handed_over", layout=layout, open=list(held))
         return held
 

@@ -155,7 +155,7 @@ class GpuOperatorPause:
         paused = PausedComponents(restore=restore)
         changes = {label: PAUSED_FOR_MIG_CHANGE for label in restore if labels.get(label) != PAUSED_FOR_MIG_CHANGE}
         if changes:
-            self._api.patch_labels(changes)
+            self._api.patch_metadata(labels=changes)
             log.info("gpu_operator_paused", labels=sorted(changes))
         try:
             self._wait_for_pods_to_leave(selectors)
@@ -171,7 +171,7 @@ class GpuOperatorPause:
             label: value for label, value in paused.restore.items() if labels.get(label) == PAUSED_FOR_MIG_CHANGE
         }
         if changes:
-            self._api.patch_labels(changes)
+            self._api.patch_metadata(labels=changes)
             log.info("gpu_operator_resumed", labels=sorted(changes))
 
     def _wait_for_pods_to_leave(self, selectors: Sequence[str]) -> None:

@@ -122,14 +122,6 @@ class MemoryKube:
             )
         return self._write_metadata(labels, annotations)
 
-    def patch_labels(self, labels: Mapping[str, str | None]) -> NodeView:
-        self._enter("patch_labels")
-        return self._write_metadata(labels, None)
-
-    def patch_annotations(self, annotations: Mapping[str, str | None]) -> NodeView:
-        self._enter("patch_annotations")
-        return self._write_metadata(None, annotations)
-
     def set_unschedulable(
         self, unschedulable: bool, *, annotations: Mapping[str, str | None] | None = None
     ) -> NodeView:

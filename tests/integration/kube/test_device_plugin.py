@@ -127,7 +127,7 @@ def test_resume_leaves_a_label_an_admin_changed_meanwhile(
     _act_like_the_operator(operator_node)
     restarter = GpuOperatorPause(api, clock=clock)
     paused = restarter.pause()
-    api.patch_labels({"nvidia.com/gpu.deploy.gpu-feature-discovery": "false"})
+    api.patch_metadata(labels={"nvidia.com/gpu.deploy.gpu-feature-discovery": "false"})
     restarter.resume(paused)
     assert _labels(operator_node)["nvidia.com/gpu.deploy.gpu-feature-discovery"] == "false"
     assert _labels(operator_node)["nvidia.com/gpu.deploy.device-plugin"] == "true"

@@ -33,7 +33,7 @@ class RecordingRestarter:
 
     def pause(self) -> PausedComponents:
         if self._fail:  # the labels are written, then the process dies before it can clean up
-            self._kube.patch_labels({PLUGIN: PAUSED_FOR_MIG_CHANGE})
+            self._kube.patch_metadata(labels={PLUGIN: PAUSED_FOR_MIG_CHANGE})
             raise TransientError("pods did not leave")
         return self._real.pause()
 
@@ -130,7 +130,7 @@ def test_host_clients_stopped_by_a_failed_attempt_are_started_by_the_undo(kube: 
 
 def test_a_window_left_by_an_interrupted_attempt_is_adopted_and_closed(kube: MemoryKube) -> None:
     kube.set_unschedulable(True, annotations={CORDONED_BY_MIGAGENT_ANNOTATION: "true"})
-    kube.patch_labels({PLUGIN: PAUSED_FOR_MIG_CHANGE})
+    kube.patch_metadata(labels={PLUGIN: PAUSED_FOR_MIG_CHANGE})
     window = _window(kube, RecordingRestarter(kube))
     assert window.adopt(kube.get_node()) == (UNCORDON, RESUME_PLUGIN)
     window.unwind()
@@ -231,7 +231,7 @@ def test_an_abandoned_change_settles_the_gpus_only_once_they_may_have_changed(ku
 
 
 def test_an_interrupted_attempts_paused_plugin_is_resumed_even_with_no_cordon(kube: MemoryKube) -> None:
-    kube.patch_labels({PLUGIN: PAUSED_FOR_MIG_CHANGE})
+    kube.patch_metadata(labels={PLUGIN: PAUSED_FOR_MIG_CHANGE})
     window = _window(kube, RecordingRestarter(kube))
     assert window.adopt(kube.get_node()) == (RESUME_PLUGIN,)
     window.unwind()
