@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from migagent.node.names import (
@@ -59,19 +59,7 @@ class FleetRow:
         return action_for(self.reason) if self.state == MigConfigState.FAILED else ""
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "node": self.node,
-            "desired": self.desired,
-            "state": self.state,
-            "reason": self.reason,
-            "since": self.since,
-            "gpus": None if self.gpus is None else [
-                {"index": gpu.index, "mode": gpu.mode, "devices": gpu.devices} for gpu in self.gpus
-            ],
-            "advertised": self.advertised,
-            "last_error": self.last_error,
-            "action": self.action,
-        }
+        return {**asdict(self), "action": self.action}
 
 
 def is_mig_node(node: NodeView) -> bool:
