@@ -91,7 +91,8 @@ def caught(copy: Path, mutant: Mutant, original: str) -> tuple[bool, str]:
     (copy / mutant.target).write_text(mutate(original, mutant), encoding="utf-8")
     try:
         run = subprocess.run(
-            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly", *TESTS],
+            # one process: a few seconds of tests, where starting the suite's workers would cost more than them
+            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly", "-n", "0", *TESTS],
             cwd=copy, capture_output=True, text=True, check=False,
         )
     finally:

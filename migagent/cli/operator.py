@@ -15,6 +15,7 @@ from migagent.attempt.report.status import StatusReporter
 from migagent.attempt.window.post_change import MANAGEMENT_SPEC, CdiSettings, PostChangeSteps
 from migagent.attempt.window.services import CommandResult, HostClients, SystemctlServiceManager, run_command
 from migagent.cli.flags import add_host_clients_argument
+from migagent.cli.values import POSITIVE_SECONDS
 from migagent.clock import Clock
 from migagent.kube.adapter import KubeApi
 from migagent.loops.operator_ready import DEFAULT_VALIDATIONS_DIR, wait_for_ready_markers
@@ -36,7 +37,7 @@ def add_operator_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the operator's validator writes its ready markers",
     )
     group.add_argument(
-        "--operator-ready-timeout", type=float, default=600.0, metavar="SECONDS",
+        "--operator-ready-timeout", type=POSITIVE_SECONDS, default=600.0, metavar="SECONDS",
         help="how long --wait-for-operator waits before failing (the pod then restarts and waits again)",
     )
     group.add_argument(

@@ -77,7 +77,9 @@ def _why_not_open(search: SearchView[S], pod: DemandPod, open_nodes: Sequence[S]
     """Why the nodes that may change do not serve the pod."""
     asks = describe_requests(pod.requests)
     offering = [c for s in open_nodes for c in search.candidates_of(s) if c.capacity and _offers(c, pod)]
-    hint = "" if search.generating else " (--generate builds layouts per node around the busy GPU instances)"
+    hint = "" if search.generating else (
+        " (`migagent advise --generate` builds layouts per node around the busy GPU instances)"
+    )
     if not offering:
         names = ", ".join(s.name for s in open_nodes)
         return f"no layout in the file offers {asks} on the nodes it may run on ({names}){hint}"

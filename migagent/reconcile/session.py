@@ -94,7 +94,7 @@ class ApplySession:
         # Nothing to do but an earlier attempt's record open (applying, failed): the run records convergence.
         report.mode = self.engine.apply(
             target, layout_hash=f"mode:{desired_node_hash(target)}", config_name=config_name,
-            checkpoint=self.checkpoint,
+            checkpoint=self.checkpoint, part_of=None if mode_only else desired,
         )
         _raise_unless_done(report.mode, allow_reset_pending=mode_only)
 

@@ -46,6 +46,7 @@ from typing import IO, Any
 import yaml
 from kubernetes import client
 
+from migagent_sim.deadline import Deadline
 from tests.realkube.certs import CertPair, Pki
 from tests.realkube.rest import HttpError, Rest
 
@@ -178,11 +179,11 @@ class ControlPlane:
         return "\n".join(text.splitlines()[-lines:])
 
     def _wait(self, name: str, process: subprocess.Popen[bytes], ready: Any, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
+        deadline = Deadline(timeout_s)
         while not ready():
             if process.poll() is not None:
                 raise RuntimeError(f"{name} exited with {process.returncode}:\n{self.log_tail(name)}")
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 raise RuntimeError(f"{name} not ready within {timeout_s:g}s:\n{self.log_tail(name)}")
             time.sleep(0.25)
 
@@ -276,7 +277,7 @@ class ControlPlane:
         )
         # The serviceaccount controller's first act is `default` in every namespace: wait for it.
         admin = self.rest(self.admin)
-        deadline = time.monotonic() + 120
+        deadline = Deadline(120)
         while True:
             try:
                 admin.get("/api/v1/namespaces/default/serviceaccounts/default")
@@ -287,7 +288,7 @@ class ControlPlane:
             _, process = self._processes[-1]
             if process.poll() is not None:
                 raise RuntimeError(f"kube-controller-manager exited:\n{self.log_tail('kube-controller-manager')}")
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 raise RuntimeError(f"kube-controller-manager not working:\n{self.log_tail('kube-controller-manager')}")
             time.sleep(0.5)
 

@@ -35,6 +35,7 @@ from migagent_sim.apiserver.errors import ApiError
 from migagent_sim.apiserver.objects import PodArgs, pod_object
 from migagent_sim.apiserver.rbac import UserInfo
 from migagent_sim.cluster import SimClusterConfig, Simulation
+from migagent_sim.deadline import Deadline
 from tests.realkube.control_plane import IDENTITY_POD_LABEL, ControlPlane, Identity
 from tests.realkube.deployment import create_pod, ensure_namespace
 from tests.realkube.rest import HttpError
@@ -243,14 +244,14 @@ class RealKubeApi:
 
     def pdb_status(self, namespace: str, name: str, *, allowed: int | None = None, timeout_s: float = 60) -> JsonDict:
         """The budget's status once the controller observed its spec (and, if given, allows `allowed`)."""
-        deadline = time.monotonic() + timeout_s
+        deadline = Deadline(timeout_s)
         while True:
             pdb = self._admin.get(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/{name}")
             status: JsonDict = pdb.get("status") or {}
             observed = status.get("observedGeneration") == pdb["metadata"].get("generation")
             if observed and (allowed is None or status.get("disruptionsAllowed") == allowed):
                 return status
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 raise AssertionError(f"PodDisruptionBudget {namespace}/{name} never reached {allowed}: {status}")
             time.sleep(0.2)
 

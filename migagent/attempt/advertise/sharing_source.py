@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from migagent.durable import read_bounded
 from migagent.errors import PermanentError
 from migagent.layout.sharing import (
     NO_SHARING,
@@ -163,8 +164,8 @@ def _read_files(path: Path) -> dict[str, str]:
     try:
         if path.is_dir():
             files = [f for f in sorted(path.iterdir()) if f.is_file() and not f.name.startswith(".")]
-            return {f.name: f.read_text(encoding="utf-8") for f in files}
-        return {path.stem: path.read_text(encoding="utf-8")}
+            return {f.name: read_bounded(f).decode("utf-8") for f in files}
+        return {path.stem: read_bounded(path).decode("utf-8")}
     except OSError as exc:
         raise SharingConfigError(f"--device-plugin-config-file {path}: cannot be read: {exc.strerror or exc}") from exc
 

@@ -59,7 +59,7 @@ class ChangeWindow:
         *,
         clock: Clock,
         post_change: PostChangeSteps | None = None,
-        settle_gpus: Callable[[], tuple[str, ...]] | None = None,
+        settle_gpus: Callable[[], object] | None = None,
     ) -> None:
         """`settle_gpus`: leave no GPU instance without compute instances (ApplyEngine.settle)."""
         self._api = api

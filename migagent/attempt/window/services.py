@@ -23,6 +23,7 @@ from typing import Protocol
 
 import structlog
 
+from migagent.durable import read_bounded
 from migagent.errors import PermanentError
 
 log = structlog.get_logger(__name__)
@@ -204,7 +205,7 @@ class HostClients:
         if self._state_file is None:
             return ()
         try:
-            data = json.loads(self._state_file.read_text(encoding="utf-8"))
+            data = json.loads(read_bounded(self._state_file))
             return tuple(str(unit) for unit in data["stopped"])
         except FileNotFoundError:
             return ()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from migagent.reconcile.session import ApplySession
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.reset import SimResetRunner
 from migagent.sources.files import FileWatch, read_selected_layout
+from migagent_sim.deadline import Deadline
 from migagent_sim.doubles.notifier import RecordingNotifier
 
 LAYOUTS = """\
@@ -53,10 +53,10 @@ WAIT_S = 30.0  # a bound on waiting for the agent thread, never an expectation o
 
 
 def wait_until(condition: Callable[[], bool], *, what: Callable[[], str], timeout: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = Deadline(timeout)
     pause = threading.Event()
     while not condition():
-        if time.monotonic() > deadline:
+        if deadline.passed():
             raise AssertionError(f"timed out waiting for {what()}")
         pause.wait(0.01)
 

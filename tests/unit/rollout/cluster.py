@@ -83,7 +83,8 @@ class Cluster(StateObjects):
         retry_failed = retry_failed or self._looks % 2 == 0
         for name, node in self.nodes.items():
             label = node.labels.get(MIG_CONFIG_LABEL)
-            attempt = int(node.annotations[ATTEMPT_ANNOTATION])
+            marker = json.loads(node.annotations[ATTEMPT_ANNOTATION])  # JSON while an attempt runs, else a count
+            attempt = int(marker["attempt"] if isinstance(marker, dict) else marker)
             settled = json.loads(node.annotations[DESIRED_ANNOTATION])["layout"] == label
             failed = node.labels[MIG_CONFIG_STATE_LABEL] == "failed"
             if not settled or (failed and (retry_failed or name not in self.failing)):
