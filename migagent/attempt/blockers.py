@@ -18,9 +18,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from migagent.attempt.drain.drainer import PodsStuckTerminatingError
+from migagent.attempt.window.deviceplugin import ComponentsNotPausedError
 from migagent.errors import DrainBlockedError, PermanentError
-from migagent.node.deviceplugin import ComponentsNotPausedError
-from migagent.node.drain import PodsStuckTerminatingError
 from migagent.node.port import PodView
 
 TERMINATING = "terminating"

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
-from migagent.attempt.gate import GateSettings
+from migagent.attempt.advertise.sharing_source import SharingSettings
+from migagent.attempt.drain.gate import GateSettings
 from migagent.attempt.listener import MetricsListener, NullListener
 from migagent.attempt.ports import AgentSettings
 from migagent.cli.agent_flags import (
@@ -51,7 +52,6 @@ from migagent.layout.strategy import MigStrategy
 from migagent.loops.unable import reported_if_unable
 from migagent.node.names import ConditionReason
 from migagent.node.owners import CLUSTER_POLICY_NAME
-from migagent.node.sharing_source import SharingSettings
 from migagent.plumbing.health import HealthState
 from migagent.plumbing.serve import start_observability
 from migagent.reconcile.retry import RetryPolicy

@@ -14,7 +14,12 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-from migagent.attempt.services import HostClients, RecordingServiceManager, ServiceManager, SystemctlServiceManager
+from migagent.attempt.window.services import (
+    HostClients,
+    RecordingServiceManager,
+    ServiceManager,
+    SystemctlServiceManager,
+)
 from migagent.cli.commands import summary
 from migagent.cli.flags import add_host_clients_argument
 from migagent.cli.node import (

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from migagent.attempt.report.fleet_rows import FleetRow, GpuHolding, fleet_row, is_mig_node
 from migagent.cli.commands import summary
 from migagent.cli.conflicts import Needs, refuse_together
 from migagent.cli.values import POSITIVE_SECONDS
@@ -24,7 +25,6 @@ from migagent.clock import Clock, SystemClock
 from migagent.errors import TransientError
 from migagent.kube.client import make_api_client
 from migagent.kube.fleet import FleetReader
-from migagent.node.fleet_rows import FleetRow, GpuHolding, fleet_row, is_mig_node
 from migagent.node.port import NodeView, WatchExpired
 
 COLUMNS = ("NODE", "DESIRED", "STATE", "REASON", "AGE", "GPUS", "ADVERTISED", "LAST ERROR")

@@ -1,6 +1,6 @@
 """Generate a mig-parted v1 layout file for a set of GPU models (the shipped configs/mig-layouts file).
 
-Names follow mig-parted's default file (reference/mig-parted-contract.md §1.6): `all-disabled`,
+Names follow mig-parted's default file (docs/mig-parted.md §3): `all-disabled`,
 `all-enabled`, one `all-<profile>` per GI profile at its maximum count (`+` written as `.`, `-me`
 kept), and `all-balanced` ({1g:2, 2g:1, 3g:1} on 7-compute-slice GPUs, {1g:2, 2g:1} on 4-slice
 ones). A config whose content differs by model gets one entry per group of models that agree,

@@ -1,4 +1,4 @@
-"""Read mig-parted v1 layout files strictly (reference/mig-parted-contract.md §1.1-1.5).
+"""Read mig-parted v1 layout files strictly (docs/mig-parted.md §1, §2).
 
 Values arrive as mig-parted's own `UnmarshalJSON` sees them (`strict_yaml`: YAML 1.1 by go-yaml v2's
 rules, then JSON), so `mig-enabled: y`, `devices: [1.0]` and a config named `1:` read as they do

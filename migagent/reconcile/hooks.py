@@ -1,7 +1,7 @@
 """mig-parted's hooks file and the commands it names, run around an apply.
 
-The file format (version v1) and the run semantics follow mig-parted (reference/mig-parted-contract.md
-§2.2), so existing hooks files and `hooks.sh` scripts keep working: the hooks under one name run in
+The file format (version v1) and the run semantics follow mig-parted (docs/mig-parted.md §5),
+so existing hooks files and `hooks.sh` scripts keep working: the hooks under one name run in
 order and the first failure stops that list; a hook's environment is its own `envs` plus the apply
 flags as MIG_PARTED_* variables (the flags win, booleans spelled true/false), and the parent
 environment is deliberately NOT inherited, exactly as mig-parted runs them.

@@ -32,13 +32,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from migagent.attempt.report.fleet_rows import gpu_holdings
 from migagent.cli.agent import add_metrics_arguments, observability_from_args
 from migagent.cli.commands import summary
 from migagent.cli.conflicts import ConflictingFlagsError, given
 from migagent.cli.values import COUNT, POSITIVE_SECONDS, SECONDS
 from migagent.clock import SystemClock
 from migagent.layout.strategy import MIG_STRATEGIES, MigStrategy
-from migagent.node.fleet_rows import gpu_holdings
 from migagent.node.names import (
     CONDITION_TYPE,
     DESIRED_ANNOTATION,

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from migagent.attempt.advertise.expectation import expectation
+from migagent.attempt.advertise.sharing_source import SharingSource
 from migagent.layout.strategy import MigStrategy
-from migagent.node.advertisement import expectation
 from migagent.node.names import DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
-from migagent.node.sharing_source import SharingSource
 from migagent.nvml.driver import GpuDriver
 from migagent.sim.reset import SimResetRunner
 from migagent_sim.cluster import SimCluster, SimClusterConfig

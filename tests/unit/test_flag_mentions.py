@@ -28,15 +28,15 @@ SPEAKER = re.compile(rf"\b(?:migagent\s+(?P<command>{'|'.join(COMMANDS)})\b|kube
 NODE = ("export", "plan", "apply", "assert", "doctor", "host", "agent")  # --simulate, --state, --driver-root
 AUDIENCE: dict[str, tuple[str, ...]] = {
     "migagent/attempt/blockers.py": ("agent",),
-    "migagent/attempt/gate.py": ("agent",),
+    "migagent/attempt/drain/gate.py": ("agent",),
     "migagent/attempt/preflight.py": ("agent",),
     "migagent/autopilot/decide.py": ("autopilot",),
     "migagent/layout/generate.py": ("apply",),  # the shipped file's header
     "migagent/kube/client.py": ("agent", "status", "rollout", "advise", "autopilot"),
     "migagent/kube/rollout_api.py": ("rollout", "advise", "autopilot"),
-    "migagent/node/drain.py": ("agent",),
+    "migagent/attempt/drain/drainer.py": ("agent",),
     "migagent/node/names.py": ("agent",),  # the reasons of its condition (`status` and `rollout` show them too)
-    "migagent/node/sharing_source.py": ("agent",),
+    "migagent/attempt/advertise/sharing_source.py": ("agent",),
     "migagent/nvml/inspect.py": ("doctor",),
     "migagent/plumbing/serve.py": ("agent", "demo"),
     "migagent/reconcile/machine.py": ("apply", "host", "agent"),
