@@ -15,6 +15,7 @@ from types import FrameType
 
 import pytest
 import structlog
+from hypothesis import HealthCheck, settings
 from pytest_timeout import dump_stacks
 
 from migagent.plumbing.logging import reset_logging
@@ -45,6 +46,13 @@ def _log_through_pytest() -> None:
 
 
 _log_through_pytest()
+
+
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
+"""Hypothesis judges each example by the clock (200 ms, and a health check on slow data generation):
+a loaded machine stretched a 0.04 ms example past it. Every property test runs its examples unbounded;
+pytest-timeout still bounds the test."""
 
 
 @pytest.fixture(autouse=True)
