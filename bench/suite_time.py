@@ -52,8 +52,10 @@ def finish(argv: Sequence[str], junit: Path, child: subprocess.Popen[str], start
     seconds = time.perf_counter() - started
     lines = [line for line in out.splitlines() if line.strip()]
     summary = lines[-1].strip("= ") if lines else "(no output)"
-    if child.returncode != 0:
-        print(out[-6000:], file=sys.stderr)
+    if child.returncode != 0:  # the whole output kept: a failure under load is the one worth reading
+        kept = Path(tempfile.mkdtemp(prefix="suite-time-failed-")) / f"{junit.stem}.log"
+        kept.write_text(out, encoding="utf-8")
+        print(f"{out[-3000:]}\nthe whole output: {kept}", file=sys.stderr)
     return Run(tuple(argv), summary, seconds, child.returncode, junit)
 
 
