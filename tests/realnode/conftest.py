@@ -2,7 +2,8 @@
 tests/realkube bound to this machine's address (with the DaemonSet and node-lifecycle controllers and
 the scheduler), containerd and the kubelet (node.py), the agent's image as it ships deployed with
 `kubectl apply -k` of deploy/overlays/standalone plus a test kustomization, and NVIDIA's device plugin
-as a DaemonSet pod (cluster.py).
+as a DaemonSet pod (cluster.py); or of deploy/overlays/gpu-operator with the GPU Operator's pieces
+(operator.py): one deployment at a time, the other removed when a test needs it (`fresh`, `operator_node`).
 
 Needs root, the binaries of scripts/control_plane.sh, scripts/real_node.sh and scripts/nvidia_tools.sh,
 and the agent's image archive from scripts/build_image.sh named by MIGAGENT_IMAGE_ARCHIVE. Without
@@ -28,8 +29,9 @@ import pytest
 from migagent_sim.gpu_node.nvidia_tools import missing_tools
 from tests.binaries_gate import BinariesGate
 from tests.realkube.control_plane import SCRIPT, binaries_built, binaries_dir
-from tests.realnode.cluster import IMAGE_ENV, Cluster, started_cluster
+from tests.realnode.cluster import IMAGE_ENV, STANDALONE, Cluster, started_cluster
 from tests.realnode.node import NODE_SCRIPT, node_binaries_missing
+from tests.realnode.operator import GPU_OPERATOR
 
 
 def _missing() -> str | None:
@@ -67,6 +69,17 @@ def cluster() -> Iterator[Cluster]:
 
 @pytest.fixture
 def fresh(cluster: Cluster) -> Cluster:
-    """The node back at the start layout, the agent and the plugin running, no workload or budget."""
+    """The node back at the start layout, the agent (deploy/overlays/standalone) and the plugin running,
+    no workload or budget."""
+    cluster.use(STANDALONE)
+    cluster.reset()
+    return cluster
+
+
+@pytest.fixture
+def operator_node(cluster: Cluster) -> Cluster:
+    """The same on a GPU Operator node: deploy/overlays/gpu-operator and the operator's pieces
+    (operator.py), the standalone deployment removed first when it ran."""
+    cluster.use(GPU_OPERATOR)
     cluster.reset()
     return cluster
