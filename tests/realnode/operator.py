@@ -117,7 +117,7 @@ class GpuOperator:
         as the driver container mounts its root), written once per session."""
         driver, toolkit = cluster.workdir / "driver-root", cluster.workdir / "toolkit-root"
         if not driver.exists():
-            write_tree(driver, gpu_facts(StateFileNode(cluster.driver.state).current_state()),
+            write_tree(driver, gpu_facts(StateFileNode(cluster.driver.state, spec=None).current_state()),
                        library_dir=cluster.driver.library)  # fmt: skip
             # As the driver installs it: the versioned file, the soname a link to it (nvidia-ctk finds
             # the driver's libraries by the version the link resolves to, else `failed to get libcuda.so

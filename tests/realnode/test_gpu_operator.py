@@ -62,6 +62,11 @@ def test_a_change_pauses_the_operators_plugin_evicts_only_the_changed_instance_a
 
     # Every deploy label as the operator (and the admin) left it: the paused ones back to `true`.
     assert {k: node.labels().get(k) for k in OPERATOR_LABELS} == OPERATOR_LABELS
+    # NVIDIA's nvidia-ctk wrote the management CDI spec from the driver's root after the change.
+    spec = cdi_spec(node)
+    assert spec is not None, f"no management CDI spec after the change:\n{node.agent_log(300)}"
+    assert "kind: management.nvidia.com/gpu" in spec
+    assert f"hostPath: {DRIVER_ROOT}/dev/nvidia0" in spec
     # The controller made a new plugin pod, which advertised the new layout; the agent restarted the validator.
     assert operator_pod_uids(node, PLUGIN_SELECTOR).isdisjoint(plugin)
     eventually(lambda: bool(operator_pod_uids(node, VALIDATOR_SELECTOR) - validator), "a new validator pod",
@@ -71,8 +76,3 @@ def test_a_change_pauses_the_operators_plugin_evicts_only_the_changed_instance_a
     assert node.container_ids() == {name: before[name] for name in kept}
     assert node.devices() == {name: held[name] for name in kept}
     assert set(held["train-kept"] + held["infer-untouched"]) <= mig_devices(node.driver.state)
-    # NVIDIA's nvidia-ctk wrote the management CDI spec from the driver's root after the change.
-    spec = cdi_spec(node)
-    assert spec is not None, "no management CDI spec after the change"
-    assert "kind: management.nvidia.com/gpu" in spec
-    assert f"hostPath: {DRIVER_ROOT}/dev/nvidia0" in spec
