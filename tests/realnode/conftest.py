@@ -5,10 +5,10 @@ the scheduler), containerd and the kubelet (node.py), the agent's image as it sh
 as a DaemonSet pod (cluster.py); or of deploy/overlays/gpu-operator with the GPU Operator's pieces
 (operator.py): one deployment at a time, the other removed when a test needs it (`fresh`, `operator_node`).
 
-Needs root, the binaries of scripts/control_plane.sh, scripts/real_node.sh and scripts/nvidia_tools.sh,
-and the agent's image archive from scripts/build_image.sh named by MIGAGENT_IMAGE_ARCHIVE. Without
-them every test here is skipped at collection with one line naming the script; with
-MIGAGENT_REQUIRE_REAL_NODE=1 (what .ci/run sets) that is an error instead.
+Needs root, the binaries of scripts/control_plane.sh, scripts/real_node.sh, scripts/nvidia_tools.sh and
+scripts/nvidia_ctk.sh, and the agent's image archive from scripts/build_image.sh named by
+MIGAGENT_IMAGE_ARCHIVE. Without them every test here is skipped at collection with one line naming the
+script; with MIGAGENT_REQUIRE_REAL_NODE=1 (what .ci/run sets) that is an error instead.
 
 One real node on the machine at a time, whatever runs them: two would share the pod subnet's route
 and the kubelet's iptables chains, and a pod's connection to the API server then times out. Within
@@ -31,7 +31,7 @@ from tests.binaries_gate import BinariesGate
 from tests.realkube.control_plane import SCRIPT, binaries_built, binaries_dir
 from tests.realnode.cluster import IMAGE_ENV, STANDALONE, Cluster, started_cluster
 from tests.realnode.node import NODE_SCRIPT, node_binaries_missing
-from tests.realnode.operator import GPU_OPERATOR
+from tests.realnode.operator import GPU_OPERATOR, nvidia_ctk_missing
 
 
 def _missing() -> str | None:
@@ -39,7 +39,7 @@ def _missing() -> str | None:
         return "a real node needs root (mount namespace, cgroups, containerd)"
     if not binaries_built(binaries_dir()):
         return f"the real control plane is not built in {binaries_dir()}: run {SCRIPT}"
-    missing = node_binaries_missing() or missing_tools()
+    missing = node_binaries_missing() or missing_tools() or nvidia_ctk_missing()
     if missing is not None:
         return missing
     archive = os.environ.get(IMAGE_ENV)

@@ -26,6 +26,8 @@ where and as the operator does it, and the agent deployed by `kubectl apply -k` 
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -38,6 +40,7 @@ from tests.realkube.deployment import ensure_namespace
 from tests.realnode.cluster import REPO, Cluster, JsonDict
 from tests.waiting import eventually
 
+NVIDIA_CTK_SCRIPT = "scripts/nvidia_ctk.sh"
 OPERATOR_NS = "gpu-operator"
 PLUGIN_DS = "nvidia-device-plugin-daemonset"
 PLUGIN_SELECTOR = f"app={PLUGIN_DS}"
@@ -67,10 +70,20 @@ CTK_WRAPPER = f'#! /bin/sh\nPATH={TOOLKIT}:$PATH \\\n\t{TOOLKIT}/nvidia-ctk.real
 
 
 def nvidia_ctk_dir() -> Path:
-    """Where scripts/nvidia_ctk.sh puts NVIDIA's nvidia-ctk (its default; the same override)."""
-    done = subprocess.run([str(REPO / "scripts/nvidia_ctk.sh")], capture_output=True, text=True, check=True,
-                          timeout=1800)  # fmt: skip
-    return Path(done.stdout.strip().splitlines()[-1])
+    """Where scripts/nvidia_ctk.sh puts NVIDIA's nvidia-ctk (its default, the same override)."""
+    explicit = os.environ.get("MIGAGENT_NVIDIA_CTK_DIR")
+    if explicit:
+        return Path(explicit)
+    script = (REPO / NVIDIA_CTK_SCRIPT).read_text(encoding="utf-8")
+    version = re.search(r"^version=\$\{NVIDIA_CTK_VERSION:-(v[0-9.]+)\}$", script, re.MULTILINE)
+    assert version is not None
+    return Path.home() / ".cache/migagent/nvidia-ctk" / f"nvidia-container-toolkit-{version.group(1)}"
+
+
+def nvidia_ctk_missing() -> str | None:
+    if not os.access(nvidia_ctk_dir() / "nvidia-ctk", os.X_OK):
+        return f"NVIDIA's nvidia-ctk is not built in {nvidia_ctk_dir()}: run {NVIDIA_CTK_SCRIPT}"
+    return None
 
 
 class GpuOperator:
