@@ -21,7 +21,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -259,7 +259,7 @@ class Cluster:
 
     # -- the admin's view ---------------------------------------------------------------------
 
-    def label(self, labels: dict[str, str | None]) -> None:
+    def label(self, labels: Mapping[str, str | None]) -> None:
         self.admin.patch(f"/api/v1/nodes/{self.node.name}", {"metadata": {"labels": labels}}, content_type=MERGE)
 
     def labels(self) -> dict[str, str]:

@@ -36,8 +36,9 @@ from pathlib import Path
 from migagent_sim.fakelib.node import StateFileNode
 from migagent_sim.gpu_node.files import DRIVER_VERSION, LIBRARY_DIR, write_tree
 from migagent_sim.gpu_node.node_gpus import gpu_facts
+from tests.realkube.control_plane import REPO
 from tests.realkube.deployment import ensure_namespace
-from tests.realnode.cluster import REPO, Cluster, JsonDict
+from tests.realnode.cluster import Cluster, JsonDict
 from tests.waiting import eventually
 
 NVIDIA_CTK_SCRIPT = "scripts/nvidia_ctk.sh"
