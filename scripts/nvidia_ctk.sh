@@ -20,10 +20,10 @@ if [ -f "$dir/STAMP" ] && [ "$(cat "$dir/STAMP")" = "$stamp" ] && [ -x "$dir/nvi
   exit 0
 fi
 
-command -v go >/dev/null 2>&1 || { echo "nvidia_ctk.sh: go is not on PATH (Go >= 1.26 is needed)" >&2; exit 2; }
-command -v "${CC:-cc}" >/dev/null 2>&1 || { echo "nvidia_ctk.sh: a C compiler is needed (cgo: go-nvml)" >&2; exit 2; }
-mkdir -p "$dir"
-scratch=$(mktemp -d "$dir/.build.XXXXXX")
+for tool in go "${CC:-cc}"; do  # Go >= 1.26; a C compiler for go-nvml's cgo bindings
+  command -v "$tool" >/dev/null 2>&1 || { echo "nvidia_ctk.sh: $tool is not on PATH" >&2; exit 2; }
+done
+scratch=$(mkdir -p "$dir" && mktemp -d "$dir/.build.XXXXXX")  # moved into DIR only once linked
 trap 'chmod -R u+w "$scratch" 2>/dev/null; rm -rf "$scratch"' EXIT
 
 # The machine's Go (v1.20 needs Go 1.26); cgo on: go-nvml dlopens libnvidia-ml.so.1 at run time.
