@@ -6,7 +6,9 @@ and, beside it, the same scenario on the simulated kubelet (migagent_sim.cluster
 GPUs, layouts and standalone plugin restart, the agent in-process with its fast test options). The
 difference is what the simulation does not model: pod and container start, the DaemonSet controller
 and scheduler recreating the plugin, the plugin's registration, the kubelet's status updates, the
-agent's image starting. Needs what tests/realnode needs (root, the binaries, MIGAGENT_IMAGE_ARCHIVE).
+agent's image starting. The `gpu-operator-*` rows deploy deploy/overlays/gpu-operator among the GPU
+Operator's pieces (tests/realnode/operator.py) and, simulated, restart the plugin the operator's way.
+Needs what tests/realnode needs (root, the binaries, MIGAGENT_IMAGE_ARCHIVE).
 """
 
 from __future__ import annotations
@@ -28,12 +30,14 @@ from migagent.node.names import DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
 from migagent.plumbing.logging import configure_logging
 from migagent_sim.cluster import SimCluster, SimClusterConfig
 from tests.realnode import cluster as real
+from tests.realnode.operator import GPU_OPERATOR
 
 Outcome = tuple[str, float]  # ("success" | "failed", seconds from the label's write)
 SIM_CONFIG = SimClusterConfig(
     spec=real.SPEC, layouts_yaml=real.LAYOUTS, start_layout="start", plugin_mode="node-label", labels={},
     plugin_namespace=real.PLUGIN_NS, plugin_labels=dict(real.PLUGIN_LABELS), plugin_daemonset=real.PLUGIN_DS,
 )  # fmt: skip
+SIM_OPERATOR = SimClusterConfig(spec=real.SPEC, layouts_yaml=real.LAYOUTS, start_layout="start")
 
 
 def _outcome(state: Callable[[], str | None], written: float, timeout_s: float = 300) -> Outcome:
@@ -104,13 +108,16 @@ def real_reboot(cluster: real.Cluster) -> Outcome:
 # -- the simulated kubelet ------------------------------------------------------------------------
 
 
-def _sim_run(workdir: Path, prepare: Callable[[SimCluster], None]) -> Outcome:
-    with SimCluster(workdir, SIM_CONFIG) as cluster:
+def _sim_run(workdir: Path, prepare: Callable[[SimCluster], None], deployment: real.Deployment) -> Outcome:
+    operator = deployment is GPU_OPERATOR
+    with SimCluster(workdir, SIM_OPERATOR if operator else SIM_CONFIG) as cluster:
         prepare(cluster)
-        options = replace(
-            cluster.options(drain_timeout_s=30), restart="node-label", operator_namespace=real.PLUGIN_NS,
-            plugin_selector="app.kubernetes.io/name=nvidia-device-plugin", plugin_daemonset=real.PLUGIN_DS,
-        )  # fmt: skip
+        options = cluster.options(drain_timeout_s=30)
+        if not operator:
+            options = replace(
+                options, restart="node-label", operator_namespace=real.PLUGIN_NS,
+                plugin_selector="app.kubernetes.io/name=nvidia-device-plugin", plugin_daemonset=real.PLUGIN_DS,
+            )  # fmt: skip
         running = cluster.start_agent(options)
         try:
             _outcome(lambda: cluster.node()["metadata"]["labels"].get(MIG_CONFIG_STATE_LABEL), time.monotonic())
@@ -131,13 +138,18 @@ def sim_pdb_for_ever(cluster: SimCluster) -> None:
     cluster.api.add_pdb("ml", "inference", match_labels=real.APP, disruptions_allowed=0)
 
 
-SCENARIOS: tuple[tuple[str, str, Callable[[real.Cluster], Outcome], Callable[[SimCluster], None] | None], ...] = (
-    ("no-pods", "start -> target, no GPU pods", real_no_pods, lambda _: None),
-    ("pods", "pods on the kept, the changed and the untouched GPU instance", real_pods, sim_pods),
+Scenario = tuple[str, str, Callable[[real.Cluster], Outcome], Callable[[SimCluster], None] | None, real.Deployment]
+SCENARIOS: tuple[Scenario, ...] = (
+    ("no-pods", "start -> target, no GPU pods", real_no_pods, lambda _: None, real.STANDALONE),
+    ("pods", "pods on the kept, the changed and the untouched GPU instance", real_pods, sim_pods, real.STANDALONE),
     ("pdb-for-ever", "a pod on the changed instance under a budget that never allows", real_pdb_for_ever,
-     sim_pdb_for_ever),
-    ("killed-mid-change", "the agent's container SIGKILLed at the first GPU change", real_killed, None),
-    ("reboot-mid-change", "every node process killed at the first GPU change, then restarted", real_reboot, None),
+     sim_pdb_for_ever, real.STANDALONE),
+    ("killed-mid-change", "the agent's container SIGKILLed at the first GPU change", real_killed, None,
+     real.STANDALONE),
+    ("reboot-mid-change", "every node process killed at the first GPU change, then restarted", real_reboot, None,
+     real.STANDALONE),
+    ("gpu-operator-pods", "pods as in `pods`, on a GPU Operator node (its plugin paused by its deploy label)",
+     real_pods, sim_pods, GPU_OPERATOR),
 )  # fmt: skip
 
 
@@ -159,19 +171,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     on_node: dict[str, list[Outcome]] = {}
     started = time.monotonic()
     with real.started_cluster(Path(image)) as cluster:
+        cluster.use(real.STANDALONE)
         up_s = time.monotonic() - started
-        for name, _, run_real, _ in SCENARIOS:
+        for name, _, run_real, _, deployment in SCENARIOS:
+            cluster.use(deployment)
             for _ in range(args.runs):
                 cluster.reset()
                 on_node.setdefault(name, []).append(run_real(cluster))
         cluster.reset()
     sim: dict[str, list[Outcome]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-real-node-") as scratch:
-        for name, _, _, prepare in SCENARIOS:
+        for name, _, _, prepare, deployment in SCENARIOS:
             if prepare is not None:
-                sim[name] = [_sim_run(Path(scratch) / f"{name}-{i}", prepare) for i in range(args.runs)]
+                sim[name] = [_sim_run(Path(scratch) / f"{name}-{i}", prepare, deployment) for i in range(args.runs)]
     rows: list[list[Cell]] = [
-        [name, what, _cell(on_node[name]), _cell(sim[name]) if name in sim else "-"] for name, what, _, _ in SCENARIOS
+        [name, what, _cell(on_node[name]), _cell(sim[name]) if name in sim else "-"]
+        for name, what, _, _, _ in SCENARIOS
     ]
     headers = ["scenario (2x H100)", "what", "real node: outcome p50 / p95 s", "simulated kubelet: p50 / p95 s"]
     print(render_table(headers, rows))

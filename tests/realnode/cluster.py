@@ -21,11 +21,11 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -100,6 +100,18 @@ def simulated_driver(gpu_dir: Path) -> SimulatedDriver:
     return SimulatedDriver((*volumes, ("sim-gpu", str(gpu_dir), "Directory")), gpu_dir / "node.json", library)
 
 
+class Deployment(Protocol):
+    """One way the agent and the device plugin are installed on the node (an overlay of deploy/)."""
+
+    name: str
+
+    def install(self, cluster: Cluster) -> None: ...
+
+    def remove(self, cluster: Cluster) -> None:
+        """What `install` added but the agent's DaemonSet, which `Cluster.use` removes first."""
+        ...
+
+
 class Cluster:
     def __init__(self, plane: ControlPlane, node: RealNode, workdir: Path, image: Path, tools: Path) -> None:
         self.plane = plane
@@ -112,23 +124,44 @@ class Cluster:
         gpu_dir.mkdir(exist_ok=True)
         self.driver = simulated_driver(gpu_dir)
         self.images: dict[str, str] = {}
+        self.deployment: Deployment | None = None
 
     # -- installing ---------------------------------------------------------------------------
 
     def install(self) -> None:
+        """The images, the GPUs at `start`, the node's labels; the agent comes with a deployment (`use`)."""
         plugin_tag = (self.tools / "STAMP").read_text(encoding="utf-8").split()[-1]
         self.images = import_images(self.node, self.image_archive, self.tools / "nvidia-device-plugin", plugin_tag)
         self.lay_out_gpus("start")
-        self.label({"migagent.io/enabled": "true", "nvidia.com/gpu.present": "true", MIG_CONFIG: "start"})
-        for namespace in (PLUGIN_NS, WORKLOAD_NS):
-            ensure_namespace(self.plane, namespace)
-        self.plane.apply([self.plugin_daemonset()])
-        patch = REPO / "deploy/overlays/standalone/device-plugin-affinity.json"
-        self.plane.kubectl("patch", "daemonset", PLUGIN_DS, "-n", PLUGIN_NS, "--type=json", f"--patch-file={patch}")
-        # What an admin may tune: give up on a plugin that does not come back within a minute (not 5).
-        self.plane.kubectl("apply", "--server-side", "--force-conflicts", "-k",
-                           str(self.write_kustomization(("--readvertise-timeout=60", "--drain-timeout=60"))))
+        self.label({"nvidia.com/gpu.present": "true", MIG_CONFIG: "start"})
+        ensure_namespace(self.plane, WORKLOAD_NS)
+
+    def use(self, deployment: Deployment) -> None:
+        """The agent and the device plugin as `deployment` installs them, after removing another one's:
+        its agent first (so it does not act on what goes next), its plugin, its own resources and labels."""
+        if self.deployment is not None and self.deployment.name == deployment.name:
+            return
+        if self.deployment is not None:
+            self.clear_workloads()
+            self.label({MIG_CONFIG: "start"})
+            self.wait_settled("start", START_RESOURCES)
+            self.plane.kubectl("delete", "daemonset", "migagent", "-n", AGENT_NS, "--wait")
+            eventually(lambda: not self.pods(AGENT_NS, AGENT_LABEL), "the agent gone", timeout_s=180, poll_s=0.2)
+            self.deployment.remove(self)
+            self.deployment = None
+        deployment.install(self)
+        self.deployment = deployment
         self.wait_settled("start", START_RESOURCES)
+
+    def deploy_agent(self, overlay: str, extra_ops: list[JsonDict]) -> None:
+        """`kubectl apply -k` of deploy/overlays/`overlay` with the test kustomization; what an admin
+        may tune: give up on a plugin that does not come back within a minute (not 5)."""
+        directory = self.write_kustomization(overlay, ("--readvertise-timeout=60", "--drain-timeout=60"), extra_ops)
+        self.plane.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(directory))
+
+    def remove_daemonset(self, namespace: str, name: str, selector: str) -> None:
+        self.plane.kubectl("delete", "daemonset", name, "-n", namespace, "--ignore-not-found", "--wait")
+        eventually(lambda: not self.pods(namespace, selector), f"the pods of {name} gone", timeout_s=120, poll_s=0.2)
 
     def lay_out_gpus(self, layout: str) -> None:
         """The GPUs in `layout`, written straight into the state file (as a node set up beforehand)."""
@@ -138,8 +171,8 @@ class Cluster:
         apply_directly(fake, layouts, layout)
         fake.save(self.driver.state)
 
-    def write_kustomization(self, extra_args: tuple[str, ...] = ()) -> Path:
-        directory = self.workdir / "deploy"
+    def write_kustomization(self, overlay: str, extra_args: tuple[str, ...], extra_ops: list[JsonDict]) -> Path:
+        directory = self.workdir / f"deploy-{overlay}"
         directory.mkdir(exist_ok=True)
         (directory / "mig-layouts.yaml").write_text(LAYOUTS, encoding="utf-8")
         name, tag = self.images["agent"].rsplit(":", 1)
@@ -153,17 +186,22 @@ class Cluster:
             )
         ]
         ops += [{"op": "add", "path": f"{container}/args/-", "value": arg} for arg in extra_args]
-        library = ("fake-nvml", str(self.driver.library / "libnvidia-ml.so.1"), "File")
-        for volume, path, kind in (*self.driver.volumes, library):
+        # What the NVIDIA runtime injects into a container that asks for the GPUs (NVIDIA_VISIBLE_DEVICES):
+        # the driver's library and, for the `utility` capability, nvidia-smi.
+        injected = {"fake-nvml": (self.driver.library / "libnvidia-ml.so.1", DRIVER_LIBRARY),
+                    "fake-nvidia-smi": (self.driver.library / "nvidia-smi", "/usr/bin/nvidia-smi")}  # fmt: skip
+        volumes = (*self.driver.volumes, *((name, str(source), "File") for name, (source, _) in injected.items()))
+        for volume, path, kind in volumes:
             ops.append({"op": "add", "path": "/spec/template/spec/volumes/-",
                         "value": {"name": volume, "hostPath": {"path": path, "type": kind}}})  # fmt: skip
-            target = DRIVER_LIBRARY if volume == "fake-nvml" else path
+            target = injected[volume][1] if volume in injected else path
             ops.append({"op": "add", "path": f"{container}/volumeMounts/-",
                         "value": {"name": volume, "mountPath": target, "readOnly": volume != "sim-gpu"}})  # fmt: skip
+        ops += extra_ops
         kustomization = {
             "apiVersion": "kustomize.config.k8s.io/v1beta1",
             "kind": "Kustomization",
-            "resources": [os.path.relpath(REPO / "deploy/overlays/standalone", directory)],
+            "resources": [os.path.relpath(REPO / "deploy/overlays" / overlay, directory)],
             "images": [{"name": "ghcr.io/migagent/migagent", "newName": name, "newTag": tag}],
             "configMapGenerator": [{"name": "migagent-layouts", "namespace": AGENT_NS, "behavior": "replace",
                                     "files": ["mig-layouts.yaml"]}],
@@ -221,7 +259,7 @@ class Cluster:
 
     # -- the admin's view ---------------------------------------------------------------------
 
-    def label(self, labels: dict[str, str | None]) -> None:
+    def label(self, labels: Mapping[str, str | None]) -> None:
         self.admin.patch(f"/api/v1/nodes/{self.node.name}", {"metadata": {"labels": labels}}, content_type=MERGE)
 
     def labels(self) -> dict[str, str]:
@@ -322,6 +360,29 @@ class Cluster:
         if self.state() != ("start", "success") or self.node.allocatable() != START_RESOURCES:
             self.label({MIG_CONFIG: "start"})
             self.wait_settled("start", START_RESOURCES)
+
+
+class Standalone:
+    """deploy/overlays/standalone: NVIDIA's plugin from its own chart, patched to leave paused nodes."""
+
+    name = "standalone"
+
+    def install(self, cluster: Cluster) -> None:
+        cluster.label({"migagent.io/enabled": "true"})
+        ensure_namespace(cluster.plane, PLUGIN_NS)
+        cluster.plane.apply([cluster.plugin_daemonset()])
+        patch = REPO / "deploy/overlays/standalone/device-plugin-affinity.json"
+        cluster.plane.kubectl("patch", "daemonset", PLUGIN_DS, "-n", PLUGIN_NS, "--type=json", f"--patch-file={patch}")
+        cluster.deploy_agent("standalone", [])
+
+    def remove(self, cluster: Cluster) -> None:
+        cluster.remove_daemonset(PLUGIN_NS, PLUGIN_DS, ",".join(f"{k}={v}" for k, v in PLUGIN_LABELS.items()))
+        rbac = REPO / "deploy/overlays/standalone/pause-absent-rbac.yaml"
+        cluster.plane.kubectl("delete", "--ignore-not-found", "-f", str(rbac))
+        cluster.label({"migagent.io/enabled": None, "nvidia.com/gpu.deploy.device-plugin": None})
+
+
+STANDALONE = Standalone()
 
 
 def _ready(pod: JsonDict | None) -> bool:

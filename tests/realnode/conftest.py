@@ -2,12 +2,13 @@
 tests/realkube bound to this machine's address (with the DaemonSet and node-lifecycle controllers and
 the scheduler), containerd and the kubelet (node.py), the agent's image as it ships deployed with
 `kubectl apply -k` of deploy/overlays/standalone plus a test kustomization, and NVIDIA's device plugin
-as a DaemonSet pod (cluster.py).
+as a DaemonSet pod (cluster.py); or of deploy/overlays/gpu-operator with the GPU Operator's pieces
+(operator.py): one deployment at a time, the other removed when a test needs it (`fresh`, `operator_node`).
 
-Needs root, the binaries of scripts/control_plane.sh, scripts/real_node.sh and scripts/nvidia_tools.sh,
-and the agent's image archive from scripts/build_image.sh named by MIGAGENT_IMAGE_ARCHIVE. Without
-them every test here is skipped at collection with one line naming the script; with
-MIGAGENT_REQUIRE_REAL_NODE=1 (what .ci/run sets) that is an error instead.
+Needs root, the binaries of scripts/control_plane.sh, scripts/real_node.sh, scripts/nvidia_tools.sh and
+scripts/nvidia_ctk.sh, and the agent's image archive from scripts/build_image.sh named by
+MIGAGENT_IMAGE_ARCHIVE. Without them every test here is skipped at collection with one line naming the
+script; with MIGAGENT_REQUIRE_REAL_NODE=1 (what .ci/run sets) that is an error instead.
 
 One real node on the machine at a time, whatever runs them: two would share the pod subnet's route
 and the kubelet's iptables chains, and a pod's connection to the API server then times out. Within
@@ -28,8 +29,9 @@ import pytest
 from migagent_sim.gpu_node.nvidia_tools import missing_tools
 from tests.binaries_gate import BinariesGate
 from tests.realkube.control_plane import SCRIPT, binaries_built, binaries_dir
-from tests.realnode.cluster import IMAGE_ENV, Cluster, started_cluster
+from tests.realnode.cluster import IMAGE_ENV, STANDALONE, Cluster, started_cluster
 from tests.realnode.node import NODE_SCRIPT, node_binaries_missing
+from tests.realnode.operator import GPU_OPERATOR, nvidia_ctk_missing
 
 
 def _missing() -> str | None:
@@ -37,7 +39,7 @@ def _missing() -> str | None:
         return "a real node needs root (mount namespace, cgroups, containerd)"
     if not binaries_built(binaries_dir()):
         return f"the real control plane is not built in {binaries_dir()}: run {SCRIPT}"
-    missing = node_binaries_missing() or missing_tools()
+    missing = node_binaries_missing() or missing_tools() or nvidia_ctk_missing()
     if missing is not None:
         return missing
     archive = os.environ.get(IMAGE_ENV)
@@ -67,6 +69,17 @@ def cluster() -> Iterator[Cluster]:
 
 @pytest.fixture
 def fresh(cluster: Cluster) -> Cluster:
-    """The node back at the start layout, the agent and the plugin running, no workload or budget."""
+    """The node back at the start layout, the agent (deploy/overlays/standalone) and the plugin running,
+    no workload or budget."""
+    cluster.use(STANDALONE)
+    cluster.reset()
+    return cluster
+
+
+@pytest.fixture
+def operator_node(cluster: Cluster) -> Cluster:
+    """The same on a GPU Operator node: deploy/overlays/gpu-operator and the operator's pieces
+    (operator.py), the standalone deployment removed first when it ran."""
+    cluster.use(GPU_OPERATOR)
     cluster.reset()
     return cluster

@@ -40,7 +40,7 @@ from tests.realnode import firewall
 from tests.waiting import eventually
 
 CGROUPS = Path("/sys/fs/cgroup")
-OVERLAID = ("var/lib", "var/log", "run")
+OVERLAID = ("var/lib", "var/log", "run", "usr/local")  # /usr/local: where the GPU Operator's toolkit goes
 POD_SUBNET = "10.233.0.0/24"
 NODE_SCRIPT = "scripts/real_node.sh"
 NODE_BINARIES = ("kubelet", "pause", "busybox", "bin/containerd", "bin/containerd-shim-runc-v2", "bin/ctr", "bin/runc",
@@ -126,7 +126,11 @@ class RealNode:
             f'[{cri}]\nsandbox_image = "localhost/pause:1"\nrestrict_oom_score_adj = true\n'
             f'[{cri}.cni]\nbin_dir = "{self.bin_dir}/cni"\nconf_dir = "{work}/cni/net.d"\n'
             f'[{cri}.containerd.runtimes.runc]\nruntime_type = "io.containerd.runc.v2"\n'
-            f'[{cri}.containerd.runtimes.runc.options]\nBinaryName = "{self.bin_dir}/bin/runc"\n',
+            f'[{cri}.containerd.runtimes.runc.options]\nBinaryName = "{self.bin_dir}/bin/runc"\n'
+            # The GPU Operator's RuntimeClass `nvidia`: its toolkit registers nvidia-container-runtime
+            # (runc that first injects the driver's files) under that name; here it is runc itself.
+            f'[{cri}.containerd.runtimes.nvidia]\nruntime_type = "io.containerd.runc.v2"\n'
+            f'[{cri}.containerd.runtimes.nvidia.options]\nBinaryName = "{self.bin_dir}/bin/runc"\n',
             encoding="utf-8",
         )
         serving = self.plane.pki.issue(f"kubelet-{self.name}", self.name, server=True, ips=(self.plane.address,))
@@ -238,6 +242,9 @@ class RealNode:
         script = (
             "set -e; mount --make-rprivate /; " + overlays
             + f"mkdir -p /var/lib/kubelet; mount --bind {work}/kubelet /var/lib/kubelet; "
+            # shared within the namespace, as systemd makes / on a node: containerd refuses a
+            # HostToContainer or Bidirectional hostPath whose mount is private (the gpu-operator overlay's)
+            + "mount --make-rshared /; "
             + self._enter_cgroup() + f'exec containerd --config {work}/containerd.toml'
         )  # fmt: skip
         self.socket.unlink(missing_ok=True)  # a killed containerd leaves it: not a sign of the new one
@@ -257,11 +264,12 @@ class RealNode:
 
     def ctr(self, *args: str) -> subprocess.CompletedProcess[str]:
         """containerd's own client, in the node's mount namespace (where its fifos and /run are)."""
+        return self.run(f"{self.bin_dir}/bin/ctr", f"--address={self.socket}", "--namespace=k8s.io", *args)
+
+    def run(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        """A command in the node's mount namespace: the paths as the node's pods see them."""
         enter = ["nsenter", f"--mount=/proc/{self._processes['containerd'].pid}/ns/mnt"]
-        return subprocess.run(
-            [*enter, f"{self.bin_dir}/bin/ctr", f"--address={self.socket}", "--namespace=k8s.io", *args],
-            capture_output=True, text=True, check=True, timeout=300,
-        )  # fmt: skip
+        return subprocess.run([*enter, *argv], capture_output=True, text=True, check=True, timeout=300)
 
     # -- cgroups ------------------------------------------------------------------------------
 
