@@ -76,9 +76,12 @@ class NodeStatusSync:
         return self.write_now()
 
     def write_now(self) -> bool:
-        """Write the device-plugin resources of the Node's status now if they changed (a status tick)."""
-        capacity, allocatable, deleted = self._manager.capacity()
+        """Write the device-plugin resources of the Node's status now if they changed (a status tick).
+        The manager is read under the kubelet's lock, as the write is: read before it, this tick's view
+        could be older than a write the plugin's registration made while the tick waited for the
+        lock, and would undo it (the agent saw its advertisement, then the Node lost a resource)."""
         with self._lock:
+            capacity, allocatable, deleted = self._manager.capacity()
             status = self._api.node(self._node).get("status") or {}
             wanted = device_status(status, capacity, allocatable, deleted)
             if all(dict(status.get(f) or {}) == wanted[f] for f in ("capacity", "allocatable")):
