@@ -15,15 +15,29 @@ Equal priority never evicts: that would swap one waiting pod for another and cos
 is changed only when its agent has reported and settled (nodes.read_reported); a change that would
 evict a pod no drain can move (DaemonSet, static, controller-less) is never proposed. Each node is
 changed at most once per advice. Non-GPU resources (CPU, memory) are the scheduler's to judge.
+
+At fleet scale (thousands of nodes, tens of thousands of pods) the rounds of steps 2 and 3 pick what
+re-pricing every node each round would pick, without doing it. Pods alike to the scheduler (selector,
+affinity, tolerations) share the list of nodes they may run on, and wait in one queue per such group
+and request; a node's pods are those queues merged. A node's best change is kept in a heap and priced
+again only when it comes out on top after another node changed: taking pods away can only lower its
+value while the pods its change serves first are single devices. When a change served a pod that
+asks for more (two devices, two profiles), taking that pod can raise the value, so such a node is
+priced again at once. The oracle the tests hold (tests/unit/demand/oracle.py) re-prices every node.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping, Sequence
+import bisect
+import heapq
+import itertools
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from migagent.demand.advice import Advice, NodeAdvice, PodAdvice
-from migagent.demand.candidates import Candidate, evaluate, fill, offered
+from migagent.demand.candidates import Candidate, evaluate, leaves_gpus, offered
 from migagent.demand.explain import explain
 from migagent.demand.generate import config_name, generate_node, generated_layout, layout_document
 from migagent.demand.nodes import free, infer_strategy, read_reported
@@ -31,10 +45,17 @@ from migagent.layout.spec import LayoutFile
 from migagent.layout.strategy import MigStrategy
 from migagent.node.names import OBSERVED_ANNOTATION, is_gpu_resource
 from migagent.node.scheduling import DemandNode, DemandPod, is_mig_demand
-from migagent.rollout.budget import DisruptionBudget, pdb_overdraws
+from migagent.rollout.budget import DisruptionBudget, pdb_draws, pdb_overdrawn
+from migagent.rollout.impact import capacity_now
 from migagent.rollout.reported import ReportedNode
 
 CandidateCache = MutableMapping[tuple[object, ...], Candidate]
+Requests = tuple[tuple[str, int], ...]
+Queue = tuple[int, Requests]
+"""Pending pods of one group (nodes they may run on) asking one request."""
+Key = tuple[list[int], list[int]]
+"""What the oracle compares, largest first: the pods served per priority level (highest first) beyond
+those placed there now, then fewest evictions, GPUs changed, GIs destroyed, GIs created (negated)."""
 
 
 @dataclass(frozen=True)
@@ -62,12 +83,22 @@ class Slot:
     node: DemandNode
     reported: ReportedNode | None
     strategy: MigStrategy
-    bound: list[DemandPod]
+    bound: dict[str, DemandPod]
+    """The GPU pods on it, by name."""
     free_now: dict[str, int]
     not_changed: str
     layout: LayoutFile
-    names: list[str] | None = None
+    offers: dict[str, frozenset[str]] | None = None
+    """Per layout it may change to, what that layout's GPUs would advertise."""
+    partial: frozenset[str] = frozenset()
+    """The layouts among those that leave some GPU as it is."""
     candidates: dict[str, Candidate] = field(default_factory=dict)
+    queues: list[Queue] = field(default_factory=list)
+    """The queues of pods that may run here (group, request)."""
+    own: list[int] = field(default_factory=list)
+    """Pending pods placed here by step 1 (their indices)."""
+    key: tuple[object, ...] = ()
+    """What its prices depend on besides the layout (for the autopilot's cache between looks)."""
 
     @property
     def name(self) -> str:
@@ -84,16 +115,80 @@ def pending_order(pods: Sequence[DemandPod]) -> list[DemandPod]:
                   key=lambda p: (-p.priority, p.created, p.name))
 
 
-def _slot(node: DemandNode, view: DemandView, options: AdviseOptions) -> Slot:
+def _slot(node: DemandNode, bound: dict[str, DemandPod], view: DemandView, options: AdviseOptions) -> Slot:
     reported, why = read_reported(node)
     if not why and node.name in options.frozen:
         why = options.frozen[node.name]
     strategy = options.strategy or infer_strategy(node.view, reported)
     if not why and strategy is MigStrategy.NONE:
         why = "its device plugin ignores MIG (strategy none): no layout changes what it offers"
-    bound = [p for p in view.pods if p.node_name == node.name and not p.finished]
     capacity = {name: count for name, count in node.view.allocatable.items() if is_gpu_resource(name)}
-    return Slot(node, reported, strategy, bound, free(capacity, bound), why, view.layout)
+    return Slot(node, reported, strategy, bound, free(capacity, bound.values()), why, view.layout)
+
+
+def _group_key(pod: DemandPod) -> tuple[object, ...]:
+    """What the scheduler filters a pod by: pods with the same key may run on the same nodes."""
+    return tuple(sorted(pod.node_selector.items())), pod.affinity, pod.tolerations
+
+
+def _single(requests: Requests) -> bool:
+    return len(requests) == 1 and requests[0][1] == 1
+
+
+@dataclass
+class _Fill:
+    placed: list[int]
+    mixed: bool
+    """A pod asking two profiles is among the first pods that could use some resource (as many as it has
+    units), or is served. Otherwise taking pods away can raise the change's value only by what the pods
+    taken that ask several devices of one profile leave room for: each asking k, at most k - 1 pods more
+    at its priority or below (checked by tests/unit/demand/test_advise_differential.py against the oracle);
+    with a pod asking two profiles there, by more."""
+
+
+class _Rounds:
+    """The heap of steps 2 and 3: per slot its best key (exact, priced in this round) or a bound."""
+
+    def __init__(self, slots: int) -> None:
+        self.heap: list[tuple[Key, int, int, bool]] = []
+        self.live = [-1] * slots
+        """The serial of each slot's entry in the heap (older entries are dropped when met)."""
+        self.priced_at = [-1] * slots
+        self.pricing = [-1] * slots
+        """The serial of each slot's last pricing."""
+        self.priced_serials = itertools.count()
+        self.keys: list[list[Key]] = [[] for _ in range(slots)]
+        """The keys of the slot's changes when last priced (their gains raised since): bounds of their values."""
+        self.priced: dict[int, tuple[Candidate, list[int]]] = {}
+        self.now = 0
+        self._serials = itertools.count()
+
+    def set(self, i: int, pricing: int, keys: list[Key], best: tuple[Key, Candidate, list[int]] | None) -> None:
+        self.priced_at[i], self.pricing[i], self.keys[i], self.live[i] = self.now, pricing, keys, -1
+        if best is not None:
+            self.priced[i] = best[1:]
+            self._push(i, best[0], exact=True)
+
+    def raise_bounds(self, i: int, by: Mapping[int, list[int]]) -> None:
+        """Change `position` of slot i may be worth up to `by[position]` more, per priority level."""
+        keys = self.keys[i]
+        for position, more in by.items():
+            keys[position] = ([a + b for a, b in zip(keys[position][0], more, strict=True)], keys[position][1])
+        top = max(keys)
+        if top[0] > [0] * len(top[0]):
+            self._push(i, top, exact=False)
+
+    def _push(self, i: int, key: Key, *, exact: bool) -> None:
+        self.live[i] = serial = next(self._serials)
+        heapq.heappush(self.heap, (([-g for g in key[0]], [-r for r in key[1]]), i, serial, exact))
+
+    def pop(self) -> tuple[int, bool] | None:
+        """The next slot (and whether its key is its value now), skipping entries replaced since."""
+        while self.heap:
+            _, i, serial, exact = heapq.heappop(self.heap)
+            if serial == self.live[i]:
+                return i, exact and self.priced_at[i] == self.now
+        return None
 
 
 class _Search:
@@ -102,72 +197,184 @@ class _Search:
         self.options = options
         self.cache = cache
         self.pending = pending_order(view.pods)
+        self.requests: list[Requests] = [tuple(sorted(p.requests.items())) for p in self.pending]
         self.levels = sorted({p.priority for p in self.pending}, reverse=True)
-        self.slots = [_slot(n, view, options) for n in sorted(view.nodes, key=lambda n: n.name)]
-        self.assigned: dict[str, str] = {}
+        level = {priority: index for index, priority in enumerate(self.levels)}
+        self.level = [level[p.priority] for p in self.pending]
+        named = [(p.name, p) for p in view.pods]
+        self.pod_labels = {name: dict(p.labels) for name, p in named}
+        bound: dict[str, dict[str, DemandPod]] = {}
+        for name, pod in named:
+            if pod.node_name and not pod.finished:
+                bound.setdefault(pod.node_name, {})[name] = pod
+        self.slots = [_slot(n, bound.get(n.name, {}), view, options) for n in sorted(view.nodes, key=lambda n: n.name)]
+        self.assigned: list[int | None] = [None] * len(self.pending)
         self.changed: dict[str, Candidate] = {}
         self.pdb_refusals: dict[tuple[str, str], str] = {}
         self.generated: dict[str, dict[int, dict[str, int]]] = {}
-        self.pod_labels = {p.name: dict(p.labels) for p in view.pods}
+        self.drawn: dict[str, int] = {}
+        """Evictions per PodDisruptionBudget of the changes made so far."""
+        self._refused: dict[tuple[str, str], dict[str, int]] = {}
+        self._drawn_by: dict[tuple[str, str], dict[str, int]] = {}
+        self._now: dict[str, frozenset[str]] = {}
+        self.groups: dict[tuple[object, ...], int] = {}
+        self.group = [self.groups.setdefault(_group_key(p), len(self.groups)) for p in self.pending]
+        self.names = [p.name for p in self.pending]
+        self._index: dict[tuple[str, str, bool], list[int]] = {}
+        first = {g: i for i, g in reversed(list(enumerate(self.group)))}
+        self.eligible = [self._may_run_on(self.pending[first[g]]) for g in range(len(self.groups))]
+        """Per group, the slots its pods may run on."""
+        self.queues: dict[Queue, list[int]] = {}
+        """Pending pods not placed, per (group, request), in order."""
+        self._reasons: dict[tuple[int, Requests, int], str] = {}
+        self._offers: dict[tuple[object, ...], tuple[dict[str, frozenset[str]], frozenset[str]]] = {}
+        self._watched: dict[int, list[tuple[int, int, int]]] = {}
+        """Pod -> (slot, its pricing, its change's position in its keys) of the changes that serve it, where taking
+        it may raise their value (position -1: by how much, only pricing again says; see `_Fill`)."""
+        self._fitting: dict[tuple[int, str], tuple[list[Queue], dict[str, tuple[Queue, ...]]]] = {}
+        """Per (slot, layout): the queues whose pods fit the change, all and by resource."""
+        self._filled: dict[tuple[object, ...], list[int]] = {}
+        """One resource filled, for the nodes alike (emptied by each change: the queues moved)."""
 
     @property
     def generating(self) -> bool:
         return self.options.generate
 
+    def _may_run_on(self, pod: DemandPod) -> list[int]:
+        """The slots `pod` may run on: those a label of its selector, or an `In` of each affinity term,
+        could name (looked up, not scanned), then each checked as the scheduler would."""
+        if not self._index:
+            for i, slot in enumerate(self.slots):
+                self._index.setdefault(("metadata.name", slot.name, True), []).append(i)
+                for key, value in slot.node.view.labels.items():
+                    self._index.setdefault((key, value, False), []).append(i)
+        narrowed: set[int] | None = None
+        for key, value in sorted(pod.node_selector.items())[:1]:
+            narrowed = set(self._index.get((key, value, False), ()))
+        for term in pod.affinity if narrowed is None else ():
+            named = [(r, field) for field, rs in ((False, term.expressions), (True, term.fields)) for r in rs
+                     if r.operator == "In"]
+            if not named:
+                narrowed = None
+                break
+            (requirement, by_field), found = named[0], narrowed or set()
+            narrowed = found.union(*(self._index.get((requirement.key, v, by_field), ()) for v in requirement.values))
+        candidates = sorted(narrowed) if narrowed is not None else range(len(self.slots))
+        return [i for i in candidates if self.slots[i].may_run(pod) is None]
+
     # --- step 1 ---------------------------------------------------------------------------------------
 
     def place_now(self) -> None:
-        for pod in self.pending:
-            fitting = [
-                s for s in self.slots
-                if s.may_run(pod) is None and all(s.free_now.get(r, 0) >= n for r, n in pod.requests.items())
-            ]
-            if not fitting:
+        """Each pending pod that fits now, to the node where it leaves the fewest units free (then by name)."""
+        buckets: dict[tuple[int, str], dict[int, list[int]]] = {}
+        """(group, resource) -> units free -> the slots of the group with that many (a heap of indices)."""
+        holders: dict[tuple[int, str], list[dict[int, list[int]]]] = {}
+        full: set[Queue] = set()
+        for index, requests in enumerate(self.requests):
+            group = self.group[index]
+            self.queues.setdefault((group, requests), [])
+            if (group, requests) in full:
+                found = None
+            elif len(requests) == 1:
+                found = self._fewest_left(buckets, holders, group, *requests[0])
+            else:
+                fitting = [(sum(f.get(r, 0) - n for r, n in requests), i) for i in self.eligible[group]
+                           if self._fits(requests, f := self.slots[i].free_now)]
+                found = min(fitting)[1] if fitting else None
+            if found is None:
+                full.add((group, requests))  # what is free only shrinks: the next pod alike fits nowhere either
+                self.queues[(group, requests)].append(index)
                 continue
-            slot = min(fitting, key=lambda s: (sum(s.free_now.get(r, 0) - n for r, n in pod.requests.items()), s.name))
-            for resource, count in pod.requests.items():
-                slot.free_now[resource] -= count
-            self.assigned[pod.name] = slot.name
+            for resource, count in requests:
+                units = self.slots[found].free_now[resource] = self.slots[found].free_now[resource] - count
+                for by_units in holders.get((found, resource), ()) if units else ():
+                    heapq.heappush(by_units.setdefault(units, []), found)
+            self.assigned[index] = found
+            self.slots[found].own.append(index)
+        for group, requests in self.queues:
+            for i in self.eligible[group]:
+                self.slots[i].queues.append((group, requests))
+
+    def _fewest_left(self, buckets: dict[tuple[int, str], dict[int, list[int]]],
+                     holders: dict[tuple[int, str], list[dict[int, list[int]]]], group: int, resource: str,
+                     count: int) -> int | None:
+        """The slot of `group` with the fewest units of `resource` free, at least `count`, then the first by
+        name. A slot whose units fall is added to the bucket of its new count; the stale entry is dropped
+        when met."""
+        by_units = buckets.get((group, resource))
+        if by_units is None:
+            by_units = buckets[(group, resource)] = {}
+            for i in self.eligible[group]:
+                holders.setdefault((i, resource), []).append(by_units)
+                if units := self.slots[i].free_now.get(resource, 0):
+                    by_units.setdefault(units, []).append(i)
+        for units in sorted(u for u in by_units if u >= count):
+            heap = by_units[units]
+            while heap and self.slots[heap[0]].free_now.get(resource, 0) != units:
+                heapq.heappop(heap)
+            if heap:
+                return heap[0]
+        return None
 
     # --- steps 2 and 3 --------------------------------------------------------------------------------
 
-    def score(self, pods: Sequence[DemandPod]) -> tuple[int, ...]:
-        return tuple(sum(1 for p in pods if p.priority == level) for level in self.levels)
+    def score(self, pods: Iterable[int]) -> tuple[int, ...]:
+        counts = [0] * len(self.levels)
+        for index in pods:
+            counts[self.level[index]] += 1
+        return tuple(counts)
 
     def layout_names(self, slot: Slot) -> list[str]:
         """The layouts the node may change to (the file's that resolve on its GPUs, and with --generate its
         own), not its current one."""
         if slot.reported is None:
             return []
-        if slot.names is None:
+        if slot.offers is None:
             if self.options.generate and slot.strategy is MigStrategy.MIXED:
                 slot.layout = self._with_generated(slot)
-            slot.names = [n for n in slot.layout.names if n != slot.node.layout
-                          and offered(slot.reported, slot.layout, n, slot.strategy) is not None]
-        return slot.names
+            gpus = tuple((g.index, g.pci_device_id, g.pci_subsystem_id, g.mig_capable)
+                         for g in slot.reported.observation.gpus)
+            kind = (gpus, slot.node.layout, slot.strategy, id(slot.layout))
+            if kind not in self._offers:  # nodes of one kind in one layout offer alike
+                offers = {n: o for n in slot.layout.names if n != slot.node.layout
+                          and (o := offered(slot.reported, slot.layout, n, slot.strategy)) is not None}
+                self._offers[kind] = offers, frozenset(
+                    n for n in offers if leaves_gpus(slot.reported, slot.layout, n, slot.strategy))
+            slot.offers, slot.partial = self._offers[kind]
+        return list(slot.offers)
 
     def candidate(self, slot: Slot, name: str) -> Candidate:
         if name not in slot.candidates:
             slot.candidates[name] = self._evaluate(slot, name)
         return slot.candidates[name]
 
-    def candidates_of(self, slot: Slot) -> list[Candidate]:
-        return [self.candidate(slot, name) for name in self.layout_names(slot)]
+    def candidates_of(self, slot: Slot, asks: Collection[str] = ()) -> list[Candidate]:
+        """Its candidates; with `asks`, only those whose capacity may hold all of them: under the mixed
+        strategy a resource neither its GPUs advertise now nor the layout's would is not there."""
+        names = self.layout_names(slot)
+        if asks and slot.strategy is MigStrategy.MIXED and slot.offers is not None and slot.reported is not None:
+            if slot.name not in self._now:
+                self._now[slot.name] = frozenset(capacity_now(slot.reported))
+            now, offers, partial = self._now[slot.name], slot.offers, slot.partial
+            names = [n for n in names if all(r in offers[n] or (r in now and n in partial) for r in asks)]
+        return [self.candidate(slot, name) for name in names]
 
     def _evaluate(self, slot: Slot, name: str) -> Candidate:
         assert slot.reported is not None
-        key = (slot.name, slot.node.view.annotations.get(OBSERVED_ANNOTATION), slot.layout.configs[name], name,
-               slot.strategy, tuple((p.name, p.priority, p.owner_kinds, p.finished) for p in slot.bound))
-        found = self.cache.get(key) if self.cache is not None else None
-        if found is None:
-            found = evaluate(slot.node, slot.reported, slot.layout, name, strategy=slot.strategy, bound=slot.bound)
-            if self.cache is not None:
-                self.cache[key] = found
-        return found
+        if self.cache is None:
+            return evaluate(slot.node, slot.reported, slot.layout, name, strategy=slot.strategy, bound=slot.bound)
+        slot.key = slot.key or (slot.name, slot.node.view.annotations.get(OBSERVED_ANNOTATION), slot.strategy,
+                                tuple((n, p.priority, p.owner_kinds, p.finished) for n, p in slot.bound.items()))
+        key = (*slot.key, slot.layout.configs[name], name)
+        if key not in self.cache:
+            self.cache[key] = evaluate(slot.node, slot.reported, slot.layout, name, strategy=slot.strategy,
+                                       bound=slot.bound)
+        return self.cache[key]
 
     def _with_generated(self, slot: Slot) -> LayoutFile:
         assert slot.reported is not None
-        demand = [(r, p.priority) for p in self.pending if slot.may_run(p) is None
+        mine = {group for group, _ in slot.queues}
+        demand = [(r, p.priority) for index, p in enumerate(self.pending) if self.group[index] in mine
                   for r, n in p.requests.items() for _ in range(n)]
         changes = generate_node(slot.reported, demand)
         if not changes:
@@ -177,79 +384,201 @@ class _Search:
         return LayoutFile(slot.layout.path, {**slot.layout.configs, **generated_layout(name, changes).configs})
 
     def change(self, *, allow_evictions: bool) -> None:
-        while True:
-            best: tuple[tuple[object, ...], Slot, Candidate, list[DemandPod]] | None = None
-            for slot in self.slots:
-                if slot.not_changed or slot.name in self.changed:
-                    continue
-                pool = [p for p in self.pending if self.assigned.get(p.name) in (None, slot.name)
-                        and slot.may_run(p) is None]
-                if all(p.name in self.assigned for p in pool):
-                    continue
-                before = self.score([p for p in pool if self.assigned.get(p.name) == slot.name])
-                wanted = {r for p in pool if p.name not in self.assigned for r in p.requests}
-                for name in self.layout_names(slot):
-                    assert slot.reported is not None
-                    if not (offered(slot.reported, slot.layout, name, slot.strategy) or set()) & wanted:
-                        continue  # it creates nothing a waiting pod asks for
-                    candidate = self.candidate(slot, name)
-                    key = self._value(slot, candidate, pool, before, allow_evictions=allow_evictions)
-                    if key is not None and (best is None or key[0] > best[0]):
-                        best = (key[0], slot, candidate, key[1])
-            if best is None:
-                return
-            _, slot, candidate, placed = best
-            self.changed[slot.name] = candidate
-            for pod in self.pending:
-                if self.assigned.get(pod.name) == slot.name:
-                    del self.assigned[pod.name]
-            for pod in placed:
-                self.assigned[pod.name] = slot.name
+        """Changes, best first, until none serves one more pod. Each slot's best change sits in a heap with
+        its key (what the oracle compares: it breaks ties by slot, then layout, as the heap does); a key
+        priced before the last change is an upper bound of the slot's value now (see `_Fill`), priced
+        again when it comes out on top; a key priced since is the best there is."""
+        rounds = _Rounds(len(self.slots))
+        self._watched.clear()
+        price = partial(self._price, rounds, allow_evictions=allow_evictions)
+        for i in self._open(range(len(self.slots))):
+            price(i)
+        while (top := rounds.pop()) is not None:
+            i, exact = top
+            if self.slots[i].name in self.changed:
+                continue
+            if not exact:
+                price(i)
+                continue
+            candidate, placed = rounds.priced[i]
+            eager, raised = self._change(rounds, i, candidate, placed)
+            rounds.now += 1
+            for j in self._open(sorted(eager)):
+                price(j)
+            for j in self._open(sorted(set(raised) - eager)):
+                rounds.raise_bounds(j, raised[j])
 
-    def _value(
-        self, slot: Slot, candidate: Candidate, pool: list[DemandPod], before: tuple[int, ...], *, allow_evictions: bool
-    ) -> tuple[tuple[object, ...], list[DemandPod]] | None:
-        if candidate.problem or not candidate.impact.changes or (candidate.evictions and not allow_evictions):
-            return None
-        placed, _ = fill(candidate.free, pool, above=candidate.floor)
-        gain = tuple(a - b for a, b in zip(self.score(placed), before, strict=True))
-        if gain <= tuple(0 for _ in gain):
-            return None
-        if candidate.evictions:
-            others = [c.impact for c in self.changed.values()]
-            overdrawn = pdb_overdraws([*others, candidate.impact], self.view.budgets, self.pod_labels)
-            if overdrawn:
-                self.pdb_refusals[(slot.name, candidate.layout)] = "; ".join(overdrawn)
-                return None
-        impact = candidate.impact
-        key = (gain, -candidate.evictions, -len(impact.gpus_changed), -impact.gis_destroyed, -impact.gis_created)
-        return key, placed
+    def _open(self, slots: Iterable[int]) -> Iterable[int]:
+        return (i for i in slots if not self.slots[i].not_changed and self.slots[i].name not in self.changed)
+
+    def _price(self, rounds: _Rounds, i: int, *, allow_evictions: bool) -> None:
+        """The slot's best change now (first best by layout order), into `rounds`."""
+        slot = self.slots[i]
+        wanted = {r for key in slot.queues if self.queues[key] for r, _ in key[1]}
+        before = self.score(slot.own)
+        best: tuple[Key, Candidate, list[int]] | None = None
+        keys: list[Key] = []
+        pricing = next(rounds.priced_serials)
+        for name in self.layout_names(slot) if wanted else ():  # none wanted: every pod that may run here is placed
+            assert slot.offers is not None
+            if not slot.offers[name] & wanted:
+                continue  # it creates nothing a waiting pod asks for
+            candidate = self.candidate(slot, name)
+            if candidate.problem or not candidate.impact.changes or (candidate.evictions and not allow_evictions):
+                continue
+            filled = self._fill(i, name, candidate)
+            gain = tuple(a - b for a, b in zip(self.score(filled.placed), before, strict=True))
+            if gain > tuple(0 for _ in gain) and candidate.evictions:
+                drawn = self._draws(candidate)
+                if pdb_overdrawn(Counter(self.drawn) + Counter(drawn), self.view.budgets):
+                    self._refused[(slot.name, name)] = drawn
+                    continue  # and for good: the changes made only draw more
+            impact = candidate.impact
+            key = (list(gain), [-candidate.evictions, -len(impact.gpus_changed), -impact.gis_destroyed,
+                                -impact.gis_created])
+            for index in filled.placed:  # watch what taking it may raise (see `_Fill`)
+                if self.assigned[index] is None and (filled.mixed or sum(n for _, n in self.requests[index]) > 1):
+                    self._watched.setdefault(index, []).append((i, pricing, -1 if filled.mixed else len(keys)))
+            keys.append(key)
+            if gain > tuple(0 for _ in gain) and (best is None or key > best[0]):
+                best = (key, candidate, filled.placed)
+        rounds.set(i, pricing, keys, best)
+
+    def _fill(self, i: int, name: str, candidate: Candidate) -> _Fill:
+        """The pods of the slot's pool (its own, and those waiting that may run here), in order, whose whole
+        request fits what the change leaves, of priority above what it evicts (the oracle's `fill`). When
+        each asks one resource, each resource fills on its own: alike for nodes alike, worked out once
+        between two changes."""
+        slot = self.slots[i]
+        if (i, name) not in self._fitting:
+            fitting = [key for key in slot.queues if self._fits(key[1], candidate.free)]
+            by_resource = {r: tuple(k for k in fitting if k[1][0][0] == r) for r in candidate.free}
+            self._fitting[(i, name)] = fitting, by_resource
+        fitting, by_resource = self._fitting[(i, name)]
+        own = [j for j in slot.own if self._fits(self.requests[j], candidate.free)]
+        if any(len(key[1]) > 1 for key in fitting) or any(len(self.requests[j]) > 1 for j in own):
+            return self._merged(candidate.free, candidate.floor, own, fitting)
+        placed: list[int] = []
+        for resource, units in candidate.free.items():
+            mine = tuple(j for j in own if self.requests[j][0][0] == resource)
+            memo = (resource, units, candidate.floor, by_resource[resource], mine)
+            if units and (mine or by_resource[resource]):
+                if memo not in self._filled:
+                    self._filled[memo] = self._merged({resource: units}, candidate.floor, mine, memo[3]).placed
+                placed += self._filled[memo]
+        return _Fill(placed, mixed=False)
+
+    def _merged(self, free: Mapping[str, int], floor: int, own: Sequence[int],
+                fitting: Iterable[Queue]) -> _Fill:
+        """`_fill` over the slot's pods merged in order. Pods of one queue ask alike: once one does not fit,
+        none of the rest does."""
+        left = dict(free)
+        units, seen = dict(left), dict.fromkeys(left, 0)
+        sources = [(own, False), *((queue, True) for key in fitting if (queue := self.queues[key]))]
+        heads = [(pods[0], n, 0) for n, (pods, _) in enumerate(sources) if pods]
+        heapq.heapify(heads)
+        filled = _Fill([], mixed=False)
+        while heads and any(left.values()):
+            index, n, at = heapq.heappop(heads)
+            if self.pending[index].priority <= floor:
+                break
+            requests = self.requests[index]
+            if len(requests) > 1:
+                filled.mixed |= any(seen[r] < units[r] for r, _ in requests)
+            for resource, _ in requests:
+                seen[resource] += 1
+            pods, alike = sources[n]
+            if self._fits(requests, left):
+                for resource, count in requests:
+                    left[resource] -= count
+                filled.placed.append(index)
+                filled.mixed |= len(requests) > 1
+            elif alike:
+                continue
+            if at + 1 < len(pods):
+                heapq.heappush(heads, (pods[at + 1], n, at + 1))
+        return filled
+
+    def _draws(self, candidate: Candidate) -> dict[str, int]:
+        """Its evictions per PodDisruptionBudget."""
+        key = (candidate.node, candidate.layout)
+        if key not in self._drawn_by:
+            self._drawn_by[key] = pdb_draws([candidate.impact], self.view.budgets, self.pod_labels)
+        return self._drawn_by[key]
+
+    @staticmethod
+    def _fits(requests: Requests, left: Mapping[str, int]) -> bool:
+        return all(left.get(resource, 0) >= count for resource, count in requests)
+
+    def _change(self, rounds: _Rounds, i: int, candidate: Candidate, placed: list[int]
+                ) -> tuple[set[int], dict[int, dict[int, list[int]]]]:
+        """Slot i changes to `candidate` and serves `placed`. Returns the slots to price again at once (those a
+        pod given back may run on, or whose change served a taken pod beside one asking two profiles), and by
+        how much, per priority level, taking pods asking several devices may raise others' changes."""
+        slot = self.slots[i]
+        self.changed[slot.name] = candidate
+        self._filled.clear()
+        self.drawn = dict(Counter(self.drawn) + Counter(self._draws(candidate)))
+        eager: set[int] = set()
+        raised: dict[int, dict[int, list[int]]] = {}
+        for index in set(slot.own) - set(placed):  # placed now, but not by the change: waiting again
+            self.assigned[index] = None
+            bisect.insort(self.queues[(self.group[index], self.requests[index])], index)
+            eager.update(self.eligible[self.group[index]])
+        for index in placed:
+            if self.assigned[index] is None:
+                queue = self.queues[(self.group[index], self.requests[index])]
+                del queue[bisect.bisect_left(queue, index)]
+                for j, pricing, position in self._watched.pop(index, ()):
+                    if pricing != rounds.pricing[j]:
+                        continue  # priced again since
+                    if position < 0:
+                        eager.add(j)
+                        continue
+                    more = raised.setdefault(j, {}).setdefault(position, [0] * len(self.levels))
+                    more[self.level[index]] += sum(n for _, n in self.requests[index]) - 1
+            self.assigned[index] = i
+        return eager, raised
 
     # --- the result -----------------------------------------------------------------------------------
 
     def result(self) -> Advice:
+        for key, drawn in self._refused.items():  # what each refused change would overdraw beside those advised
+            self.pdb_refusals[key] = "; ".join(pdb_overdrawn(Counter(self.drawn) + Counter(drawn), self.view.budgets))
+        serves: dict[int, list[str]] = {}
+        for index, i in enumerate(self.assigned):
+            if i is not None:
+                serves.setdefault(i, []).append(self.names[index])
         nodes = tuple(
             NodeAdvice(
                 node=s.name, layout=s.node.layout,
                 target=self.changed[s.name].layout if s.name in self.changed else None,
                 impact=self.changed[s.name].impact if s.name in self.changed else None,
-                serves=tuple(p.name for p in self.pending if self.assigned.get(p.name) == s.name),
-                not_changed=s.not_changed,
+                serves=tuple(serves.get(i, ())), not_changed=s.not_changed,
             )
-            for s in self.slots
+            for i, s in enumerate(self.slots)
         )
         pods = tuple(
             PodAdvice(
-                pod=p.name, priority=p.priority, requests=dict(p.requests), node=self.assigned.get(p.name),
-                after_change=self.assigned.get(p.name) in self.changed,
-                reason="" if p.name in self.assigned else explain(self, p),
+                pod=self.names[index], priority=p.priority, requests=dict(p.requests),
+                node=None if (i := self.assigned[index]) is None else self.slots[i].name,
+                after_change=i is not None and self.slots[i].name in self.changed,
+                reason="" if i is not None else self._reason(index),
                 waited_s=max(0.0, self.view.now - p.created) if self.view.now else 0.0,
             )
-            for p in self.pending
+            for index, p in enumerate(self.pending)
         )
         used = {c.layout for c in self.changed.values()}
         chosen = {name: changes for name, changes in self.generated.items() if name in used}
         return Advice(nodes=nodes, pods=pods, generated=layout_document(chosen) if chosen else None)
+
+    def _reason(self, index: int) -> str:
+        """Why pod `index` waits: the same for every pod of its group, request and priority."""
+        pod, group = self.pending[index], self.group[index]
+        key = (group, self.requests[index], pod.priority)
+        if key not in self._reasons:
+            self._reasons[key] = explain(self, pod, [self.slots[i] for i in self.eligible[group]])
+        return self._reasons[key]
 
 
 def advise(view: DemandView, options: AdviseOptions | None = None, *, cache: CandidateCache | None = None) -> Advice:

@@ -8,7 +8,7 @@ capacity under the node's MIG strategy, less what the pods that stay request.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from migagent.demand.nodes import free, under_strategy
@@ -44,12 +44,6 @@ class Candidate:
         return len(self.impact.evicts)
 
 
-def bound_names(pods: Sequence[DemandPod]) -> tuple[str, ...]:
-    """The pods a drain may evict, as `rollout.driver.gpu_pods` lists them."""
-    return tuple(sorted(p.name for p in pods if not p.finished and "DaemonSet" not in p.owner_kinds
-                        and not p.is_mirror))
-
-
 def evaluate(
     node: DemandNode,
     reported: ReportedNode,
@@ -57,48 +51,28 @@ def evaluate(
     name: str,
     *,
     strategy: MigStrategy,
-    bound: Sequence[DemandPod],
+    bound: Mapping[str, DemandPod],
 ) -> Candidate:
-    """`node` changed to layout `name`: its price, what it frees, or the problem that rules it out."""
-    impact = with_pods_now(predict(node.name, reported, layout, name), bound_names(bound))
+    """`node` changed to layout `name`: its price, what it frees, or the problem that rules it out.
+    `bound`: the GPU pods on the node by name."""
+    drained = (n for n, p in bound.items() if not p.finished and "DaemonSet" not in p.owner_kinds and not p.is_mirror)
+    impact = with_pods_now(predict(node.name, reported, layout, name), drained)  # as rollout.driver.gpu_pods lists
     if not impact.plannable:
         return Candidate(node.name, name, impact, problem=impact.problem)
     capacity, refused = under_strategy(impact.capacity_after, strategy)
     if refused:
         return Candidate(node.name, name, impact, problem=refused)
     priced = Candidate(node.name, name, impact, capacity=capacity)
-    by_name = {pod.name: pod for pod in bound}
-    evicted = [by_name[pod] for pod in impact.evicts if pod in by_name]
+    evicted = [bound[pod] for pod in impact.evicts if pod in bound]
     stuck = next(((pod, why) for pod in evicted if (why := pod.movable) is not None), None)
     if stuck is not None:
         return replace(priced, problem=f"it would evict {stuck[0].name}, {stuck[1]}")
-    staying = [pod for pod in bound if pod.name not in impact.evicts and not pod.finished]
+    staying = [pod for n, pod in bound.items() if n not in impact.evicts and not pod.finished]
     floor = max((pod.priority for pod in evicted), default=NO_EVICTION)
     return replace(priced, free=free(capacity, staying), floor=floor)
 
 
-def fill(
-    units: Mapping[str, int],
-    pods: Sequence[DemandPod],
-    *,
-    above: int = NO_EVICTION,
-    may_run: Callable[[DemandPod], bool] = lambda _: True,
-) -> tuple[list[DemandPod], dict[str, int]]:
-    """Pods (in the order given) whose whole request fits what is left, those of priority above `above`
-    only; returns them and the units left."""
-    left = dict(units)
-    placed: list[DemandPod] = []
-    for pod in pods:
-        if pod.priority <= above or not may_run(pod):
-            continue
-        if all(left.get(resource, 0) >= count for resource, count in pod.requests.items()):
-            for resource, count in pod.requests.items():
-                left[resource] -= count
-            placed.append(pod)
-    return placed, left
-
-
-_OFFERED: dict[tuple[object, ...], frozenset[str] | None] = {}
+_OFFERED: dict[tuple[object, ...], tuple[frozenset[str], bool] | None] = {}
 _OFFERED_KEPT = 4096
 
 
@@ -106,6 +80,18 @@ def offered(reported: ReportedNode, layout: LayoutFile, name: str, strategy: Mig
     """The resources the GPUs that layout `name` selects would advertise, whatever pods run: a cheap
     first look (no planning) at whether a change could serve a request. None when the layout does not
     resolve on the node (the full evaluation says why)."""
+    found = _offer(reported, layout, name, strategy)
+    return None if found is None else found[0]
+
+
+def leaves_gpus(reported: ReportedNode, layout: LayoutFile, name: str, strategy: MigStrategy) -> bool:
+    """Whether layout `name` leaves some GPU of the node as it is (advertising what it does now)."""
+    found = _offer(reported, layout, name, strategy)
+    return found is None or not found[1]
+
+
+def _offer(reported: ReportedNode, layout: LayoutFile, name: str, strategy: MigStrategy
+           ) -> tuple[frozenset[str], bool] | None:
     gpus = reported.observation.gpus
     key = (tuple((g.index, g.pci_device_id, g.pci_subsystem_id, g.mig_capable) for g in gpus),
            layout.configs[name], strategy)
@@ -116,7 +102,9 @@ def offered(reported: ReportedNode, layout: LayoutFile, name: str, strategy: Mig
     return _OFFERED[key]
 
 
-def _offered(reported: ReportedNode, layout: LayoutFile, name: str, strategy: MigStrategy) -> frozenset[str] | None:
+def _offered(reported: ReportedNode, layout: LayoutFile, name: str, strategy: MigStrategy
+             ) -> tuple[frozenset[str], bool] | None:
+    """What `offered` says, and whether the layout selects every GPU."""
     gpus = reported.observation.gpus
     try:
         desired = resolve_config(layout, name, [identity_of(gpu) for gpu in gpus])
@@ -134,6 +122,7 @@ def _offered(reported: ReportedNode, layout: LayoutFile, name: str, strategy: Mi
                 ci = profile.ci_profile(ci_id) if profile is not None else None
                 if profile is not None and ci is not None:
                     names.add(mig_resource_name(ci_profile_name(profile, ci, table)))
+    every = len(desired.gpus) == len(gpus)
     if strategy is MigStrategy.SINGLE and any(n.startswith(MIG_RESOURCE_PREFIX) for n in names):
-        return frozenset({GPU_RESOURCE})
-    return frozenset(names)
+        return frozenset({GPU_RESOURCE}), every
+    return frozenset(names), every

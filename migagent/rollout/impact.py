@@ -9,18 +9,20 @@ capacity is what the device plugin advertises under the mixed strategy, before a
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar, cast
 
 from migagent.errors import MigAgentError
-from migagent.layout.desired import DesiredGpu
+from migagent.layout.desired import DesiredGpu, DesiredNode
 from migagent.layout.observed import Observation, ObservedGpu
 from migagent.layout.profile import MigProfile, ci_profile_name
 from migagent.layout.resolve import identity_of, resolve_config
 from migagent.layout.spec import LayoutFile
 from migagent.layout.strategy import GpuDevices, MigStrategy, advertised_counts
-from migagent.planning import plan
+from migagent.planning import GpuPlan, plan
+from migagent.planning.planner import GiWorkloads
 from migagent.rollout.reported import ReportedNode
 
 
@@ -104,17 +106,24 @@ def capacity(observation: Observation) -> dict[str, int]:
 
 
 def predict(node: str, reported: ReportedNode, layout: LayoutFile, name: str) -> NodeImpact:
-    """The change `name` makes on `node`; a layout that does not resolve or fit is a `problem`."""
+    """The change `name` makes on `node`; a layout that does not resolve or fit is a `problem`.
+
+    Across a fleet most nodes are alike: what depends only on the GPUs and their instances (the layout
+    resolved, the capacity before and after) is worked out once per shape, and each GPU's plan once per
+    GPU alike with the same pods per instance (the planner plans GPUs one by one); only the pods evicted
+    are the node's own."""
     observation = reported.observation
-    before = capacity(observation)
+    shapes, loads, before = _node_shape(reported)
+    tables = tuple(gpu.profiles for gpu in observation.gpus)
     try:
-        desired = resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus])
-        steps = plan(observation, desired, workloads=reported.workloads())
+        desired, after = _remembered(("layout", id(layout), name, shapes), (layout, *tables),
+                                     partial(_resolved, layout, name, observation))
+        gpu_plans = _gpu_plans(observation, desired, reported.workloads(), loads)
     except MigAgentError as error:
         return NodeImpact(node=node, gpus=len(observation.gpus), capacity_before=before, problem=str(error))
     evicts: set[str] = set()
     changed: list[int] = []
-    for gpu_plan in steps.gpus:
+    for gpu_plan in gpu_plans:
         if gpu_plan.is_unchanged:
             continue
         changed.append(gpu_plan.gpu)
@@ -122,23 +131,105 @@ def predict(node: str, reported: ReportedNode, layout: LayoutFile, name: str) ->
             evicts.update(reported.pods_on_gpu(gpu_plan.gpu))
         for gi in gpu_plan.destroy:
             evicts.update(reported.pods.get((gpu_plan.gpu, gi.placement), ()))
-    after_devices = [
-        _desired_devices(gpu, want) if (want := desired.gpu(gpu.index)) is not None else _devices(gpu)
-        for gpu in observation.gpus
-    ]
     return NodeImpact(
         node=node,
         gpus=len(observation.gpus),
         gpus_changed=tuple(changed),
-        gis_kept=sum(len(g.keep) for g in steps.gpus),
-        gis_destroyed=sum(len(g.destroy) for g in steps.gpus),
-        gis_created=sum(len(g.create) for g in steps.gpus),
-        resets=sum(1 for g in steps.gpus if g.reset),
+        gis_kept=sum(len(g.keep) for g in gpu_plans),
+        gis_destroyed=sum(len(g.destroy) for g in gpu_plans),
+        gis_created=sum(len(g.create) for g in gpu_plans),
+        resets=sum(1 for g in gpu_plans if g.reset),
         evicts=tuple(sorted(evicts)),
         reported_pods=tuple(sorted({pod for held in reported.pods.values() for pod in held})),
         capacity_before=before,
-        capacity_after=advertised_counts(MigStrategy.MIXED, after_devices),
+        capacity_after=after,
     )
+
+
+def _resolved(layout: LayoutFile, name: str, observation: Observation) -> tuple[DesiredNode, dict[str, int]]:
+    """The layout resolved for these GPUs, and what they advertise once it holds."""
+    desired = resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus])
+    return desired, advertised_counts(MigStrategy.MIXED, [
+        _desired_devices(gpu, want) if (want := desired.gpu(gpu.index)) is not None else _devices(gpu)
+        for gpu in observation.gpus
+    ])
+
+
+_T = TypeVar("_T")
+_KEPT = 65536
+_REMEMBERED: dict[tuple[object, ...], tuple[tuple[object, ...], object]] = {}
+_SHAPES: dict[tuple[object, ...], int] = {}
+_LAST: list[tuple[ReportedNode, tuple[int, ...], tuple[int, ...], dict[str, int]]] = []
+
+
+def _remembered(key: tuple[object, ...], same: tuple[object, ...], compute: Callable[[], _T]) -> _T:
+    """`compute()`, or what it gave (or raised) for `key` before; `key` holds the ids of `same`, which must
+    be the very objects it was computed with (an id may be reused once its object is gone)."""
+    stored = _REMEMBERED.get(key)
+    if stored is None or any(a is not b for a, b in zip(stored[0], same, strict=True)):
+        try:
+            value: object = compute()
+        except MigAgentError as error:
+            value = error
+        if len(_REMEMBERED) >= _KEPT:
+            _REMEMBERED.clear()
+        _REMEMBERED[key] = stored = (same, value)
+    if isinstance(stored[1], MigAgentError):
+        raise type(stored[1])(*stored[1].args)
+    return cast(_T, stored[1])
+
+
+def _shape(key: tuple[object, ...]) -> int:
+    """A number for `key` (hashed once, then compared as a number)."""
+    return _SHAPES.setdefault(key, len(_SHAPES))
+
+
+def capacity_now(reported: ReportedNode) -> dict[str, int]:
+    """`capacity(reported.observation)`, worked out once per shape (see `predict`)."""
+    return _node_shape(reported)[2]
+
+
+def _node_shape(reported: ReportedNode) -> tuple[tuple[int, ...], tuple[int, ...], dict[str, int]]:
+    """Per GPU, a number for what its layouts depend on (uuid, bus id and processes aside) and one for
+    that and the pods per instance (what its plans depend on); and the capacity now. Kept for the node
+    priced last: its layouts are priced one after another."""
+    last = _LAST[0] if _LAST else None
+    if last is None or last[0] is not reported:
+        if len(_SHAPES) >= _KEPT:
+            _SHAPES.clear()
+            _REMEMBERED.clear()  # its keys hold the numbers, which start again
+        gpus = reported.observation.gpus
+        shapes = tuple(_shape((g.index, g.name, g.pci_device_id, g.pci_subsystem_id, g.mig_capable, g.mig_current,
+                               g.mig_pending, g.mode_change_needs_reset, g.gpu_instances, id(g.profiles)))
+                       for g in gpus)
+        workloads = reported.workloads()
+        loads = tuple(_shape((shape, *sorted((p, n) for (i, p), n in workloads.items() if i == g.index)))
+                      for shape, g in zip(shapes, gpus, strict=True))
+        before = _remembered(("before", shapes), tuple(g.profiles for g in gpus),
+                             partial(capacity, reported.observation))
+        last = (reported, shapes, loads, before)
+        _LAST[:] = [last]
+    return last[1], last[2], last[3]
+
+
+def _gpu_plans(
+    observation: Observation, desired: DesiredNode, workloads: GiWorkloads, loads: tuple[int, ...]
+) -> tuple[GpuPlan, ...]:
+    """`plan(observation, desired, workloads=workloads).gpus`, one GPU at a time (see `predict`)."""
+    present = {gpu.index: (gpu, load) for gpu, load in zip(observation.gpus, loads, strict=True)}
+    indices = [want.index for want in desired.gpus]
+    if len(set(indices)) < len(indices) or not set(indices) <= present.keys():
+        return plan(observation, desired, workloads=workloads).gpus  # refused, in the planner's words
+    plans = []
+    for want in sorted(desired.gpus, key=lambda g: g.index):
+        gpu, load = present[want.index]
+        plans.append(_remembered(("plan", load, id(want)), (gpu.profiles, want), partial(_plan_gpu, gpu, want,
+                                                                                        workloads)))
+    return tuple(plans)
+
+
+def _plan_gpu(gpu: ObservedGpu, want: DesiredGpu, workloads: GiWorkloads) -> GpuPlan:
+    return plan(Observation((gpu,)), DesiredNode((want,)), workloads=workloads).gpus[0]
 
 
 def with_pods_now(impact: NodeImpact, gpu_pods: Iterable[str]) -> NodeImpact:

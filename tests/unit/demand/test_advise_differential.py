@@ -1,0 +1,99 @@
+"""The search (migagent/demand/advise.py) against today's, kept as the oracle (tests/unit/demand/oracle.py):
+the same advice, node by node and pod by pod, on seeded fleets of the scaling bench and on small pools
+hypothesis draws (pods that fit now and are given back by a change, pods asking two devices or two
+profiles, priorities, zones, taints, budgets, frozen nodes, --generate).
+
+One difference is by design: a refusal by a PodDisruptionBudget says what the change would overdraw
+beside the changes advised (the oracle: beside those made when it last priced it), so the budgets'
+clauses are compared by which change they refuse, not by their counts."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bench.demand_pools import fleet
+from migagent.demand.advice import Advice
+from migagent.demand.advise import AdviseOptions, DemandView, advise
+from migagent.layout.parse import parse_layout
+from migagent.node.budgets import PdbView
+from migagent.node.port import PodRef
+from migagent.node.scheduling import DemandNode, DemandPod, Taint, Toleration
+from migagent_sim.model_node import ModelNode
+from tests.unit.demand.oracle import oracle_advise
+from tests.unit.demand.support import H100, LAYOUTS, ONE_G, SEVEN_G, THREE_G
+
+_BUDGETS = re.compile(r"PodDisruptionBudget \S+ allows \d+ disruption\(s\), the wave would evict \d+"
+                      r"(; PodDisruptionBudget \S+ allows \d+ disruption\(s\), the wave would evict \d+)*")
+TWO_G = "nvidia.com/mig-2g.20gb"
+ZONE = "zone"
+
+
+def _comparable(advice: Advice) -> Advice:
+    return replace(advice, pods=tuple(replace(p, reason=_BUDGETS.sub("PodDisruptionBudget", p.reason))
+                                      for p in advice.pods))
+
+
+def _same(view: DemandView, options: AdviseOptions | None = None) -> Advice:
+    new = advise(view, options)
+    assert _comparable(new) == _comparable(oracle_advise(view, options))
+    return new
+
+
+@pytest.mark.parametrize(("nodes", "seed", "multi", "profiles"), [
+    (12, 1, 0.0, 0.0), (16, 2, 0.05, 0.0), (20, 3, 0.05, 0.03), (24, 4, 0.02, 0.02), (32, 5, 0.1, 0.05),
+])
+def test_fleets_of_the_scaling_bench_get_the_oracles_advice(nodes: int, seed: int, multi: float,
+                                                             profiles: float) -> None:
+    advice = _same(fleet(nodes, seed=seed, multi=multi, profiles=profiles, pending_per_node=6))
+    assert advice.changes  # the comparison covers changes, not only pods left waiting
+
+
+_REQUESTS = st.sampled_from([{ONE_G: 1}, {ONE_G: 1}, {THREE_G: 1}, {TWO_G: 1}, {SEVEN_G: 1}, {ONE_G: 2},
+                             {THREE_G: 2}, {ONE_G: 1, THREE_G: 1}])
+_PRIORITY = st.sampled_from([0, 5, 10])
+
+
+@st.composite
+def _pools(draw: st.DrawFn) -> tuple[DemandView, AdviseOptions]:
+    layout = parse_layout(LAYOUTS, source="layouts")
+    nodes: list[DemandNode] = []
+    pods: list[DemandPod] = []
+    frozen: dict[str, str] = {}
+    for index in range(draw(st.integers(1, 6))):
+        name = f"n{index}"
+        node = ModelNode.empty(name, H100, draw(st.integers(1, 2)), {ZONE: draw(st.sampled_from("ab"))})
+        node.start_change(layout, draw(st.sampled_from(layout.names)), done_at=0.0)
+        node.finish_change(0.0)
+        for gi in (gi for gpu in node.gpus for gi in gpu.gis):
+            if draw(st.booleans()):
+                pod = f"run-{name}-{len(pods)}"
+                gi.pod = f"ml/{pod}"
+                owners = draw(st.sampled_from([("ReplicaSet",), ("ReplicaSet",), (), ("DaemonSet",)]))
+                pods.append(DemandPod(PodRef("ml", pod, pod), {node.resource_of(gi): 1}, draw(_PRIORITY),
+                                      node_name=name, phase="Running", labels={"app": draw(st.sampled_from("xy"))},
+                                      owner_kinds=owners))
+        taints = (Taint("gpu", "NoSchedule"),) if draw(st.integers(0, 5)) == 0 else ()
+        nodes.append(DemandNode(node.view(), taints))
+        if draw(st.integers(0, 6)) == 0:
+            frozen[name] = "cool-down"
+    for index in range(draw(st.integers(0, 20))):
+        where = draw(st.sampled_from([{}, {}, {ZONE: "a"}, {ZONE: "b"}]))
+        tolerations = (Toleration("gpu", "Exists"),) if draw(st.booleans()) else ()
+        pods.append(DemandPod(PodRef("ml", f"wait-{index}", f"w{index}"), draw(_REQUESTS), draw(_PRIORITY),
+                              created=float(draw(st.integers(0, 5))), labels={"app": "z"}, node_selector=where,
+                              tolerations=tolerations, owner_kinds=("ReplicaSet",)))
+    budgets = [PdbView("ml", f"pdb-{app}", {"app": app}, disruptions_allowed=draw(st.integers(0, 3)))
+               for app in draw(st.sets(st.sampled_from("xy")))]
+    options = AdviseOptions(generate=draw(st.integers(0, 4)) == 0, frozen=frozen)
+    return DemandView(nodes=nodes, pods=pods, layout=layout, budgets=budgets, now=10.0), options
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_pools())
+def test_small_pools_get_the_oracles_advice(pool: tuple[DemandView, AdviseOptions]) -> None:
+    _same(*pool)
