@@ -34,7 +34,7 @@ import itertools
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from typing import cast
 
 from migagent.demand.advice import Advice, NodeAdvice, PodAdvice
 from migagent.demand.candidates import Candidate, evaluate, leaves_gpus, offered
@@ -146,48 +146,52 @@ class _Fill:
     with a pod asking two profiles there, by more."""
 
 
+@dataclass
+class _Option:
+    """One change a slot may make in this step: its key when priced in round `at`, a bound of it since."""
+
+    position: int
+    candidate: Candidate
+    key: Key | None = None
+    """None: it serves none of the pods waiting (for good)."""
+    at: int = -1
+    placed: list[int] = field(default_factory=list)
+    pricing: int = -1
+    """Which pricing gave the key (the pods it serves are watched under it)."""
+
+
 class _Rounds:
-    """The heap of steps 2 and 3: per slot its best key (exact, priced in this round) or a bound."""
+    """The heap of steps 2 and 3: per slot its largest key, exact when priced in this round, else a bound."""
 
     def __init__(self, slots: int) -> None:
-        self.heap: list[tuple[Key, int, int, bool]] = []
+        self.heap: list[tuple[Key, int, int]] = []
         self.live = [-1] * slots
         """The serial of each slot's entry in the heap (older entries are dropped when met)."""
-        self.priced_at = [-1] * slots
-        self.pricing = [-1] * slots
-        """The serial of each slot's last pricing."""
-        self.priced_serials = itertools.count()
-        self.keys: list[list[Key]] = [[] for _ in range(slots)]
-        """The keys of the slot's changes when last priced (their gains raised since): bounds of their values."""
-        self.priced: dict[int, tuple[Candidate, list[int]]] = {}
+        self.options: list[list[_Option]] = [[] for _ in range(slots)]
         self.now = 0
         self._serials = itertools.count()
 
-    def set(self, i: int, pricing: int, keys: list[Key], best: tuple[Key, Candidate, list[int]] | None) -> None:
-        self.priced_at[i], self.pricing[i], self.keys[i], self.live[i] = self.now, pricing, keys, -1
-        if best is not None:
-            self.priced[i] = best[1:]
-            self._push(i, best[0], exact=True)
+    def best(self, i: int) -> _Option | None:
+        """The slot's first option of the largest key that serves more pods."""
+        found = None
+        for option in self.options[i]:
+            if option.key is not None and option.key[0] > [0] * len(option.key[0]) and (
+                    found is None or option.key > cast(Key, found.key)):
+                found = option
+        return found
 
-    def raise_bounds(self, i: int, by: Mapping[int, list[int]]) -> None:
-        """Change `position` of slot i may be worth up to `by[position]` more, per priority level."""
-        keys = self.keys[i]
-        for position, more in by.items():
-            keys[position] = ([a + b for a, b in zip(keys[position][0], more, strict=True)], keys[position][1])
-        top = max(keys)
-        if top[0] > [0] * len(top[0]):
-            self._push(i, top, exact=False)
-
-    def _push(self, i: int, key: Key, *, exact: bool) -> None:
+    def push(self, i: int) -> None:
         self.live[i] = serial = next(self._serials)
-        heapq.heappush(self.heap, (([-g for g in key[0]], [-r for r in key[1]]), i, serial, exact))
+        if (option := self.best(i)) is not None:
+            key = cast(Key, option.key)
+            heapq.heappush(self.heap, (([-g for g in key[0]], [-r for r in key[1]]), i, serial))
 
-    def pop(self) -> tuple[int, bool] | None:
-        """The next slot (and whether its key is its value now), skipping entries replaced since."""
+    def pop(self) -> int | None:
+        """The slot of the largest key, skipping entries replaced since."""
         while self.heap:
-            _, i, serial, exact = heapq.heappop(self.heap)
+            _, i, serial = heapq.heappop(self.heap)
             if serial == self.live[i]:
-                return i, exact and self.priced_at[i] == self.now
+                return i
         return None
 
 
@@ -228,9 +232,10 @@ class _Search:
         """Pending pods not placed, per (group, request), in order."""
         self._reasons: dict[tuple[int, Requests, int], str] = {}
         self._offers: dict[tuple[object, ...], tuple[dict[str, frozenset[str]], frozenset[str]]] = {}
-        self._watched: dict[int, list[tuple[int, int, int]]] = {}
-        """Pod -> (slot, its pricing, its change's position in its keys) of the changes that serve it, where taking
-        it may raise their value (position -1: by how much, only pricing again says; see `_Fill`)."""
+        self._watched: dict[int, list[tuple[int, int, int, bool]]] = {}
+        """Pod -> (slot, pricing, option's position, mixed) of the options serving it, where taking it may raise
+        their value (mixed: by how much, only pricing again says; see `_Fill`)."""
+        self._pricings = itertools.count()
         self._fitting: dict[tuple[int, str], tuple[list[Queue], dict[str, tuple[Queue, ...]]]] = {}
         """Per (slot, layout): the queues whose pods fit the change, all and by resource."""
         self._filled: dict[tuple[object, ...], list[int]] = {}
@@ -384,65 +389,71 @@ class _Search:
         return LayoutFile(slot.layout.path, {**slot.layout.configs, **generated_layout(name, changes).configs})
 
     def change(self, *, allow_evictions: bool) -> None:
-        """Changes, best first, until none serves one more pod. Each slot's best change sits in a heap with
+        """Changes, best first, until none serves one more pod. Each slot's best option sits in a heap with
         its key (what the oracle compares: it breaks ties by slot, then layout, as the heap does); a key
-        priced before the last change is an upper bound of the slot's value now (see `_Fill`), priced
+        priced before the last change is an upper bound of the option's value now (see `_Fill`), priced
         again when it comes out on top; a key priced since is the best there is."""
         rounds = _Rounds(len(self.slots))
         self._watched.clear()
-        price = partial(self._price, rounds, allow_evictions=allow_evictions)
         for i in self._open(range(len(self.slots))):
-            price(i)
-        while (top := rounds.pop()) is not None:
-            i, exact = top
-            if self.slots[i].name in self.changed:
+            self._price(rounds, i, allow_evictions=allow_evictions)
+        while (i := rounds.pop()) is not None:
+            option = rounds.best(i)
+            if option is None or self.slots[i].name in self.changed:
                 continue
-            if not exact:
-                price(i)
+            if option.at != rounds.now:
+                self._price_option(rounds, i, option)
+                rounds.push(i)
                 continue
-            candidate, placed = rounds.priced[i]
-            eager, raised = self._change(rounds, i, candidate, placed)
+            eager, raised = self._change(rounds, i, option.candidate, option.placed)
             rounds.now += 1
             for j in self._open(sorted(eager)):
-                price(j)
+                self._price(rounds, j, allow_evictions=allow_evictions)
             for j in self._open(sorted(set(raised) - eager)):
-                rounds.raise_bounds(j, raised[j])
+                for position, more in raised[j].items():
+                    key = cast(Key, rounds.options[j][position].key)
+                    rounds.options[j][position].key = [a + b for a, b in zip(key[0], more, strict=True)], key[1]
+                rounds.push(j)
 
     def _open(self, slots: Iterable[int]) -> Iterable[int]:
         return (i for i in slots if not self.slots[i].not_changed and self.slots[i].name not in self.changed)
 
     def _price(self, rounds: _Rounds, i: int, *, allow_evictions: bool) -> None:
-        """The slot's best change now (first best by layout order), into `rounds`."""
+        """Every option of the slot priced now, in layout order."""
         slot = self.slots[i]
-        wanted = {r for key in slot.queues if self.queues[key] for r, _ in key[1]}
-        before = self.score(slot.own)
-        best: tuple[Key, Candidate, list[int]] | None = None
-        keys: list[Key] = []
-        pricing = next(rounds.priced_serials)
-        for name in self.layout_names(slot) if wanted else ():  # none wanted: every pod that may run here is placed
-            assert slot.offers is not None
-            if not slot.offers[name] & wanted:
-                continue  # it creates nothing a waiting pod asks for
+        rounds.options[i] = []
+        for name in self.layout_names(slot) if self._wanted(slot) else ():  # none: all that may run here is placed
             candidate = self.candidate(slot, name)
             if candidate.problem or not candidate.impact.changes or (candidate.evictions and not allow_evictions):
                 continue
-            filled = self._fill(i, name, candidate)
-            gain = tuple(a - b for a, b in zip(self.score(filled.placed), before, strict=True))
-            if gain > tuple(0 for _ in gain) and candidate.evictions:
-                drawn = self._draws(candidate)
-                if pdb_overdrawn(Counter(self.drawn) + Counter(drawn), self.view.budgets):
-                    self._refused[(slot.name, name)] = drawn
-                    continue  # and for good: the changes made only draw more
-            impact = candidate.impact
-            key = (list(gain), [-candidate.evictions, -len(impact.gpus_changed), -impact.gis_destroyed,
-                                -impact.gis_created])
-            for index in filled.placed:  # watch what taking it may raise (see `_Fill`)
-                if self.assigned[index] is None and (filled.mixed or sum(n for _, n in self.requests[index]) > 1):
-                    self._watched.setdefault(index, []).append((i, pricing, -1 if filled.mixed else len(keys)))
-            keys.append(key)
-            if gain > tuple(0 for _ in gain) and (best is None or key > best[0]):
-                best = (key, candidate, filled.placed)
-        rounds.set(i, pricing, keys, best)
+            option = _Option(len(rounds.options[i]), candidate)
+            rounds.options[i].append(option)
+            self._price_option(rounds, i, option)
+        rounds.push(i)
+
+    def _wanted(self, slot: Slot) -> set[str]:
+        """The resources pods still waiting that may run on the slot ask for."""
+        return {r for key in slot.queues if self.queues[key] for r, _ in key[1]}
+
+    def _price_option(self, rounds: _Rounds, i: int, option: _Option) -> None:
+        slot, candidate = self.slots[i], option.candidate
+        assert slot.offers is not None
+        option.at, option.pricing, option.key = rounds.now, next(self._pricings), None
+        if not slot.offers[candidate.layout] & self._wanted(slot):
+            return  # it creates nothing a waiting pod asks for
+        filled = self._fill(i, candidate.layout, candidate)
+        gain = [a - b for a, b in zip(self.score(filled.placed), self.score(slot.own), strict=True)]
+        if gain > [0] * len(gain) and candidate.evictions:
+            drawn = self._draws(candidate)
+            if pdb_overdrawn(Counter(self.drawn) + Counter(drawn), self.view.budgets):
+                self._refused[(slot.name, candidate.layout)] = drawn
+                return  # and for good: the changes made only draw more
+        impact = candidate.impact
+        option.key = gain, [-candidate.evictions, -len(impact.gpus_changed), -impact.gis_destroyed, -impact.gis_created]
+        option.placed = filled.placed
+        for index in filled.placed:  # watch what taking it may raise (see `_Fill`)
+            if self.assigned[index] is None and (filled.mixed or sum(n for _, n in self.requests[index]) > 1):
+                self._watched.setdefault(index, []).append((i, option.pricing, option.position, filled.mixed))
 
     def _fill(self, i: int, name: str, candidate: Candidate) -> _Fill:
         """The pods of the slot's pool (its own, and those waiting that may run here), in order, whose whole
@@ -529,10 +540,11 @@ class _Search:
             if self.assigned[index] is None:
                 queue = self.queues[(self.group[index], self.requests[index])]
                 del queue[bisect.bisect_left(queue, index)]
-                for j, pricing, position in self._watched.pop(index, ()):
-                    if pricing != rounds.pricing[j]:
+                for j, pricing, position, mixed in self._watched.pop(index, ()):
+                    options = rounds.options[j]
+                    if position >= len(options) or options[position].pricing != pricing:
                         continue  # priced again since
-                    if position < 0:
+                    if mixed:
                         eager.add(j)
                         continue
                     more = raised.setdefault(j, {}).setdefault(position, [0] * len(self.levels))
