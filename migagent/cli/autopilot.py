@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable
 from contextlib import closing
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from migagent.autopilot.controller import Autopilot, RolloutBudgets, load, save
 from migagent.autopilot.decide import OPT_IN_SELECTOR, Guardrails
@@ -33,8 +34,10 @@ from migagent.cli.rollout_view import JsonEvents
 from migagent.cli.signals import signals_handled
 from migagent.clock import SystemClock
 from migagent.errors import TransientError
-from migagent.kube.demand_api import DemandApi
 from migagent.node.names import AUTOPILOT_NAMESPACE
+
+if TYPE_CHECKING:
+    from migagent.kube.demand_api import DemandApi
 
 _CONFLICT_TRIES = 10
 

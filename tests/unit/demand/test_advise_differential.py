@@ -54,9 +54,9 @@ def test_fleets_of_the_scaling_bench_get_the_oracles_advice(nodes: int, seed: in
     assert advice.changes  # the comparison covers changes, not only pods left waiting
 
 
-def _seeded(seed: int) -> DemandView:
+def _seeded(seed: int, *, profiles: bool = False) -> DemandView:
     """A pool of 2-5 nodes of 1-3 H100 in any layout, 30% of their instances busy, and 5-25 pods waiting,
-    many asking two devices of one profile."""
+    many asking two devices of one profile (with `profiles`: two profiles)."""
     rng = random.Random(seed)
     layout = parse_layout(LAYOUTS, source="layouts")
     nodes, pods = [], []
@@ -71,18 +71,21 @@ def _seeded(seed: int) -> DemandView:
                                   node_name=node.name, phase="Running", owner_kinds=("ReplicaSet",)))
         nodes.append(DemandNode(node.view()))
     for index in range(rng.randint(5, 25)):
-        requests = rng.choice([{ONE_G: 1}, {ONE_G: 1}, {ONE_G: 2}, {THREE_G: 1}, {THREE_G: 2}, {TWO_G: 1},
-                               {SEVEN_G: 1}])
+        requests = rng.choice([{ONE_G: 1}, {ONE_G: 1}, {ONE_G: 1, THREE_G: 1}, {THREE_G: 1}, {ONE_G: 1, TWO_G: 1},
+                               {TWO_G: 1}, {SEVEN_G: 1}] if profiles else [
+            {ONE_G: 1}, {ONE_G: 1}, {ONE_G: 2}, {THREE_G: 1}, {THREE_G: 2}, {TWO_G: 1}, {SEVEN_G: 1}])
         pods.append(DemandPod(PodRef("ml", f"w{index:02d}", f"w{index}"), requests, rng.choice([0, 5, 10]),
                               created=float(rng.randint(0, 3)), owner_kinds=("ReplicaSet",)))
     return DemandView(nodes=nodes, pods=pods, layout=layout, now=1.0)
 
 
-@pytest.mark.parametrize("seed", [12698, *range(8)])
-def test_seeded_pools_get_the_oracles_advice(seed: int) -> None:
+@pytest.mark.parametrize(("seed", "profiles"), [(12698, False), (1522, True), *((s, s % 2 == 1) for s in range(8))])
+def test_seeded_pools_get_the_oracles_advice(seed: int, profiles: bool) -> None:
     """12698: taking two pods that each ask two 3g devices leaves room for two single ones on another node,
-    which the heap holds below its new value unless it raises that node's bound (fails without)."""
-    _same(_seeded(seed))
+    which the heap holds below its new value unless it raises that node's bound (fails without). 1522:
+    taking pods asking one device, beside pods asking two profiles, raises another node's value: it is
+    priced again at once (fails without)."""
+    _same(_seeded(seed, profiles=profiles))
 
 
 _REQUESTS = st.sampled_from([{ONE_G: 1}, {ONE_G: 1}, {THREE_G: 1}, {TWO_G: 1}, {SEVEN_G: 1}, {ONE_G: 2},
