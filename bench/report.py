@@ -27,6 +27,7 @@ from pathlib import Path
 README = Path(__file__).with_name("README.md")
 REPO = README.parents[1]
 PROJECT_README = REPO / "README.md"
+DEMAND_DOC = REPO / "docs/demand.md"
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ BLOCKS = (
     Block("idle-fleet", ("-m", "bench.idle_fleet")),
     Block("journal", ("-m", "bench.journal_bench")),
     Block("demand", ("-m", "bench.demand_bench")),
+    Block("advise-scaling", ("-m", "bench.advise_scaling"), readme=DEMAND_DOC),
     Block("compare", ("-m", "bench.compare", "{base}", "--runs", "7")),
     Block("compare-journal", ("-m", "bench.compare", "{base}", "--runs", "3", "--probe", "journal", "--gpus", "16")),
     Block("compare-version", ("-m", "bench.compare", "{base}", "--runs", "5", "--probe", "version")),

@@ -55,6 +55,7 @@ def _run(args: argparse.Namespace) -> int:
     budgets = RolloutBudgets(max_unavailable=args.max_unavailable, canary=args.canary, soak_s=args.soak,
                              failure_budget=args.failure_budget)
     api = pool_api(args, clock)
+    api.watch(args.selector)  # nodes, pods and budgets: one list, then their events
     autopilot = Autopilot(api, _guardrails(args), clock=clock, listener=listener, budgets=budgets)
     stop = threading.Event()
     if args.run_for is not None:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 from kubernetes.client import (
     ApiClient,
@@ -26,11 +28,15 @@ from kubernetes.client import (
     V1Pod,
 )
 from kubernetes.client.exceptions import ApiException
+from kubernetes.informer import ADDED, DELETED, ERROR, MODIFIED, SharedInformer
 
 from migagent.clock import Clock
+from migagent.errors import TransientError
 from migagent.kube.classify import call_with_retries, classified
 from migagent.kube.convert import node_view, whole_quantities
+from migagent.kube.pdbs import pdb_view
 from migagent.kube.rollout_api import RolloutApi, StoredState
+from migagent.node.budgets import PdbView
 from migagent.node.names import (
     AUTOPILOT_NAMESPACE,
     EVENT_COMPONENT,
@@ -50,6 +56,10 @@ from migagent.node.scheduling import (
 
 AUTOPILOT_OBJECT = "migagent-autopilot"
 _TIMEOUT_S = (5.0, 30.0)
+_WATCH_S = 300
+"""How long each watch request stays open (the agent's too): then the next one resumes where it ended."""
+T = TypeVar("T")
+_INFORMER: Callable[..., Any] = SharedInformer  # the client's own informer (untyped)
 _HTTP_NOT_FOUND = 404
 _MAX_MESSAGE = 1024
 
@@ -105,6 +115,74 @@ def demand_pod(model: V1Pod) -> DemandPod:
     )
 
 
+def _demand_node(item: Any) -> DemandNode:
+    taints = tuple(Taint(t.key, t.effect, t.value or "") for t in (item.spec.taints if item.spec else None) or ())
+    return DemandNode(node_view(item), taints)
+
+
+def _gpu_pod(item: Any) -> DemandPod | None:
+    pod = demand_pod(item)
+    return pod if pod.requests else None
+
+
+class _Kept(Generic[T]):
+    """One kind listed once, then kept by its watch (kubernetes.informer.SharedInformer, on its own thread),
+    each object converted as its event comes (None: not kept)."""
+
+    def __init__(self, call: Callable[..., Any], kind: str, convert: Callable[[Any], T | None], **query: str) -> None:
+        self.kind = kind
+        self._objects: dict[str, T] = {}
+        self._lock = threading.Lock()
+        self._synced = threading.Event()
+        self._stopping = threading.Event()
+        self._error = ""
+        self._convert = convert
+
+        def listed(**args: Any) -> Any:
+            if args.get("watch"):  # the informer lists, fires the list's events, then watches
+                self._synced.set()
+                args["timeout_seconds"] = 1 if self._stopping.is_set() else _WATCH_S
+            return call(_request_timeout=(_TIMEOUT_S[0], _WATCH_S + _TIMEOUT_S[1]), **args)
+
+        listed.__doc__ = f":rtype: {kind}List"  # how the client's Watch finds the type of each event
+        self._informer = _INFORMER(listed, **query)
+        for event in (ADDED, MODIFIED):
+            self._informer.add_event_handler(event, self._put)
+        self._informer.add_event_handler(DELETED, self._drop)
+        self._informer.add_event_handler(ERROR, self._failed)
+        self._informer.start()
+
+    @staticmethod
+    def _key(item: Any) -> str:
+        return f"{item.metadata.namespace or ''}/{item.metadata.name}"
+
+    def _put(self, item: Any) -> None:
+        converted = self._convert(item)
+        with self._lock:
+            if converted is None:
+                self._objects.pop(self._key(item), None)
+            else:
+                self._objects[self._key(item)] = converted
+
+    def _drop(self, item: Any) -> None:
+        with self._lock:
+            self._objects.pop(self._key(item), None)
+
+    def _failed(self, error: object) -> None:
+        self._error = f": {error}"
+
+    def items(self) -> list[T]:
+        """What the watch has seen; TransientError until the first list is in (the next look tries again)."""
+        if not self._synced.wait(_TIMEOUT_S[1]):
+            raise TransientError(f"list {self.kind.lower()}s: no answer yet{self._error}")
+        with self._lock:
+            return list(self._objects.values())
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._informer.stop()  # its watch shuts the open connection
+
+
 class DemandApi(RolloutApi):
     """RolloutApi (the pool, its state objects) and what the advice and the autopilot read besides."""
 
@@ -121,34 +199,49 @@ class DemandApi(RolloutApi):
     ) -> None:
         super().__init__(api_client, clock=clock, namespace=namespace, layouts_namespace=layouts_namespace)
         self._client = api_client
+        self._watched: tuple[_Kept[DemandNode], _Kept[DemandPod], _Kept[PdbView]] | None = None
+        self._selector = ""
 
     def close(self) -> None:
-        """Close the client's connections (a command that is done with the cluster)."""
+        """Stop the watches and close the client's connections (a command that is done with the cluster)."""
+        for kept in self._watched or ():
+            kept.stop()
         self._client.close()  # type: ignore[no-untyped-call]
 
+    def watch(self, selector: str) -> None:
+        """From now on, the nodes `selector` selects, every GPU pod and every budget come from watches: one
+        list each, then their events (the autopilot's view between its looks)."""
+        self._selector = selector
+        self._watched = (
+            _Kept(self._core.list_node, "V1Node", _demand_node, **({"label_selector": selector} if selector else {})),
+            _Kept(self._core.list_pod_for_all_namespaces, "V1Pod", _gpu_pod),
+            _Kept(self._policy.list_pod_disruption_budget_for_all_namespaces, "V1PodDisruptionBudget", pdb_view),
+        )
+
+    def list_pdbs(self) -> list[PdbView]:
+        return self._watched[2].items() if self._watched else super().list_pdbs()
+
     def list_demand_nodes(self, selector: str) -> list[DemandNode]:
+        if self._watched and selector == self._selector:
+            return sorted(self._watched[0].items(), key=lambda n: n.name)
         call = f"list nodes -l {selector}"
 
         def read() -> list[DemandNode]:
             with classified(call):
                 listing = self._core.list_node(label_selector=selector or None, _request_timeout=_TIMEOUT_S)
-            nodes = []
-            for item in listing.items or ():
-                taints = tuple(Taint(t.key, t.effect, t.value or "") for t in (item.spec.taints if item.spec else None)
-                               or ())
-                nodes.append(DemandNode(node_view(item), taints))
-            return sorted(nodes, key=lambda n: n.name)
+            return sorted((_demand_node(item) for item in listing.items or ()), key=lambda n: n.name)
 
         return call_with_retries(call, read, clock=self._clock)
 
     def list_gpu_pods(self) -> list[DemandPod]:
+        if self._watched:
+            return self._watched[1].items()
         call = "list pods in all namespaces"
 
         def read() -> list[DemandPod]:
             with classified(call):
                 listing = self._core.list_pod_for_all_namespaces(_request_timeout=_TIMEOUT_S)
-            pods = (demand_pod(item) for item in listing.items or ())
-            return [pod for pod in pods if pod.requests]
+            return [pod for item in listing.items or () if (pod := _gpu_pod(item)) is not None]
 
         return call_with_retries(call, read, clock=self._clock)
 
