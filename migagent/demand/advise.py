@@ -53,9 +53,10 @@ CandidateCache = MutableMapping[tuple[object, ...], Candidate]
 Requests = tuple[tuple[str, int], ...]
 Queue = tuple[int, Requests]
 """Pending pods of one group (nodes they may run on) asking one request."""
-Key = tuple[list[int], list[int]]
+Key = tuple[list[int], tuple[object, ...]]
 """What the oracle compares, largest first: the pods served per priority level (highest first) beyond
-those placed there now, then fewest evictions, GPUs changed, GIs destroyed, GIs created (negated)."""
+those placed there now; then, negated: evictions, the evicted pods' priorities (highest first: as many
+evicted, the lowest priorities go), GPUs changed, GIs destroyed, GIs created."""
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,10 @@ class _Option:
     """Which pricing gave the key (the pods it serves are watched under it)."""
 
 
+def _negated(rest: tuple[object, ...]) -> tuple[object, ...]:
+    return tuple(_negated(r) if isinstance(r, tuple) else -cast(int, r) for r in rest)
+
+
 class _Rounds:
     """The heap of steps 2 and 3: per slot its largest key, exact when priced in this round, else a bound."""
 
@@ -184,7 +189,7 @@ class _Rounds:
         self.live[i] = serial = next(self._serials)
         if (option := self.best(i)) is not None:
             key = cast(Key, option.key)
-            heapq.heappush(self.heap, (([-g for g in key[0]], [-r for r in key[1]]), i, serial))
+            heapq.heappush(self.heap, (([-g for g in key[0]], _negated(key[1])), i, serial))
 
     def pop(self) -> int | None:
         """The slot of the largest key, skipping entries replaced since."""
@@ -214,11 +219,9 @@ class _Search:
         self.slots = [_slot(n, bound.get(n.name, {}), view, options) for n in sorted(view.nodes, key=lambda n: n.name)]
         self.assigned: list[int | None] = [None] * len(self.pending)
         self.changed: dict[str, Candidate] = {}
-        self.pdb_refusals: dict[tuple[str, str], str] = {}
         self.generated: dict[str, dict[int, dict[str, int]]] = {}
         self.drawn: dict[str, int] = {}
         """Evictions per PodDisruptionBudget of the changes made so far."""
-        self._refused: dict[tuple[str, str], dict[str, int]] = {}
         self._drawn_by: dict[tuple[str, str], dict[str, int]] = {}
         self._now: dict[str, frozenset[str]] = {}
         self.groups: dict[tuple[object, ...], int] = {}
@@ -443,13 +446,11 @@ class _Search:
             return  # it creates nothing a waiting pod asks for
         filled = self._fill(i, candidate.layout, candidate)
         gain = [a - b for a, b in zip(self.score(filled.placed), self.score(slot.own), strict=True)]
-        if gain > [0] * len(gain) and candidate.evictions:
-            drawn = self._draws(candidate)
-            if pdb_overdrawn(Counter(self.drawn) + Counter(drawn), self.view.budgets):
-                self._refused[(slot.name, candidate.layout)] = drawn
-                return  # and for good: the changes made only draw more
+        if gain > [0] * len(gain) and candidate.evictions and self.overdraws(candidate):
+            return  # and for good: the changes made only draw more
         impact = candidate.impact
-        option.key = gain, [-candidate.evictions, -len(impact.gpus_changed), -impact.gis_destroyed, -impact.gis_created]
+        option.key = gain, (-candidate.evictions, tuple(-p for p in candidate.victims), -len(impact.gpus_changed),
+                            -impact.gis_destroyed, -impact.gis_created)
         option.placed = filled.placed
         for index in filled.placed:  # watch what taking it may raise (see `_Fill`)
             if self.assigned[index] is None and (filled.mixed or sum(n for _, n in self.requests[index]) > 1):
@@ -510,6 +511,10 @@ class _Search:
                 heapq.heappush(heads, (pods[at + 1], n, at + 1))
         return filled
 
+    def overdraws(self, candidate: Candidate) -> str:
+        """Which PodDisruptionBudgets `candidate` would overdraw beside the changes made, said ("": none)."""
+        return "; ".join(pdb_overdrawn(Counter(self.drawn) + Counter(self._draws(candidate)), self.view.budgets))
+
     def _draws(self, candidate: Candidate) -> dict[str, int]:
         """Its evictions per PodDisruptionBudget."""
         key = (candidate.node, candidate.layout)
@@ -555,8 +560,6 @@ class _Search:
     # --- the result -----------------------------------------------------------------------------------
 
     def result(self) -> Advice:
-        for key, drawn in self._refused.items():  # what each refused change would overdraw beside those advised
-            self.pdb_refusals[key] = "; ".join(pdb_overdrawn(Counter(self.drawn) + Counter(drawn), self.view.budgets))
         serves: dict[int, list[str]] = {}
         for index, i in enumerate(self.assigned):
             if i is not None:

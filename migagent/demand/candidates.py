@@ -37,6 +37,8 @@ class Candidate:
     """Units of each resource left for pending pods once the change is done and the evicted pods gone."""
     floor: int = NO_EVICTION
     """The highest priority among the pods it evicts: only pods above it may be served by it."""
+    victims: tuple[int, ...] = ()
+    """The priorities of the pods it evicts, highest first."""
     problem: str = ""
 
     @property
@@ -68,8 +70,8 @@ def evaluate(
     if stuck is not None:
         return replace(priced, problem=f"it would evict {stuck[0].name}, {stuck[1]}")
     staying = [pod for n, pod in bound.items() if n not in impact.evicts and not pod.finished]
-    floor = max((pod.priority for pod in evicted), default=NO_EVICTION)
-    return replace(priced, free=free(capacity, staying), floor=floor)
+    victims = tuple(sorted((pod.priority for pod in evicted), reverse=True))
+    return replace(priced, free=free(capacity, staying), floor=victims[0] if victims else NO_EVICTION, victims=victims)
 
 
 _OFFERED: dict[tuple[object, ...], tuple[frozenset[str], bool] | None] = {}

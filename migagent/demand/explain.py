@@ -4,7 +4,7 @@
 2. the nodes it may run on cannot be changed now (no agent report, a change under way, opted out...);
 3. no layout offers what it asks for on those nodes (with a hint to --generate);
 4. every layout that offers it would evict pods of its priority or higher, or a pod no drain moves,
-   or draw a PodDisruptionBudget below what it allows;
+   or draw a PodDisruptionBudget below what it allows (each rule that rules a layout out is named);
 5. the capacity those layouts offer went to pods of higher priority or that waited longer.
 """
 
@@ -39,8 +39,7 @@ class SearchView(Protocol[S]):
     @property
     def changed(self) -> Mapping[str, Candidate]: ...
 
-    @property
-    def pdb_refusals(self) -> Mapping[tuple[str, str], str]: ...
+    def overdraws(self, candidate: Candidate) -> str: ...
 
     @property
     def generating(self) -> bool: ...
@@ -80,12 +79,13 @@ def _why_not_open(search: SearchView[S], pod: DemandPod, open_nodes: Sequence[S]
     higher: list[str] = []
     other: list[str] = []
     offering = (c for s in open_nodes for c in search.candidates_of(s, pod.requests) if c.capacity and _offers(c, pod))
-    for candidate in offering:
+    for candidate in offering:  # every rule that rules each out
+        where = f"{candidate.node} -> {candidate.layout}"
+        blocked = candidate.problem or (search.overdraws(candidate) if candidate.evictions else "")
+        other += [f"{where}: {blocked}"] if blocked else []
         if not candidate.problem and candidate.floor >= pod.priority:
-            higher.append(f"{candidate.node} -> {candidate.layout}")
-        elif blocker := _blocker(search, candidate, pod):
-            other.append(blocker)
-        else:  # one offers it and nothing rules it out
+            higher.append(where)
+        elif not blocked:  # one offers it and nothing rules it out
             return f"the {asks} a change could offer went to pods of higher priority or that waited longer"
     if not higher and not other:
         names = ", ".join(s.name for s in open_nodes)
@@ -93,14 +93,3 @@ def _why_not_open(search: SearchView[S], pod: DemandPod, open_nodes: Sequence[S]
     ruled = ([f"they evict pods of priority >= {pod.priority}, and pods are never evicted for pods of equal or"
               f" lower priority ({_listed(higher)})"] if higher else []) + sorted(set(other))
     return f"every layout offering {asks} is ruled out: {_listed(ruled)}{hint}"
-
-
-def _blocker(search: SearchView[S], candidate: Candidate, pod: DemandPod) -> str:
-    """Why this candidate cannot serve the pod, other than priority ("" when nothing else rules it out)."""
-    where = f"{candidate.node} -> {candidate.layout}"
-    if candidate.problem:
-        return f"{where}: {candidate.problem}"
-    if candidate.floor >= pod.priority:
-        return ""
-    refusal = search.pdb_refusals.get((candidate.node, candidate.layout))
-    return f"{where}: {refusal}" if refusal else ""

@@ -1,21 +1,24 @@
-"""Today's search (migagent/demand/advise.py and explain.py at aa28b54), kept as the oracle the new
-search is checked against (tests/unit/demand/test_advise_differential.py): the same rounds, each
-re-pricing every open node against every waiting pod. Cubic in the pool's size; small pools only."""
+"""Today's search (migagent/demand/advise.py at aa28b54), kept as the oracle the new search is checked
+against (tests/unit/demand/test_advise_differential.py): the same rounds, each re-pricing every open node
+against every waiting pod. Cubic in the pool's size; small pools only. One change since (issue 37 item
+17): as many pods evicted, the change evicting the lowest priorities wins. The reasons are the product's
+explain() over this search's state."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from migagent.demand.advice import Advice, NodeAdvice, PodAdvice
 from migagent.demand.advise import AdviseOptions, CandidateCache, DemandView
 from migagent.demand.candidates import NO_EVICTION, Candidate, evaluate, offered
+from migagent.demand.explain import explain
 from migagent.demand.generate import config_name, generate_node, generated_layout, layout_document
 from migagent.demand.nodes import free, infer_strategy, read_reported
 from migagent.layout.spec import LayoutFile
 from migagent.layout.strategy import MigStrategy
 from migagent.node.names import OBSERVED_ANNOTATION, is_gpu_resource
-from migagent.node.scheduling import DemandNode, DemandPod, describe_requests, is_mig_demand
+from migagent.node.scheduling import DemandNode, DemandPod, is_mig_demand
 from migagent.rollout.budget import pdb_overdraws
 from migagent.rollout.reported import ReportedNode
 
@@ -69,7 +72,6 @@ class _Search:
         self.slots = [_slot(n, view, options) for n in sorted(view.nodes, key=lambda n: n.name)]
         self.assigned: dict[str, str] = {}
         self.changed: dict[str, Candidate] = {}
-        self.pdb_refusals: dict[tuple[str, str], str] = {}
         self.generated: dict[str, dict[int, dict[str, int]]] = {}
         self.pod_labels = {p.name: dict(p.labels) for p in view.pods}
 
@@ -114,7 +116,7 @@ class _Search:
             slot.candidates[name] = self._evaluate(slot, name)
         return slot.candidates[name]
 
-    def candidates_of(self, slot: Slot) -> list[Candidate]:
+    def candidates_of(self, slot: Slot, asks: Collection[str] = ()) -> list[Candidate]:
         return [self.candidate(slot, name) for name in self.layout_names(slot)]
 
     def _evaluate(self, slot: Slot, name: str) -> Candidate:
@@ -183,11 +185,15 @@ class _Search:
             others = [c.impact for c in self.changed.values()]
             overdrawn = pdb_overdraws([*others, candidate.impact], self.view.budgets, self.pod_labels)
             if overdrawn:
-                self.pdb_refusals[(slot.name, candidate.layout)] = "; ".join(overdrawn)
                 return None
         impact = candidate.impact
-        key = (gain, -candidate.evictions, -len(impact.gpus_changed), -impact.gis_destroyed, -impact.gis_created)
+        key = (gain, -candidate.evictions, tuple(-p for p in candidate.victims), -len(impact.gpus_changed),
+               -impact.gis_destroyed, -impact.gis_created)
         return key, placed
+
+    def overdraws(self, candidate: Candidate) -> str:
+        others = [c.impact for c in self.changed.values()]
+        return "; ".join(pdb_overdraws([*others, candidate.impact], self.view.budgets, self.pod_labels))
 
     # --- the result -----------------------------------------------------------------------------------
 
@@ -206,7 +212,8 @@ class _Search:
             PodAdvice(
                 pod=p.name, priority=p.priority, requests=dict(p.requests), node=self.assigned.get(p.name),
                 after_change=self.assigned.get(p.name) in self.changed,
-                reason="" if p.name in self.assigned else explain(self, p),
+                reason="" if p.name in self.assigned else explain(self, p, [s for s in self.slots
+                                                                              if s.may_run(p) is None]),
                 waited_s=max(0.0, self.view.now - p.created) if self.view.now else 0.0,
             )
             for p in self.pending
@@ -246,59 +253,3 @@ def fill(
                 left[resource] -= count
             placed.append(pod)
     return placed, left
-
-
-_SHOWN = 3
-
-
-def _listed(items: Iterable[str]) -> str:
-    shown = list(items)
-    more = len(shown) - _SHOWN
-    return "; ".join(shown[:_SHOWN]) + (f"; and {more} more" if more > 0 else "")
-
-
-def _offers(candidate: Candidate, pod: DemandPod) -> bool:
-    return all(candidate.capacity.get(resource, 0) >= count for resource, count in pod.requests.items())
-
-
-def explain(search: _Search, pod: DemandPod) -> str:
-    asks = describe_requests(pod.requests)
-    refused = [(s.name, why) for s in search.slots if (why := s.may_run(pod)) is not None]
-    nodes = [s for s in search.slots if s.may_run(pod) is None]
-    if not nodes:
-        return f"no node it may run on ({_listed(f'{n}: {why}' for n, why in refused)})" if refused else "no GPU node"
-    open_nodes = [s for s in nodes if not s.not_changed and s.name not in search.changed]
-    if not open_nodes:
-        held = (f"{s.name}: {s.not_changed or 'changed for other pods'}" for s in nodes)
-        return f"{asks} is not free on the nodes it may run on, and none can be changed now ({_listed(held)})"
-    closed = [f"{s.name}: {s.not_changed}" for s in nodes if s.not_changed]
-    suffix = f"; cannot change now: {_listed(closed)}" if closed else ""
-    return _why_not_open(search, pod, open_nodes) + suffix
-
-
-def _why_not_open(search: _Search, pod: DemandPod, open_nodes: Sequence[Slot]) -> str:
-    """Why the nodes that may change do not serve the pod."""
-    asks = describe_requests(pod.requests)
-    offering = [c for s in open_nodes for c in search.candidates_of(s) if c.capacity and _offers(c, pod)]
-    hint = "" if search.generating else " (--generate builds layouts per node around the busy GPU instances)"
-    if not offering:
-        names = ", ".join(s.name for s in open_nodes)
-        return f"no layout in the file offers {asks} on the nodes it may run on ({names}){hint}"
-    higher = [f"{c.node} -> {c.layout}" for c in offering if not c.problem and c.floor >= pod.priority]
-    other = [b for c in offering if (b := _blocker(search, c, pod))]
-    if len(higher) + len(other) == len(offering):
-        ruled = ([f"they evict pods of priority >= {pod.priority}, and pods are never evicted for pods of equal or"
-                  f" lower priority ({_listed(higher)})"] if higher else []) + sorted(set(other))
-        return f"every layout offering {asks} is ruled out: {_listed(ruled)}{hint}"
-    return f"the {asks} a change could offer went to pods of higher priority or that waited longer"
-
-
-def _blocker(search: _Search, candidate: Candidate, pod: DemandPod) -> str:
-    """Why this candidate cannot serve the pod, other than priority ("" when nothing else rules it out)."""
-    where = f"{candidate.node} -> {candidate.layout}"
-    if candidate.problem:
-        return f"{where}: {candidate.problem}"
-    if candidate.floor >= pod.priority:
-        return ""
-    refusal = search.pdb_refusals.get((candidate.node, candidate.layout))
-    return f"{where}: {refusal}" if refusal else ""
