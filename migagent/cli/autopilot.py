@@ -4,7 +4,7 @@
              seconds are the demand; the advice for the opted-in nodes not in their --cooldown, in a
              pool with changes left this hour (--max-changes-per-hour), becomes one rollout it drives
     history  every decision, acted on or not, with its reasons (-o json for all of it)
-    pause    no new change starts (a rollout already started runs on); `resume` lifts it
+    pause    no new change starts, and a rollout it drives stops after the wave in flight; `resume` lifts it
 
 Opt a node in with `kubectl label node NODE migagent.io/autopilot=enabled`; out by removing the label.
 """
@@ -45,7 +45,8 @@ _CONFLICT_TRIES = 10
 def _guardrails(args: argparse.Namespace) -> Guardrails:
     return Guardrails(
         selector=args.selector, pool_label=args.pool_label, persist_s=args.persist,
-        max_changes_per_hour=args.max_changes_per_hour, cooldown_s=args.cooldown, dry_run=args.dry_run,
+        max_changes_per_hour=args.max_changes_per_hour, max_gpus_per_look=args.max_gpus_per_look,
+        cooldown_s=args.cooldown, dry_run=args.dry_run,
     )
 
 
@@ -61,12 +62,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.run_for is not None:
         threading.Timer(args.run_for, stop.set).start()
     with closing(api), signals_handled({signal.SIGTERM: stop.set, signal.SIGINT: stop.set}):
-        while not stop.is_set():
-            try:
-                autopilot.step()
-            except TransientError as error:  # a conflicting write (pause), an API hiccup: look again next poll
-                listener.event("autopilot_step_retried", error=str(error))
-            clock.wait(stop, args.poll)
+        autopilot.run(stop, args.poll)
     return 0
 
 
@@ -122,7 +118,7 @@ def _update(api: DemandApi, change: Callable[[AutopilotState], AutopilotState]) 
 def _pause(args: argparse.Namespace) -> int:
     with closing(pool_api(args, SystemClock())) as api:
         _update(api, lambda state: replace(state, paused=True))
-    print("autopilot paused: no new change starts (a rollout already started runs on: `migagent rollout pause`)")
+    print("autopilot paused: no new change starts; a rollout it drives stops after the wave in flight")
     return 0
 
 
@@ -164,6 +160,8 @@ def _run_flags(parser: argparse.ArgumentParser) -> None:
                         help="a pending pod counts as demand once it has waited this long")
     parser.add_argument("--max-changes-per-hour", type=_positive, default=2, metavar="N",
                         help="node changes per pool in any trailing hour")
+    parser.add_argument("--max-gpus-per-look", type=_positive, default=16, metavar="N",
+                        help="GPUs the changes one look starts may change, across the pool")
     parser.add_argument("--cooldown", type=_seconds, default=3600.0, metavar="SECONDS",
                         help="after a node changes, it may not change again for this long")
     parser.add_argument("--dry-run", action="store_true", help="record and announce decisions; change nothing")

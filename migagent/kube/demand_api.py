@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from kubernetes.client import (
     ApiClient,
@@ -92,6 +93,7 @@ def demand_pod(model: V1Pod) -> DemandPod:
     meta, spec, status = model.metadata, model.spec, model.status
     containers = [_container_requests(c) for c in (spec.containers if spec else None) or ()]
     inits = [_container_requests(c) for c in (spec.init_containers if spec else None) or ()]
+    owners = (meta.owner_references if meta else None) or ()
     affinity = spec.affinity.node_affinity if spec and spec.affinity else None
     required = affinity.required_during_scheduling_ignored_during_execution if affinity else None
     return DemandPod(
@@ -109,7 +111,8 @@ def demand_pod(model: V1Pod) -> DemandPod:
             Toleration(t.key or "", t.operator or "Equal", t.value or "", t.effect or "")
             for t in (spec.tolerations if spec else None) or ()
         ),
-        owner_kinds=tuple(o.kind for o in ((meta.owner_references if meta else None) or ())),
+        owner_kinds=tuple(o.kind for o in owners),
+        owner=next((o.uid for o in owners if o.controller), owners[0].uid if owners else ""),
         is_mirror=MIRROR_POD_ANNOTATION in ((meta.annotations if meta else None) or {}),
         deleting=meta is not None and meta.deletion_timestamp is not None,
     )
@@ -125,6 +128,19 @@ def _gpu_pod(item: Any) -> DemandPod | None:
     return pod if pod.requests else None
 
 
+class _Stopping(logging.Filter):
+    """Drops what the informer's thread logs once its watch was stopped: the connection it reads was shut
+    to stop it, not broken."""
+
+    threads: ClassVar[set[int]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread not in self.threads
+
+
+logging.getLogger("kubernetes.informer.informer").addFilter(_Stopping())
+
+
 class _Kept(Generic[T]):
     """One kind listed once, then kept by its watch (kubernetes.informer.SharedInformer, on its own thread),
     each object converted as its event comes (None: not kept)."""
@@ -137,8 +153,10 @@ class _Kept(Generic[T]):
         self._stopping = threading.Event()
         self._error = ""
         self._convert = convert
+        self._thread = 0
 
         def listed(**args: Any) -> Any:
+            self._thread = threading.get_ident()
             if args.get("watch"):  # the informer lists, fires the list's events, then watches
                 self._synced.set()
                 args["timeout_seconds"] = 1 if self._stopping.is_set() else _WATCH_S
@@ -180,7 +198,9 @@ class _Kept(Generic[T]):
 
     def stop(self) -> None:
         self._stopping.set()
+        _Stopping.threads.add(self._thread)
         self._informer.stop()  # its watch shuts the open connection
+        _Stopping.threads.discard(self._thread)
 
 
 class DemandApi(RolloutApi):

@@ -39,6 +39,8 @@ class Job:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     patience_s: float | None = None
     """How long its owner lets a pod of it wait before withdrawing it (None: for ever)."""
+    owner: str = ""
+    """The controller its pods belong to (several jobs may share one: a burst); "" for the job's own."""
     remaining_s: float = 0.0
     waits: list[float] = field(default_factory=list)
     """Seconds each of its pods waited before it ran."""
@@ -91,7 +93,7 @@ class ModelPool:
         pod = DemandPod(
             ref=PodRef(self.namespace, name, f"uid-{name}"), requests=dict(job.requests), priority=job.priority,
             created=self.clock.wall(), labels=dict(job.labels), node_selector=dict(job.node_selector),
-            owner_kinds=("ReplicaSet",),
+            owner_kinds=("ReplicaSet",), owner=job.owner or job.name,
         )
         self.pending[pod.name] = (pod, job)
         return pod
