@@ -1,6 +1,6 @@
 """Regenerate the docs' figures from the benches' own output: `python -m bench.report [--write]`.
 
-Each figures block (bench/README.md's, and the suite's time in the README) sits between
+Each figures block (bench/README.md's, docs/demand.md's, and the suite's time in the README) sits between
 `<!-- bench:NAME begin ... -->` and `<!-- bench:NAME end -->`; this runs that block's bench as a
 fresh process and puts its stdout there verbatim, under one line saying when, at which commit, on
 how many cores and at what load it ran. Without `--write` the new blocks are printed and the files
@@ -46,6 +46,7 @@ BLOCKS = (
     Block("journal", ("-m", "bench.journal_bench")),
     Block("demand", ("-m", "bench.demand_bench")),
     Block("advise-scaling", ("-m", "bench.advise_scaling"), readme=DEMAND_DOC),
+    Block("autopilot-requests", ("-m", "bench.autopilot_requests"), readme=DEMAND_DOC),
     Block("compare", ("-m", "bench.compare", "{base}", "--runs", "7")),
     Block("compare-journal", ("-m", "bench.compare", "{base}", "--runs", "3", "--probe", "journal", "--gpus", "16")),
     Block("compare-version", ("-m", "bench.compare", "{base}", "--runs", "5", "--probe", "version")),

@@ -4,26 +4,26 @@ fewest evictions and GPUs changed.
     pending pods, highest priority first, then longest waiting
     -> 1. each one that fits now (free devices on a node it may run on) is placed there, best fit
     -> 2. changes that evict nothing: repeatedly, the (node, layout) serving the most pods still
-          waiting (counted per priority level, highest first), then evicting fewest, changing fewest
-          GPUs, destroying fewest GIs; until no change serves one more pod
+          waiting (counted per priority level, highest first), then evicting fewest (the lowest
+          priorities first), changing fewest GPUs, destroying fewest GIs; until none serves one more pod
     -> 3. the same, now allowing changes that evict: capacity in use is reclaimed only for pods
           step 2 could not serve, and only from pods of strictly lower priority than every pod the
           change serves; the evictions of all changes together stay within every PodDisruptionBudget
-    -> what is still waiting gets its reason
+    -> what is still waiting gets its reason (explain.py)
 
 Equal priority never evicts: that would swap one waiting pod for another and cost a restart. A node
 is changed only when its agent has reported and settled (nodes.read_reported); a change that would
 evict a pod no drain can move (DaemonSet, static, controller-less) is never proposed. Each node is
 changed at most once per advice. Non-GPU resources (CPU, memory) are the scheduler's to judge.
 
-At fleet scale (thousands of nodes, tens of thousands of pods) the rounds of steps 2 and 3 pick what
-re-pricing every node each round would pick, without doing it. Pods alike to the scheduler (selector,
-affinity, tolerations) share the list of nodes they may run on, and wait in one queue per such group
-and request; a node's pods are those queues merged. A node's best change is kept in a heap and priced
-again only when it comes out on top after another node changed: taking pods away can only lower its
-value while the pods its change serves first are single devices. When a change served a pod that
-asks for more (two devices, two profiles), taking that pod can raise the value, so such a node is
-priced again at once. The oracle the tests hold (tests/unit/demand/oracle.py) re-prices every node.
+At fleet scale, steps 2 and 3 pick what pricing every option of every node again each round would
+pick (tests/unit/demand/oracle.py does), without doing it. Pods alike to the scheduler (selector,
+affinity, tolerations: a group) share the nodes they may run on and wait in one queue per group and
+request; a node's pool is its queues merged. Each node's options sit in a heap under their keys; a key
+priced before the last change bounds the option's value now and is priced again when it comes out on
+top: taking pods away only lowers a change's value while the pods it serves ask one profile, except by
+k - 1 pods per pod asking k devices (added to its bound). With a pod asking two profiles among the
+first its change could serve, or a pod given back, the nodes concerned are priced again at once.
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ import bisect
 import heapq
 import itertools
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
 from migagent.demand.advice import Advice, NodeAdvice, PodAdvice
-from migagent.demand.candidates import Candidate, evaluate, leaves_gpus, offered
+from migagent.demand.candidates import Candidate, evaluate, offered
 from migagent.demand.explain import explain
 from migagent.demand.generate import config_name, generate_node, generated_layout, layout_document
 from migagent.demand.nodes import free, infer_strategy, read_reported
@@ -46,17 +46,16 @@ from migagent.layout.strategy import MigStrategy
 from migagent.node.names import OBSERVED_ANNOTATION, is_gpu_resource
 from migagent.node.scheduling import DemandNode, DemandPod, is_mig_demand
 from migagent.rollout.budget import DisruptionBudget, pdb_draws, pdb_overdrawn
-from migagent.rollout.impact import capacity_now
 from migagent.rollout.reported import ReportedNode
 
 CandidateCache = MutableMapping[tuple[object, ...], Candidate]
 Requests = tuple[tuple[str, int], ...]
 Queue = tuple[int, Requests]
-"""Pending pods of one group (nodes they may run on) asking one request."""
+"""The pending pods of one group asking one request."""
 Key = tuple[list[int], tuple[object, ...]]
 """What the oracle compares, largest first: the pods served per priority level (highest first) beyond
-those placed there now; then, negated: evictions, the evicted pods' priorities (highest first: as many
-evicted, the lowest priorities go), GPUs changed, GIs destroyed, GIs created."""
+those placed there now; then, negated: evictions, the evicted pods' priorities (highest first), GPUs
+changed, GIs destroyed, GIs created."""
 
 
 @dataclass(frozen=True)
@@ -91,15 +90,10 @@ class Slot:
     layout: LayoutFile
     offers: dict[str, frozenset[str]] | None = None
     """Per layout it may change to, what that layout's GPUs would advertise."""
-    partial: frozenset[str] = frozenset()
-    """The layouts among those that leave some GPU as it is."""
     candidates: dict[str, Candidate] = field(default_factory=dict)
     queues: list[Queue] = field(default_factory=list)
-    """The queues of pods that may run here (group, request)."""
     own: list[int] = field(default_factory=list)
-    """Pending pods placed here by step 1 (their indices)."""
-    key: tuple[object, ...] = ()
-    """What its prices depend on besides the layout (for the autopilot's cache between looks)."""
+    """Pending pods step 1 placed here."""
 
     @property
     def name(self) -> str:
@@ -127,29 +121,9 @@ def _slot(node: DemandNode, bound: dict[str, DemandPod], view: DemandView, optio
     return Slot(node, reported, strategy, bound, free(capacity, bound.values()), why, view.layout)
 
 
-def _group_key(pod: DemandPod) -> tuple[object, ...]:
-    """What the scheduler filters a pod by: pods with the same key may run on the same nodes."""
-    return tuple(sorted(pod.node_selector.items())), pod.affinity, pod.tolerations
-
-
-def _single(requests: Requests) -> bool:
-    return len(requests) == 1 and requests[0][1] == 1
-
-
-@dataclass
-class _Fill:
-    placed: list[int]
-    mixed: bool
-    """A pod asking two profiles is among the first pods that could use some resource (as many as it has
-    units), or is served. Otherwise taking pods away can raise the change's value only by what the pods
-    taken that ask several devices of one profile leave room for: each asking k, at most k - 1 pods more
-    at its priority or below (checked by tests/unit/demand/test_advise_differential.py against the oracle);
-    with a pod asking two profiles there, by more."""
-
-
 @dataclass
 class _Option:
-    """One change a slot may make in this step: its key when priced in round `at`, a bound of it since."""
+    """A change a slot may make in this step; its key as priced in round `at`, a bound of it since."""
 
     position: int
     candidate: Candidate
@@ -158,58 +132,24 @@ class _Option:
     at: int = -1
     placed: list[int] = field(default_factory=list)
     pricing: int = -1
-    """Which pricing gave the key (the pods it serves are watched under it)."""
 
 
 def _negated(rest: tuple[object, ...]) -> tuple[object, ...]:
     return tuple(_negated(r) if isinstance(r, tuple) else -cast(int, r) for r in rest)
 
 
-class _Rounds:
-    """The heap of steps 2 and 3: per slot its largest key, exact when priced in this round, else a bound."""
-
-    def __init__(self, slots: int) -> None:
-        self.heap: list[tuple[Key, int, int]] = []
-        self.live = [-1] * slots
-        """The serial of each slot's entry in the heap (older entries are dropped when met)."""
-        self.options: list[list[_Option]] = [[] for _ in range(slots)]
-        self.now = 0
-        self._serials = itertools.count()
-
-    def best(self, i: int) -> _Option | None:
-        """The slot's first option of the largest key that serves more pods."""
-        found = None
-        for option in self.options[i]:
-            if option.key is not None and option.key[0] > [0] * len(option.key[0]) and (
-                    found is None or option.key > cast(Key, found.key)):
-                found = option
-        return found
-
-    def push(self, i: int) -> None:
-        self.live[i] = serial = next(self._serials)
-        if (option := self.best(i)) is not None:
-            key = cast(Key, option.key)
-            heapq.heappush(self.heap, (([-g for g in key[0]], _negated(key[1])), i, serial))
-
-    def pop(self) -> int | None:
-        """The slot of the largest key, skipping entries replaced since."""
-        while self.heap:
-            _, i, serial = heapq.heappop(self.heap)
-            if serial == self.live[i]:
-                return i
-        return None
+def _fits(requests: Requests, left: Mapping[str, int]) -> bool:
+    return all(left.get(resource, 0) >= count for resource, count in requests)
 
 
 class _Search:
     def __init__(self, view: DemandView, options: AdviseOptions, cache: CandidateCache | None) -> None:
-        self.view = view
-        self.options = options
-        self.cache = cache
+        self.view, self.options, self.cache = view, options, cache
         self.pending = pending_order(view.pods)
+        self.names = [p.name for p in self.pending]
         self.requests: list[Requests] = [tuple(sorted(p.requests.items())) for p in self.pending]
         self.levels = sorted({p.priority for p in self.pending}, reverse=True)
-        level = {priority: index for index, priority in enumerate(self.levels)}
-        self.level = [level[p.priority] for p in self.pending]
+        self.level = [self.levels.index(p.priority) for p in self.pending]
         named = [(p.name, p) for p in view.pods]
         self.pod_labels = {name: dict(p.labels) for name, p in named}
         bound: dict[str, dict[str, DemandPod]] = {}
@@ -221,116 +161,75 @@ class _Search:
         self.changed: dict[str, Candidate] = {}
         self.generated: dict[str, dict[int, dict[str, int]]] = {}
         self.drawn: dict[str, int] = {}
-        """Evictions per PodDisruptionBudget of the changes made so far."""
-        self._drawn_by: dict[tuple[str, str], dict[str, int]] = {}
-        self._now: dict[str, frozenset[str]] = {}
-        self.groups: dict[tuple[object, ...], int] = {}
-        self.group = [self.groups.setdefault(_group_key(p), len(self.groups)) for p in self.pending]
-        self.names = [p.name for p in self.pending]
-        self._index: dict[tuple[str, str, bool], list[int]] = {}
-        first = {g: i for i, g in reversed(list(enumerate(self.group)))}
-        self.eligible = [self._may_run_on(self.pending[first[g]]) for g in range(len(self.groups))]
-        """Per group, the slots its pods may run on."""
+        """Evictions per PodDisruptionBudget of the changes made."""
+        groups: dict[tuple[object, ...], int] = {}
+        self.group = [groups.setdefault((tuple(sorted(p.node_selector.items())), p.affinity, p.tolerations),
+                                        len(groups)) for p in self.pending]
+        first = {g: self.pending[i] for i, g in reversed(list(enumerate(self.group)))}
+        self._by_label: dict[tuple[str, str], list[int]] = {}
+        for i, slot in enumerate(self.slots):
+            for label in (("metadata.name", slot.name), *slot.node.view.labels.items()):
+                self._by_label.setdefault(label, []).append(i)
+        self.eligible = [self._may_run_on(first[g]) for g in range(len(groups))]
         self.queues: dict[Queue, list[int]] = {}
-        """Pending pods not placed, per (group, request), in order."""
-        self._reasons: dict[tuple[int, Requests, int], str] = {}
-        self._offers: dict[tuple[object, ...], tuple[dict[str, frozenset[str]], frozenset[str]]] = {}
+        """The pending pods not placed, per group and request, in order."""
+        self._heap: list[tuple[Key, int, int]] = []
+        self._live: list[int] = []
+        """The serial of each slot's entry in the heap."""
+        self._options: list[list[_Option]] = []
+        self._now = 0
+        self._serials = itertools.count()
         self._watched: dict[int, list[tuple[int, int, int, bool]]] = {}
-        """Pod -> (slot, pricing, option's position, mixed) of the options serving it, where taking it may raise
-        their value (mixed: by how much, only pricing again says; see `_Fill`)."""
-        self._pricings = itertools.count()
-        self._fitting: dict[tuple[int, str], tuple[list[Queue], dict[str, tuple[Queue, ...]]]] = {}
-        """Per (slot, layout): the queues whose pods fit the change, all and by resource."""
-        self._filled: dict[tuple[object, ...], list[int]] = {}
-        """One resource filled, for the nodes alike (emptied by each change: the queues moved)."""
+        """Pod -> (slot, pricing, option's position, mixed: to price again at once) of what serves it."""
+        self._offers: dict[tuple[object, ...], dict[str, frozenset[str]]] = {}
+        self._fitting: dict[tuple[int, str], list[Queue]] = {}
+        self._draws: dict[tuple[str, str], Counter[str]] = {}
+        self._reasons: dict[tuple[int, Requests, int], str] = {}
 
     @property
     def generating(self) -> bool:
         return self.options.generate
 
     def _may_run_on(self, pod: DemandPod) -> list[int]:
-        """The slots `pod` may run on: those a label of its selector, or an `In` of each affinity term,
-        could name (looked up, not scanned), then each checked as the scheduler would."""
-        if not self._index:
-            for i, slot in enumerate(self.slots):
-                self._index.setdefault(("metadata.name", slot.name, True), []).append(i)
-                for key, value in slot.node.view.labels.items():
-                    self._index.setdefault((key, value, False), []).append(i)
-        narrowed: set[int] | None = None
-        for key, value in sorted(pod.node_selector.items())[:1]:
-            narrowed = set(self._index.get((key, value, False), ()))
-        for term in pod.affinity if narrowed is None else ():
-            named = [(r, field) for field, rs in ((False, term.expressions), (True, term.fields)) for r in rs
-                     if r.operator == "In"]
-            if not named:
-                narrowed = None
+        """The slots `pod` may run on: those one label of its selector, or an `In` of each affinity term,
+        names (looked up), each then checked as the scheduler would."""
+        named: set[int] | None = None
+        if pod.node_selector:
+            named = set(self._by_label.get(min(pod.node_selector.items()), ()))
+        for term in pod.affinity if named is None else ():
+            requirement = next((r for r in (*term.expressions, *term.fields) if r.operator == "In"), None)
+            if requirement is None:
+                named = None
                 break
-            (requirement, by_field), found = named[0], narrowed or set()
-            narrowed = found.union(*(self._index.get((requirement.key, v, by_field), ()) for v in requirement.values))
-        candidates = sorted(narrowed) if narrowed is not None else range(len(self.slots))
-        return [i for i in candidates if self.slots[i].may_run(pod) is None]
-
-    # --- step 1 ---------------------------------------------------------------------------------------
+            key = requirement.key if requirement in term.expressions else "metadata.name"
+            named = (named or set()).union(*(self._by_label.get((key, v), ()) for v in requirement.values))
+        return [i for i in (sorted(named) if named is not None else range(len(self.slots)))
+                if self.slots[i].may_run(pod) is None]
 
     def place_now(self) -> None:
         """Each pending pod that fits now, to the node where it leaves the fewest units free (then by name)."""
-        buckets: dict[tuple[int, str], dict[int, list[int]]] = {}
-        """(group, resource) -> units free -> the slots of the group with that many (a heap of indices)."""
-        holders: dict[tuple[int, str], list[dict[int, list[int]]]] = {}
-        full: set[Queue] = set()
         for index, requests in enumerate(self.requests):
-            group = self.group[index]
-            self.queues.setdefault((group, requests), [])
-            if (group, requests) in full:
-                found = None
-            elif len(requests) == 1:
-                found = self._fewest_left(buckets, holders, group, *requests[0])
-            else:
-                fitting = [(sum(f.get(r, 0) - n for r, n in requests), i) for i in self.eligible[group]
-                           if self._fits(requests, f := self.slots[i].free_now)]
-                found = min(fitting)[1] if fitting else None
-            if found is None:
-                full.add((group, requests))  # what is free only shrinks: the next pod alike fits nowhere either
-                self.queues[(group, requests)].append(index)
+            queue = self.queues.setdefault((self.group[index], requests), [])
+            fitting = [] if queue else [  # what is free only shrinks: once one alike waits, so do the next
+                (sum(f.get(r, 0) - n for r, n in requests), i) for i in self.eligible[self.group[index]]
+                if _fits(requests, f := self.slots[i].free_now)]
+            if not fitting:
+                queue.append(index)
                 continue
+            slot = self.slots[found := min(fitting)[1]]
             for resource, count in requests:
-                units = self.slots[found].free_now[resource] = self.slots[found].free_now[resource] - count
-                for by_units in holders.get((found, resource), ()) if units else ():
-                    heapq.heappush(by_units.setdefault(units, []), found)
+                slot.free_now[resource] -= count
             self.assigned[index] = found
-            self.slots[found].own.append(index)
+            slot.own.append(index)
         for group, requests in self.queues:
             for i in self.eligible[group]:
                 self.slots[i].queues.append((group, requests))
 
-    def _fewest_left(self, buckets: dict[tuple[int, str], dict[int, list[int]]],
-                     holders: dict[tuple[int, str], list[dict[int, list[int]]]], group: int, resource: str,
-                     count: int) -> int | None:
-        """The slot of `group` with the fewest units of `resource` free, at least `count`, then the first by
-        name. A slot whose units fall is added to the bucket of its new count; the stale entry is dropped
-        when met."""
-        by_units = buckets.get((group, resource))
-        if by_units is None:
-            by_units = buckets[(group, resource)] = {}
-            for i in self.eligible[group]:
-                holders.setdefault((i, resource), []).append(by_units)
-                if units := self.slots[i].free_now.get(resource, 0):
-                    by_units.setdefault(units, []).append(i)
-        for units in sorted(u for u in by_units if u >= count):
-            heap = by_units[units]
-            while heap and self.slots[heap[0]].free_now.get(resource, 0) != units:
-                heapq.heappop(heap)
-            if heap:
-                return heap[0]
-        return None
-
-    # --- steps 2 and 3 --------------------------------------------------------------------------------
-
-    def score(self, pods: Iterable[int]) -> tuple[int, ...]:
+    def score(self, pods: Iterable[int]) -> list[int]:
         counts = [0] * len(self.levels)
         for index in pods:
             counts[self.level[index]] += 1
-        return tuple(counts)
+        return counts
 
     def layout_names(self, slot: Slot) -> list[str]:
         """The layouts the node may change to (the file's that resolve on its GPUs, and with --generate its
@@ -340,15 +239,12 @@ class _Search:
         if slot.offers is None:
             if self.options.generate and slot.strategy is MigStrategy.MIXED:
                 slot.layout = self._with_generated(slot)
-            gpus = tuple((g.index, g.pci_device_id, g.pci_subsystem_id, g.mig_capable)
-                         for g in slot.reported.observation.gpus)
-            kind = (gpus, slot.node.layout, slot.strategy, id(slot.layout))
+            kind = (tuple((g.index, g.pci_device_id, g.pci_subsystem_id, g.mig_capable)
+                          for g in slot.reported.observation.gpus), slot.node.layout, slot.strategy, id(slot.layout))
             if kind not in self._offers:  # nodes of one kind in one layout offer alike
-                offers = {n: o for n in slot.layout.names if n != slot.node.layout
-                          and (o := offered(slot.reported, slot.layout, n, slot.strategy)) is not None}
-                self._offers[kind] = offers, frozenset(
-                    n for n in offers if leaves_gpus(slot.reported, slot.layout, n, slot.strategy))
-            slot.offers, slot.partial = self._offers[kind]
+                self._offers[kind] = {n: o for n in slot.layout.names if n != slot.node.layout
+                                      and (o := offered(slot.reported, slot.layout, n, slot.strategy)) is not None}
+            slot.offers = self._offers[kind]
         return list(slot.offers)
 
     def candidate(self, slot: Slot, name: str) -> Candidate:
@@ -356,27 +252,18 @@ class _Search:
             slot.candidates[name] = self._evaluate(slot, name)
         return slot.candidates[name]
 
-    def candidates_of(self, slot: Slot, asks: Collection[str] = ()) -> list[Candidate]:
-        """Its candidates; with `asks`, only those whose capacity may hold all of them: under the mixed
-        strategy a resource neither its GPUs advertise now nor the layout's would is not there."""
-        names = self.layout_names(slot)
-        if asks and slot.strategy is MigStrategy.MIXED and slot.offers is not None and slot.reported is not None:
-            if slot.name not in self._now:
-                self._now[slot.name] = frozenset(capacity_now(slot.reported))
-            now, offers, partial = self._now[slot.name], slot.offers, slot.partial
-            names = [n for n in names if all(r in offers[n] or (r in now and n in partial) for r in asks)]
-        return [self.candidate(slot, name) for name in names]
+    def candidates_of(self, slot: Slot) -> list[Candidate]:
+        return [self.candidate(slot, name) for name in self.layout_names(slot)]
 
     def _evaluate(self, slot: Slot, name: str) -> Candidate:
         assert slot.reported is not None
-        if self.cache is None:
-            return evaluate(slot.node, slot.reported, slot.layout, name, strategy=slot.strategy, bound=slot.bound)
-        slot.key = slot.key or (slot.name, slot.node.view.annotations.get(OBSERVED_ANNOTATION), slot.strategy,
-                                tuple((n, p.priority, p.owner_kinds, p.finished) for n, p in slot.bound.items()))
-        key = (*slot.key, slot.layout.configs[name], name)
-        if key not in self.cache:
-            self.cache[key] = evaluate(slot.node, slot.reported, slot.layout, name, strategy=slot.strategy,
-                                       bound=slot.bound)
+        key = (slot.name, slot.node.view.annotations.get(OBSERVED_ANNOTATION), slot.layout.configs[name], name,
+               slot.strategy, tuple((n, p.priority, p.owner_kinds, p.finished) for n, p in slot.bound.items()))
+        if self.cache is None or key not in self.cache:
+            found = evaluate(slot.node, slot.reported, slot.layout, name, strategy=slot.strategy, bound=slot.bound)
+            if self.cache is None:
+                return found
+            self.cache[key] = found
         return self.cache[key]
 
     def _with_generated(self, slot: Slot) -> LayoutFile:
@@ -391,169 +278,156 @@ class _Search:
         self.generated[name] = changes
         return LayoutFile(slot.layout.path, {**slot.layout.configs, **generated_layout(name, changes).configs})
 
+    # --- steps 2 and 3 --------------------------------------------------------------------------------
+
     def change(self, *, allow_evictions: bool) -> None:
-        """Changes, best first, until none serves one more pod. Each slot's best option sits in a heap with
-        its key (what the oracle compares: it breaks ties by slot, then layout, as the heap does); a key
-        priced before the last change is an upper bound of the option's value now (see `_Fill`), priced
-        again when it comes out on top; a key priced since is the best there is."""
-        rounds = _Rounds(len(self.slots))
-        self._watched.clear()
-        for i in self._open(range(len(self.slots))):
-            self._price(rounds, i, allow_evictions=allow_evictions)
-        while (i := rounds.pop()) is not None:
-            option = rounds.best(i)
+        """Changes, best first, until none serves one more pod (see the module's docstring): the heap holds
+        each slot's largest key, exact if priced in this round (`now`), else a bound."""
+        self._heap, self._live, self._watched, self._now = [], [-1] * len(self.slots), {}, 0
+        self._options = [[] for _ in self.slots]
+        for first in self._open(range(len(self.slots))):
+            self._price(first, allow_evictions=allow_evictions)
+        while (i := self._pop()) is not None:
+            option = self._best(i)
             if option is None or self.slots[i].name in self.changed:
                 continue
-            if option.at != rounds.now:
-                self._price_option(rounds, i, option)
-                rounds.push(i)
+            if option.at != self._now:  # a bound: what it is worth now
+                self._price_option(i, option)
+                self._push(i)
                 continue
-            eager, raised = self._change(rounds, i, option.candidate, option.placed)
-            rounds.now += 1
+            eager, raised = self._change(i, option)
+            self._now += 1
             for j in self._open(sorted(eager)):
-                self._price(rounds, j, allow_evictions=allow_evictions)
+                self._price(j, allow_evictions=allow_evictions)
             for j in self._open(sorted(set(raised) - eager)):
                 for position, more in raised[j].items():
-                    key = cast(Key, rounds.options[j][position].key)
-                    rounds.options[j][position].key = [a + b for a, b in zip(key[0], more, strict=True)], key[1]
-                rounds.push(j)
+                    key = cast(Key, self._options[j][position].key)
+                    self._options[j][position].key = [a + b for a, b in zip(key[0], more, strict=True)], key[1]
+                self._push(j)
+
+    def _best(self, i: int) -> _Option | None:
+        """The slot's first option of the largest key that serves more pods."""
+        found: tuple[Key, _Option] | None = None
+        for option in self._options[i]:
+            if (key := option.key) and key[0] > [0] * len(key[0]) and (found is None or key > found[0]):
+                found = key, option
+        return found[1] if found else None
+
+    def _push(self, i: int) -> None:
+        self._live[i] = serial = next(self._serials)
+        if (option := self._best(i)) is not None and option.key:
+            heapq.heappush(self._heap, (([-g for g in option.key[0]], _negated(option.key[1])), i, serial))
+
+    def _pop(self) -> int | None:
+        while self._heap:
+            _, i, serial = heapq.heappop(self._heap)
+            if serial == self._live[i]:  # older entries of the slot are dropped
+                return i
+        return None
 
     def _open(self, slots: Iterable[int]) -> Iterable[int]:
         return (i for i in slots if not self.slots[i].not_changed and self.slots[i].name not in self.changed)
 
-    def _price(self, rounds: _Rounds, i: int, *, allow_evictions: bool) -> None:
+    def _price(self, i: int, *, allow_evictions: bool) -> None:
         """Every option of the slot priced now, in layout order."""
         slot = self.slots[i]
-        rounds.options[i] = []
+        self._options[i] = []
         for name in self.layout_names(slot) if self._wanted(slot) else ():  # none: all that may run here is placed
             candidate = self.candidate(slot, name)
-            if candidate.problem or not candidate.impact.changes or (candidate.evictions and not allow_evictions):
-                continue
-            option = _Option(len(rounds.options[i]), candidate)
-            rounds.options[i].append(option)
-            self._price_option(rounds, i, option)
-        rounds.push(i)
+            if not (candidate.problem or not candidate.impact.changes or (candidate.evictions and not allow_evictions)):
+                self._options[i].append(option := _Option(len(self._options[i]), candidate))
+                self._price_option(i, option)
+        self._push(i)
 
     def _wanted(self, slot: Slot) -> set[str]:
-        """The resources pods still waiting that may run on the slot ask for."""
         return {r for key in slot.queues if self.queues[key] for r, _ in key[1]}
 
-    def _price_option(self, rounds: _Rounds, i: int, option: _Option) -> None:
+    def _price_option(self, i: int, option: _Option) -> None:
         slot, candidate = self.slots[i], option.candidate
         assert slot.offers is not None
-        option.at, option.pricing, option.key = rounds.now, next(self._pricings), None
+        option.at, option.pricing, option.key = self._now, next(self._serials), None
         if not slot.offers[candidate.layout] & self._wanted(slot):
             return  # it creates nothing a waiting pod asks for
-        filled = self._fill(i, candidate.layout, candidate)
-        gain = [a - b for a, b in zip(self.score(filled.placed), self.score(slot.own), strict=True)]
+        option.placed, mixed = self._fill(slot, i, candidate)
+        gain = [a - b for a, b in zip(self.score(option.placed), self.score(slot.own), strict=True)]
         if gain > [0] * len(gain) and candidate.evictions and self.overdraws(candidate):
             return  # and for good: the changes made only draw more
         impact = candidate.impact
         option.key = gain, (-candidate.evictions, tuple(-p for p in candidate.victims), -len(impact.gpus_changed),
                             -impact.gis_destroyed, -impact.gis_created)
-        option.placed = filled.placed
-        for index in filled.placed:  # watch what taking it may raise (see `_Fill`)
-            if self.assigned[index] is None and (filled.mixed or sum(n for _, n in self.requests[index]) > 1):
-                self._watched.setdefault(index, []).append((i, option.pricing, option.position, filled.mixed))
+        for index in option.placed:  # what taking it may raise
+            if self.assigned[index] is None and (mixed or sum(n for _, n in self.requests[index]) > 1):
+                self._watched.setdefault(index, []).append((i, option.pricing, option.position, mixed))
 
-    def _fill(self, i: int, name: str, candidate: Candidate) -> _Fill:
-        """The pods of the slot's pool (its own, and those waiting that may run here), in order, whose whole
-        request fits what the change leaves, of priority above what it evicts (the oracle's `fill`). When
-        each asks one resource, each resource fills on its own: alike for nodes alike, worked out once
-        between two changes."""
-        slot = self.slots[i]
-        if (i, name) not in self._fitting:
-            fitting = [key for key in slot.queues if self._fits(key[1], candidate.free)]
-            by_resource = {r: tuple(k for k in fitting if k[1][0][0] == r) for r in candidate.free}
-            self._fitting[(i, name)] = fitting, by_resource
-        fitting, by_resource = self._fitting[(i, name)]
-        own = [j for j in slot.own if self._fits(self.requests[j], candidate.free)]
-        if any(len(key[1]) > 1 for key in fitting) or any(len(self.requests[j]) > 1 for j in own):
-            return self._merged(candidate.free, candidate.floor, own, fitting)
-        placed: list[int] = []
-        for resource, units in candidate.free.items():
-            mine = tuple(j for j in own if self.requests[j][0][0] == resource)
-            memo = (resource, units, candidate.floor, by_resource[resource], mine)
-            if units and (mine or by_resource[resource]):
-                if memo not in self._filled:
-                    self._filled[memo] = self._merged({resource: units}, candidate.floor, mine, memo[3]).placed
-                placed += self._filled[memo]
-        return _Fill(placed, mixed=False)
-
-    def _merged(self, free: Mapping[str, int], floor: int, own: Sequence[int],
-                fitting: Iterable[Queue]) -> _Fill:
-        """`_fill` over the slot's pods merged in order. Pods of one queue ask alike: once one does not fit,
-        none of the rest does."""
-        left = dict(free)
+    def _fill(self, slot: Slot, i: int, candidate: Candidate) -> tuple[list[int], bool]:
+        """The pods of the slot's pool (its own, then those waiting that may run here, merged in order) whose
+        whole request fits what the change leaves, of priority above what it evicts (the oracle's `fill`);
+        and whether a pod asking two profiles is served, or among the first that could use some resource (as
+        many as it has units): then taking pods away may raise what the change serves by more than a bound
+        says. Pods of one queue ask alike: once one does not fit, none of the rest does."""
+        left = dict(candidate.free)
+        if (i, candidate.layout) not in self._fitting:
+            self._fitting[(i, candidate.layout)] = [key for key in slot.queues if _fits(key[1], left)]
         units, seen = dict(left), dict.fromkeys(left, 0)
-        sources = [(own, False), *((queue, True) for key in fitting if (queue := self.queues[key]))]
+        sources = [([j for j in slot.own if _fits(self.requests[j], left)], False)]
+        sources += [(queue, True) for key in self._fitting[(i, candidate.layout)] if (queue := self.queues[key])]
         heads = [(pods[0], n, 0) for n, (pods, _) in enumerate(sources) if pods]
         heapq.heapify(heads)
-        filled = _Fill([], mixed=False)
+        placed: list[int] = []
+        mixed = False
         while heads and any(left.values()):
             index, n, at = heapq.heappop(heads)
-            if self.pending[index].priority <= floor:
+            if self.pending[index].priority <= candidate.floor:
                 break
             requests = self.requests[index]
-            if len(requests) > 1:
-                filled.mixed |= any(seen[r] < units[r] for r, _ in requests)
+            mixed |= len(requests) > 1 and any(seen[r] < units[r] for r, _ in requests)
             for resource, _ in requests:
                 seen[resource] += 1
-            pods, alike = sources[n]
-            if self._fits(requests, left):
+            if _fits(requests, left):
                 for resource, count in requests:
                     left[resource] -= count
-                filled.placed.append(index)
-                filled.mixed |= len(requests) > 1
-            elif alike:
+                placed.append(index)
+                mixed |= len(requests) > 1
+            elif sources[n][1]:
                 continue
-            if at + 1 < len(pods):
-                heapq.heappush(heads, (pods[at + 1], n, at + 1))
-        return filled
+            if at + 1 < len(sources[n][0]):
+                heapq.heappush(heads, (sources[n][0][at + 1], n, at + 1))
+        return placed, mixed
 
     def overdraws(self, candidate: Candidate) -> str:
-        """Which PodDisruptionBudgets `candidate` would overdraw beside the changes made, said ("": none)."""
-        return "; ".join(pdb_overdrawn(Counter(self.drawn) + Counter(self._draws(candidate)), self.view.budgets))
+        """The PodDisruptionBudgets `candidate` would overdraw beside the changes made, said ("": none)."""
+        return "; ".join(pdb_overdrawn(Counter(self.drawn) + self._drawn(candidate), self.view.budgets))
 
-    def _draws(self, candidate: Candidate) -> dict[str, int]:
-        """Its evictions per PodDisruptionBudget."""
+    def _drawn(self, candidate: Candidate) -> Counter[str]:
         key = (candidate.node, candidate.layout)
-        if key not in self._drawn_by:
-            self._drawn_by[key] = pdb_draws([candidate.impact], self.view.budgets, self.pod_labels)
-        return self._drawn_by[key]
+        if key not in self._draws:
+            self._draws[key] = Counter(pdb_draws([candidate.impact], self.view.budgets, self.pod_labels))
+        return self._draws[key]
 
-    @staticmethod
-    def _fits(requests: Requests, left: Mapping[str, int]) -> bool:
-        return all(left.get(resource, 0) >= count for resource, count in requests)
-
-    def _change(self, rounds: _Rounds, i: int, candidate: Candidate, placed: list[int]
-                ) -> tuple[set[int], dict[int, dict[int, list[int]]]]:
-        """Slot i changes to `candidate` and serves `placed`. Returns the slots to price again at once (those a
-        pod given back may run on, or whose change served a taken pod beside one asking two profiles), and by
-        how much, per priority level, taking pods asking several devices may raise others' changes."""
+    def _change(self, i: int, option: _Option) -> tuple[set[int], dict[int, dict[int, list[int]]]]:
+        """Slot i makes `option`. Returns the slots to price again at once (those a pod given back may run on,
+        or whose option served a pod taken beside one asking two profiles), and how much, per priority
+        level, taking pods asking several devices may raise the others' options."""
         slot = self.slots[i]
-        self.changed[slot.name] = candidate
-        self._filled.clear()
-        self.drawn = dict(Counter(self.drawn) + Counter(self._draws(candidate)))
+        self.changed[slot.name] = option.candidate
+        self.drawn = dict(Counter(self.drawn) + self._drawn(option.candidate))
         eager: set[int] = set()
         raised: dict[int, dict[int, list[int]]] = {}
-        for index in set(slot.own) - set(placed):  # placed now, but not by the change: waiting again
+        for index in set(slot.own) - set(option.placed):  # placed now, but not by the change: waiting again
             self.assigned[index] = None
             bisect.insort(self.queues[(self.group[index], self.requests[index])], index)
             eager.update(self.eligible[self.group[index]])
-        for index in placed:
+        for index in option.placed:
             if self.assigned[index] is None:
                 queue = self.queues[(self.group[index], self.requests[index])]
                 del queue[bisect.bisect_left(queue, index)]
                 for j, pricing, position, mixed in self._watched.pop(index, ()):
-                    options = rounds.options[j]
-                    if position >= len(options) or options[position].pricing != pricing:
-                        continue  # priced again since
-                    if mixed:
-                        eager.add(j)
-                        continue
-                    more = raised.setdefault(j, {}).setdefault(position, [0] * len(self.levels))
-                    more[self.level[index]] += sum(n for _, n in self.requests[index]) - 1
+                    if position < len(self._options[j]) and self._options[j][position].pricing == pricing:
+                        if mixed:
+                            eager.add(j)
+                        else:
+                            more = raised.setdefault(j, {}).setdefault(position, [0] * len(self.levels))
+                            more[self.level[index]] += sum(n for _, n in self.requests[index]) - 1
             self.assigned[index] = i
         return eager, raised
 
@@ -589,10 +463,9 @@ class _Search:
 
     def _reason(self, index: int) -> str:
         """Why pod `index` waits: the same for every pod of its group, request and priority."""
-        pod, group = self.pending[index], self.group[index]
-        key = (group, self.requests[index], pod.priority)
+        key = (self.group[index], self.requests[index], self.pending[index].priority)
         if key not in self._reasons:
-            self._reasons[key] = explain(self, pod, [self.slots[i] for i in self.eligible[group]])
+            self._reasons[key] = explain(self, self.pending[index], [self.slots[i] for i in self.eligible[key[0]]])
         return self._reasons[key]
 
 

@@ -74,7 +74,7 @@ def evaluate(
     return replace(priced, free=free(capacity, staying), floor=victims[0] if victims else NO_EVICTION, victims=victims)
 
 
-_OFFERED: dict[tuple[object, ...], tuple[frozenset[str], bool] | None] = {}
+_OFFERED: dict[tuple[object, ...], frozenset[str] | None] = {}
 _OFFERED_KEPT = 4096
 
 
@@ -82,18 +82,6 @@ def offered(reported: ReportedNode, layout: LayoutFile, name: str, strategy: Mig
     """The resources the GPUs that layout `name` selects would advertise, whatever pods run: a cheap
     first look (no planning) at whether a change could serve a request. None when the layout does not
     resolve on the node (the full evaluation says why)."""
-    found = _offer(reported, layout, name, strategy)
-    return None if found is None else found[0]
-
-
-def leaves_gpus(reported: ReportedNode, layout: LayoutFile, name: str, strategy: MigStrategy) -> bool:
-    """Whether layout `name` leaves some GPU of the node as it is (advertising what it does now)."""
-    found = _offer(reported, layout, name, strategy)
-    return found is None or not found[1]
-
-
-def _offer(reported: ReportedNode, layout: LayoutFile, name: str, strategy: MigStrategy
-           ) -> tuple[frozenset[str], bool] | None:
     gpus = reported.observation.gpus
     key = (tuple((g.index, g.pci_device_id, g.pci_subsystem_id, g.mig_capable) for g in gpus),
            layout.configs[name], strategy)
@@ -104,9 +92,7 @@ def _offer(reported: ReportedNode, layout: LayoutFile, name: str, strategy: MigS
     return _OFFERED[key]
 
 
-def _offered(reported: ReportedNode, layout: LayoutFile, name: str, strategy: MigStrategy
-             ) -> tuple[frozenset[str], bool] | None:
-    """What `offered` says, and whether the layout selects every GPU."""
+def _offered(reported: ReportedNode, layout: LayoutFile, name: str, strategy: MigStrategy) -> frozenset[str] | None:
     gpus = reported.observation.gpus
     try:
         desired = resolve_config(layout, name, [identity_of(gpu) for gpu in gpus])
@@ -124,7 +110,6 @@ def _offered(reported: ReportedNode, layout: LayoutFile, name: str, strategy: Mi
                 ci = profile.ci_profile(ci_id) if profile is not None else None
                 if profile is not None and ci is not None:
                     names.add(mig_resource_name(ci_profile_name(profile, ci, table)))
-    every = len(desired.gpus) == len(gpus)
     if strategy is MigStrategy.SINGLE and any(n.startswith(MIG_RESOURCE_PREFIX) for n in names):
-        return frozenset({GPU_RESOURCE}), every
-    return frozenset(names), every
+        return frozenset({GPU_RESOURCE})
+    return frozenset(names)

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
 from migagent.demand.candidates import Candidate
@@ -44,7 +44,7 @@ class SearchView(Protocol[S]):
     @property
     def generating(self) -> bool: ...
 
-    def candidates_of(self, slot: S, asks: Collection[str] = ()) -> list[Candidate]: ...
+    def candidates_of(self, slot: S) -> list[Candidate]: ...
 
 
 def _listed(items: Iterable[str]) -> str:
@@ -78,7 +78,7 @@ def _why_not_open(search: SearchView[S], pod: DemandPod, open_nodes: Sequence[S]
     hint = "" if search.generating else " (--generate builds layouts per node around the busy GPU instances)"
     higher: list[str] = []
     other: list[str] = []
-    offering = (c for s in open_nodes for c in search.candidates_of(s, pod.requests) if c.capacity and _offers(c, pod))
+    offering = (c for s in open_nodes for c in search.candidates_of(s) if c.capacity and _offers(c, pod))
     for candidate in offering:  # every rule that rules each out
         where = f"{candidate.node} -> {candidate.layout}"
         blocked = candidate.problem or (search.overdraws(candidate) if candidate.evictions else "")

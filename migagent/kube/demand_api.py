@@ -142,18 +142,13 @@ logging.getLogger("kubernetes.informer.informer").addFilter(_Stopping())
 
 
 class _Kept(Generic[T]):
-    """One kind listed once, then kept by its watch (kubernetes.informer.SharedInformer, on its own thread),
-    each object converted as its event comes (None: not kept)."""
+    """One kind listed once, then kept by its watch (kubernetes.informer.SharedInformer, on its thread), each
+    object converted as its event comes (None: not kept)."""
 
     def __init__(self, call: Callable[..., Any], kind: str, convert: Callable[[Any], T | None], **query: str) -> None:
-        self.kind = kind
+        self.kind, self._convert, self._error, self._thread = kind, convert, "", 0
         self._objects: dict[str, T] = {}
-        self._lock = threading.Lock()
-        self._synced = threading.Event()
-        self._stopping = threading.Event()
-        self._error = ""
-        self._convert = convert
-        self._thread = 0
+        self._lock, self._synced, self._stopping = threading.Lock(), threading.Event(), threading.Event()
 
         def listed(**args: Any) -> Any:
             self._thread = threading.get_ident()
@@ -164,27 +159,21 @@ class _Kept(Generic[T]):
 
         listed.__doc__ = f":rtype: {kind}List"  # how the client's Watch finds the type of each event
         self._informer = _INFORMER(listed, **query)
-        for event in (ADDED, MODIFIED):
-            self._informer.add_event_handler(event, self._put)
-        self._informer.add_event_handler(DELETED, self._drop)
-        self._informer.add_event_handler(ERROR, self._failed)
+        for event, handler in ((ADDED, self._put), (MODIFIED, self._put), (DELETED, self._drop), (ERROR, self._failed)):
+            self._informer.add_event_handler(event, handler)
         self._informer.start()
 
-    @staticmethod
-    def _key(item: Any) -> str:
-        return f"{item.metadata.namespace or ''}/{item.metadata.name}"
-
-    def _put(self, item: Any) -> None:
-        converted = self._convert(item)
+    def _put(self, item: Any, *, drop: bool = False) -> None:
+        converted = None if drop else self._convert(item)
         with self._lock:
+            key = f"{item.metadata.namespace or ''}/{item.metadata.name}"
             if converted is None:
-                self._objects.pop(self._key(item), None)
+                self._objects.pop(key, None)
             else:
-                self._objects[self._key(item)] = converted
+                self._objects[key] = converted
 
     def _drop(self, item: Any) -> None:
-        with self._lock:
-            self._objects.pop(self._key(item), None)
+        self._put(item, drop=True)
 
     def _failed(self, error: object) -> None:
         self._error = f": {error}"

@@ -106,17 +106,14 @@ def capacity(observation: Observation) -> dict[str, int]:
 
 
 def predict(node: str, reported: ReportedNode, layout: LayoutFile, name: str) -> NodeImpact:
-    """The change `name` makes on `node`; a layout that does not resolve or fit is a `problem`.
-
-    Across a fleet most nodes are alike: what depends only on the GPUs and their instances (the layout
-    resolved, the capacity before and after) is worked out once per shape, and each GPU's plan once per
-    GPU alike with the same pods per instance (the planner plans GPUs one by one); only the pods evicted
-    are the node's own."""
+    """The change `name` makes on `node`; a layout that does not resolve or fit is a `problem`. Across a
+    fleet most nodes are alike: the layout resolved and the capacities are worked out once per shape of
+    node, each GPU's plan once per GPU alike with the same pods per instance (the planner plans GPUs one
+    by one); only the pods evicted are the node's own."""
     observation = reported.observation
     shapes, loads, before = _node_shape(reported)
-    tables = tuple(gpu.profiles for gpu in observation.gpus)
     try:
-        desired, after = _remembered(("layout", id(layout), name, shapes), (layout, *tables),
+        desired, after = _remembered(("layout", id(layout), name, shapes), (layout,),
                                      partial(_resolved, layout, name, observation))
         gpu_plans = _gpu_plans(observation, desired, reported.workloads(), loads)
     except MigAgentError as error:
@@ -147,7 +144,6 @@ def predict(node: str, reported: ReportedNode, layout: LayoutFile, name: str) ->
 
 
 def _resolved(layout: LayoutFile, name: str, observation: Observation) -> tuple[DesiredNode, dict[str, int]]:
-    """The layout resolved for these GPUs, and what they advertise once it holds."""
     desired = resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus])
     return desired, advertised_counts(MigStrategy.MIXED, [
         _desired_devices(gpu, want) if (want := desired.gpu(gpu.index)) is not None else _devices(gpu)
@@ -158,58 +154,43 @@ def _resolved(layout: LayoutFile, name: str, observation: Observation) -> tuple[
 _T = TypeVar("_T")
 _KEPT = 65536
 _REMEMBERED: dict[tuple[object, ...], tuple[tuple[object, ...], object]] = {}
-_SHAPES: dict[tuple[object, ...], int] = {}
+_SHAPES: dict[tuple[object, ...], tuple[int, object]] = {}
 _LAST: list[tuple[ReportedNode, tuple[int, ...], tuple[int, ...], dict[str, int]]] = []
 
 
-def _remembered(key: tuple[object, ...], same: tuple[object, ...], compute: Callable[[], _T]) -> _T:
-    """`compute()`, or what it gave (or raised) for `key` before; `key` holds the ids of `same`, which must
-    be the very objects it was computed with (an id may be reused once its object is gone)."""
-    stored = _REMEMBERED.get(key)
-    if stored is None or any(a is not b for a, b in zip(stored[0], same, strict=True)):
+def _remembered(key: tuple[object, ...], keep: tuple[object, ...], compute: Callable[[], _T]) -> _T:
+    """`compute()`, or what it gave (or raised) for `key` before. The objects whose ids `key` holds are kept
+    with it: no other object can take their ids meanwhile."""
+    if key not in _REMEMBERED:
         try:
             value: object = compute()
         except MigAgentError as error:
             value = error
-        if len(_REMEMBERED) >= _KEPT:
-            _REMEMBERED.clear()
-        _REMEMBERED[key] = stored = (same, value)
-    if isinstance(stored[1], MigAgentError):
-        raise type(stored[1])(*stored[1].args)
-    return cast(_T, stored[1])
-
-
-def _shape(key: tuple[object, ...]) -> int:
-    """A number for `key` (hashed once, then compared as a number)."""
-    return _SHAPES.setdefault(key, len(_SHAPES))
-
-
-def capacity_now(reported: ReportedNode) -> dict[str, int]:
-    """`capacity(reported.observation)`, worked out once per shape (see `predict`)."""
-    return _node_shape(reported)[2]
+        _REMEMBERED[key] = (keep, value)
+    value = _REMEMBERED[key][1]
+    if isinstance(value, MigAgentError):
+        raise type(value)(*value.args)
+    return cast(_T, value)
 
 
 def _node_shape(reported: ReportedNode) -> tuple[tuple[int, ...], tuple[int, ...], dict[str, int]]:
-    """Per GPU, a number for what its layouts depend on (uuid, bus id and processes aside) and one for
-    that and the pods per instance (what its plans depend on); and the capacity now. Kept for the node
-    priced last: its layouts are priced one after another."""
-    last = _LAST[0] if _LAST else None
-    if last is None or last[0] is not reported:
-        if len(_SHAPES) >= _KEPT:
-            _SHAPES.clear()
-            _REMEMBERED.clear()  # its keys hold the numbers, which start again
-        gpus = reported.observation.gpus
-        shapes = tuple(_shape((g.index, g.name, g.pci_device_id, g.pci_subsystem_id, g.mig_capable, g.mig_current,
-                               g.mig_pending, g.mode_change_needs_reset, g.gpu_instances, id(g.profiles)))
-                       for g in gpus)
-        workloads = reported.workloads()
-        loads = tuple(_shape((shape, *sorted((p, n) for (i, p), n in workloads.items() if i == g.index)))
-                      for shape, g in zip(shapes, gpus, strict=True))
-        before = _remembered(("before", shapes), tuple(g.profiles for g in gpus),
-                             partial(capacity, reported.observation))
-        last = (reported, shapes, loads, before)
-        _LAST[:] = [last]
-    return last[1], last[2], last[3]
+    """Per GPU a number for what its layouts depend on (uuid, bus id, processes aside), one for that and
+    the pods per instance (what its plan depends on); the capacity now. For the node priced last: its
+    layouts come one after another."""
+    if _LAST and _LAST[0][0] is reported:
+        return _LAST[0][1:]
+    if len(_SHAPES) >= _KEPT or len(_REMEMBERED) >= 4 * _KEPT:
+        _SHAPES.clear()
+        _REMEMBERED.clear()  # its keys hold the numbers, which start again
+    gpus, workloads = reported.observation.gpus, reported.workloads()
+    shapes = tuple(_SHAPES.setdefault(
+        (g.index, g.name, g.pci_device_id, g.pci_subsystem_id, g.mig_capable, g.mig_current, g.mig_pending,
+         g.mode_change_needs_reset, g.gpu_instances, id(g.profiles)), (len(_SHAPES), g.profiles))[0] for g in gpus)
+    loads = tuple(_SHAPES.setdefault((shape, *sorted((p, n) for (i, p), n in workloads.items() if i == g.index)),
+                                     (len(_SHAPES), None))[0] for shape, g in zip(shapes, gpus, strict=True))
+    before = _remembered(("before", shapes), (), partial(capacity, reported.observation))
+    _LAST[:] = [(reported, shapes, loads, before)]
+    return shapes, loads, before
 
 
 def _gpu_plans(
@@ -220,12 +201,9 @@ def _gpu_plans(
     indices = [want.index for want in desired.gpus]
     if len(set(indices)) < len(indices) or not set(indices) <= present.keys():
         return plan(observation, desired, workloads=workloads).gpus  # refused, in the planner's words
-    plans = []
-    for want in sorted(desired.gpus, key=lambda g: g.index):
-        gpu, load = present[want.index]
-        plans.append(_remembered(("plan", load, id(want)), (gpu.profiles, want), partial(_plan_gpu, gpu, want,
-                                                                                        workloads)))
-    return tuple(plans)
+    return tuple(_remembered(("plan", present[want.index][1], id(want)), (want,),
+                             partial(_plan_gpu, present[want.index][0], want, workloads))
+                 for want in sorted(desired.gpus, key=lambda g: g.index))
 
 
 def _plan_gpu(gpu: ObservedGpu, want: DesiredGpu, workloads: GiWorkloads) -> GpuPlan:

@@ -107,9 +107,13 @@ class ModelPool:
     def schedule(self) -> list[str]:
         """Bind what fits; returns the pods bound."""
         free = {node.name: node.free_by_resource() for node in self.nodes.values()}
+        offering: dict[str, list[ModelNode]] = {}  # resource -> the nodes with one free, in order
+        for node in self.nodes.values():
+            for resource in free[node.name]:
+                offering.setdefault(resource, []).append(node)
         bound: list[str] = []
         for name, (pod, job) in sorted(self.pending.items(), key=lambda i: (-i[1][0].priority, i[1][0].created, i[0])):
-            node = self._fit(pod, free)
+            node = self._fit(pod, free, offering.get(next(iter(pod.requests), ""), []))
             if node is None:
                 continue
             gis = [free[node.name][resource].pop() for resource, count in pod.requests.items() for _ in range(count)]
@@ -123,8 +127,9 @@ class ModelPool:
             bound.append(name)
         return bound
 
-    def _fit(self, pod: DemandPod, free: Mapping[str, Mapping[str, list[ModelGi]]]) -> ModelNode | None:
-        for node in self.nodes.values():
+    def _fit(self, pod: DemandPod, free: Mapping[str, Mapping[str, list[ModelGi]]],
+             offering: Sequence[ModelNode]) -> ModelNode | None:
+        for node in offering:
             devices = free[node.name]
             if all(len(devices.get(r, ())) >= n for r, n in pod.requests.items()) and (
                 pod.may_run_on(node.name, node.labels, ()) is None

@@ -6,7 +6,7 @@ explain() over this search's state."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from migagent.demand.advice import Advice, NodeAdvice, PodAdvice
@@ -116,7 +116,7 @@ class _Search:
             slot.candidates[name] = self._evaluate(slot, name)
         return slot.candidates[name]
 
-    def candidates_of(self, slot: Slot, asks: Collection[str] = ()) -> list[Candidate]:
+    def candidates_of(self, slot: Slot) -> list[Candidate]:
         return [self.candidate(slot, name) for name in self.layout_names(slot)]
 
     def _evaluate(self, slot: Slot, name: str) -> Candidate:
