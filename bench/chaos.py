@@ -29,10 +29,11 @@ from pathlib import Path
 
 from bench.chaos_metrics import AttemptLog, NodeTimeline, check_backoff, evicted_pods, evictions
 from bench.tables import Cell, percent, render_table
+from migagent.attempt.advertise.expectation import advertisement_matches
+from migagent.attempt.advertise.expected import expected_resources
 from migagent.attempt.listener import AgentPhase, Outcome
 from migagent.catalog import Placement
 from migagent.layout.strategy import MigStrategy
-from migagent.node.expected import advertisement_matches, expected_resources
 from migagent.nvml.driver import GpuDriver
 from migagent.nvml.mode import ModeActivation
 from migagent.plumbing.logging import configure_logging

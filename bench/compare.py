@@ -70,13 +70,17 @@ def _table(results: dict[str, list[dict[str, Any]]], *, runs: int, probe_args: S
     rows: list[list[Cell]] = []
     medians = []
     unit = "s"
+    timed = all("wall_s" in f for figures in results.values() for f in figures)  # the demo probe: wall and outcome
     for name, figures in results.items():
         values = [f["value"] for f in figures]
         unit = figures[0]["unit"]
         medians.append(statistics.median(values))
         rows.append([name, runs, medians[-1], min(values), max(values),
                      int(statistics.median(f["requests"] for f in figures))])
-    headers = [f"probe: {' '.join(probe_args)}", "runs", f"median-{unit}", f"min-{unit}", f"max-{unit}", "api-requests"]
+        if timed:
+            rows[-1][-1:] = [statistics.median(f["wall_s"] for f in figures), sum(f["failed"] for f in figures)]
+    headers = [f"probe: {' '.join(probe_args)}", "runs", f"median-{unit}", f"min-{unit}", f"max-{unit}",
+               *(("median-wall-s", "failed-runs") if timed else ("api-requests",))]
     ratio = medians[0] / medians[1] if medians[1] else float("nan")
     load = os.getloadavg()[0]
     return render_table(headers, rows) + f"\nthis tree / other: {ratio:.2f} of the median; load average now {load:.1f}"
@@ -86,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__.splitlines()[0])
     parser.add_argument("other", help="the commit to compare this tree with (any git revision)")
     parser.add_argument("--runs", type=int, default=5, help="rounds; each runs both trees once (default 5)")
-    parser.add_argument("--probe", choices=("change", "journal", "version", "idle"), default="change")
+    parser.add_argument("--probe", choices=("change", "journal", "version", "idle", "demo"), default="change")
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--pods", type=int, default=0, help="pods on the node for the change probe")
     parser.add_argument("--target", default="all-balanced", help="layout the change probe labels (from all-1g.10gb)")
@@ -97,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "journal": ["journal", str(args.gpus)],
         "version": ["version"],
         "idle": ["idle", f"{args.window:g}"],
+        "demo": ["demo"],
     }[args.probe]
     print(compare(args.other, runs=args.runs, probe_args=probe_args))
     return 0

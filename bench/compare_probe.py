@@ -8,7 +8,9 @@ Self-contained on purpose (no `bench` import, only APIs that both sides of a com
   version                  -> median wall seconds of `migagent --version` (11 fresh processes)
   idle WINDOW              -> RSS (MiB) of a `migagent agent` process at its default settings, idle
                               on a simulated 8x H100 node, and the API requests it made in WINDOW s
-Prints one JSON object: value, unit, requests.
+  demo                     -> CPU seconds (user + system) of one `migagent demo rollout` process,
+                              its wall seconds, and whether it ended "rollout demo succeeded"
+Prints one JSON object: value, unit, requests (and wall_s, failed for `demo`).
 
 Three modules moved over the project's history: the simulated cluster (`migagent.cli.simcluster` up
 to fd9ca0f, `migagent_sim.cluster`, the simulator/ distribution, since), logging
@@ -25,6 +27,7 @@ import importlib
 import json
 import logging
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -141,6 +144,18 @@ def idle(window_s: float) -> dict[str, Any]:
     return {"value": rss_pages * os.sysconf("SC_PAGE_SIZE") / 2**20, "unit": "MiB", "requests": requests}
 
 
+def demo() -> dict[str, Any]:
+    """The rollout demo (six simulated nodes, their agents and the rollout, all in one process)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", _MAIN, "demo", "rollout"], capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    failed = done.returncode != 0 or "rollout demo succeeded" not in done.stdout
+    return {"value": cpu, "unit": "cpu-s", "requests": 0, "wall_s": wall, "failed": failed}
+
+
 def journal(gpus: int) -> dict[str, Any]:
     from migagent.clock import FakeClock
     from migagent.layout.parse import parse_layout
@@ -187,6 +202,8 @@ def main(argv: list[str]) -> int:
         figures = journal(int(rest[0]))
     elif mode == "version":
         figures = version()
+    elif mode == "demo":
+        figures = demo()
     else:
         figures = idle(float(rest[0]))
     print(json.dumps({**figures, "migagent": str(Path(migagent.__file__).parent)}))

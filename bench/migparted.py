@@ -1,9 +1,9 @@
 """mig-parted's way of building a GPU, emulated on FakeNvml, and its whole-node cost model.
 
-Per shared/reference/mig-parted-contract.md §2.3 (and mig-parted's pkg/mig/config/config.go,
+Per docs/mig-parted.md §5 (and mig-parted's pkg/mig/config/config.go,
 cmd/nvidia-mig-parted/apply/mode.go): instances are created in `Flatten` order (G descending, C
 descending, attribute string descending) with `CreateGpuInstance`, i.e. without a placement, so
-NVML picks one (nvml-mig.md §5.4; FakeNvml follows the inferred rule there). When a creation fails
+NVML picks one (docs/nvml.md §6; FakeNvml follows the inferred rule there). When a creation fails
 the GPU is cleared and the next unique permutation is tried, in the order of mig-parted's
 swap-based recursion.
 """

@@ -1,8 +1,9 @@
-"""Run the change window's one-line mutants against the unit tests and print which were caught.
+"""Run the attempt's one-line mutants against the unit tests and print which were caught.
 
-Each mutant replaces one line of `migagent/attempt/change_window.py` (the rule it breaks is named).
-The tree is copied to a temporary directory, the line replaced there, and `tests/unit/attempt` run in
-that copy (the working tree is never changed). A mutant is caught when a unit test fails.
+Each mutant replaces one line of one module of the attempt (the change window's rules, the gate's
+plan-once rule; the rule it breaks is named). The tree is copied to a temporary directory, the line
+replaced there, and `tests/unit/attempt` run in that copy (the working tree is never changed). A
+mutant is caught when a unit test fails.
 
     python -m bench.mutants            # every mutant
     python -m bench.mutants --list     # the mutants, without running them
@@ -19,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET = Path("migagent/attempt/change_window.py")
+WINDOW = Path("migagent/attempt/window/change_window.py")
+GATE = Path("migagent/attempt/drain/gate.py")
 TESTS = ("tests/unit/attempt",)
 
 
@@ -30,6 +32,7 @@ class Mutant:
     """The line as it stands (stripped), found exactly once in the file."""
     replacement: str
     """What replaces it, at the same indentation."""
+    target: Path = WINDOW
 
 
 MUTANTS = (
@@ -59,12 +62,18 @@ MUTANTS = (
     Mutant("hand_over leaves host services stopped", "self._undo.run(START_HOST_CLIENTS)", "pass"),
     Mutant("abandon does not settle the GPUs", "self._settle_gpus()", "pass"),
     Mutant("unwind undoes nothing", "return self._undo.unwind()", "return ()"),
+    Mutant(
+        "the gate plans again with no pod on a GPU instance",
+        "steps = planner(target.observation, target.desired) if workloads else target.steps",
+        "steps = planner(target.observation, target.desired)",
+        GATE,
+    ),
 )
 
 
 def mutate(source: str, mutant: Mutant) -> str:
     if source.count(mutant.line) != 1:
-        raise SystemExit(f"mutant {mutant.name!r}: its line is not in {TARGET} exactly once")
+        raise SystemExit(f"mutant {mutant.name!r}: its line is not in {mutant.target} exactly once")
     return source.replace(mutant.line, mutant.replacement)
 
 
@@ -79,11 +88,15 @@ def copy_tree(into: Path) -> None:
 
 
 def caught(copy: Path, mutant: Mutant, original: str) -> tuple[bool, str]:
-    (copy / TARGET).write_text(mutate(original, mutant), encoding="utf-8")
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly", *TESTS],
-        cwd=copy, capture_output=True, text=True, check=False,
-    )
+    (copy / mutant.target).write_text(mutate(original, mutant), encoding="utf-8")
+    try:
+        run = subprocess.run(
+            # one process: a few seconds of tests, where starting the suite's workers would cost more than them
+            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly", "-n", "0", *TESTS],
+            cwd=copy, capture_output=True, text=True, check=False,
+        )
+    finally:
+        (copy / mutant.target).write_text(original, encoding="utf-8")
     failed = [line.split(" ")[1] for line in run.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))]
     return run.returncode != 0, failed[0] if failed else run.stdout.strip().splitlines()[-1]
 
@@ -92,9 +105,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--list", action="store_true", help="list the mutants without running them")
     args = parser.parse_args()
-    original = (ROOT / TARGET).read_text(encoding="utf-8")
+    originals = {m.target: (ROOT / m.target).read_text(encoding="utf-8") for m in MUTANTS}
     for mutant in MUTANTS:
-        mutate(original, mutant)  # every mutant applies before any runs
+        mutate(originals[mutant.target], mutant)  # every mutant applies before any runs
     if args.list:
         for mutant in MUTANTS:
             print(mutant.name)
@@ -102,7 +115,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="migagent-mutants-") as tmp:
         copy = Path(tmp)
         copy_tree(copy)
-        rows = [(mutant.name, *caught(copy, mutant, original)) for mutant in MUTANTS]
+        rows = [(mutant.name, *caught(copy, mutant, originals[mutant.target])) for mutant in MUTANTS]
     width = max(len(name) for name, _, _ in rows)
     for name, killed, by in rows:
         print(f"{name:<{width}}  {'caught' if killed else 'MISSED'}  {by}")

@@ -1,6 +1,7 @@
 """Regenerate the docs' figures from the benches' own output: `python -m bench.report [--write]`.
 
-Each figures block (bench/README.md's, docs/demand.md's, and the suite's time in the README) sits between
+Each figures block (bench/README.md's, docs/demand.md's, the suite's time in the README, the suite's and
+CI's in docs/testing.md) sits between
 `<!-- bench:NAME begin ... -->` and `<!-- bench:NAME end -->`; this runs that block's bench as a
 fresh process and puts its stdout there verbatim, under one line saying when, at which commit, on
 how many cores and at what load it ran. Without `--write` the new blocks are printed and the files
@@ -27,7 +28,8 @@ from pathlib import Path
 README = Path(__file__).with_name("README.md")
 REPO = README.parents[1]
 PROJECT_README = REPO / "README.md"
-DEMAND_DOC = REPO / "docs/demand.md"
+DEMAND_DOC = REPO / "docs" / "demand.md"
+TESTING = REPO / "docs" / "testing.md"
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,7 @@ class Block:
     argv: tuple[str, ...]
     """After `python`: the bench command whose stdout fills the block."""
     readme: Path = README
-    """The file that holds the block's markers (bench/README.md, or the project's README)."""
+    """The file that holds the block's markers (bench/README.md, the project's README, docs/demand.md, docs/testing.md)."""
 
 
 BLOCKS = (
@@ -52,12 +54,18 @@ BLOCKS = (
     Block("compare-journal", ("-m", "bench.compare", "{base}", "--runs", "3", "--probe", "journal", "--gpus", "16")),
     Block("compare-version", ("-m", "bench.compare", "{base}", "--runs", "5", "--probe", "version")),
     Block("compare-idle", ("-m", "bench.compare", "{base}", "--runs", "3", "--probe", "idle")),
+    Block("compare-demo", ("-m", "bench.compare", "{base}", "--runs", "3", "--probe", "demo")),
     Block("chaos", ("-m", "bench.chaos", "--quick")),
     Block("cli-startup", ("-m", "bench.cli_startup",)),
     Block("fakelib", ("-m", "bench.fakelib_bench",)),
     Block("loader", ("-m", "bench.loader_bench", "--quick")),
     Block("eviction", ("-m", "bench.eviction_bench",)),
-    Block("suite", ("-m", "bench.suite_time",), readme=PROJECT_README),
+    Block("real-node", ("-m", "bench.real_node", "--runs", "3")),
+    Block("suite", ("-m", "bench.suite_time", "--tiers"), readme=PROJECT_README),
+    Block("suite-where", ("-m", "bench.suite_time", "--where"), readme=TESTING),
+    Block("suite-beside", ("-m", "bench.suite_time", "--beside", "3"), readme=TESTING),
+    Block("ci-warm", ("-m", "bench.ci_time",), readme=TESTING),
+    Block("ci-cold", ("-m", "bench.ci_time", "--cold"), readme=TESTING),
 )
 
 

@@ -1,4 +1,5 @@
-"""Durable small files: atomic replace, fsynced appends, and one-line errors when the disk says no.
+"""Durable small files: atomic replace, fsynced appends, bounded reads, and one-line errors when the
+disk says no.
 
 The journal and the simulator's state file are written the same way: a temporary file with a
 unique name in the same directory (two writers never share one), fsync, rename over the target,
@@ -21,6 +22,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from migagent.errors import StorageError
 
@@ -35,6 +37,41 @@ def ignore_file_size_signal() -> None:
     Python signal handlers can only be set from the main thread; elsewhere this does nothing."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+MAX_FILE_BYTES = 16 << 20
+"""The most migagent reads of one file (layout, hooks, selected-layout, sharing config, simulated node
+state, journal; docs/agent.md "Size limits"): 16 times a ConfigMap's 1 MiB."""
+_READ_CHUNK = 1 << 16
+
+
+class FileTooLargeError(OSError):
+    """A file larger than MAX_FILE_BYTES (/dev/zero, a runaway generator): an OSError (EFBIG), so every
+    reader's "cannot read" message says it."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def read_bounded(source: str | Path | BinaryIO) -> bytes:
+    """A file's bytes (or an open stream's, e.g. stdin), in chunks: the limit is checked while reading,
+    before memory grows, and Ctrl-C stops the read between chunks (one read of /dev/zero would not)."""
+    if not isinstance(source, str | Path):
+        return _read_chunks(source, str(getattr(source, "name", "input")))
+    with open(source, "rb", buffering=0) as stream:
+        return _read_chunks(stream, str(source))
+
+
+def _read_chunks(stream: BinaryIO, name: str) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := stream.read(min(_READ_CHUNK, MAX_FILE_BYTES + 1 - size)):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_FILE_BYTES:
+            message = f"larger than {MAX_FILE_BYTES >> 20} MiB, the most migagent reads"
+            raise FileTooLargeError(errno_codes.EFBIG, message, name)
+    return b"".join(chunks)
 
 
 def storage_error(what: str, path: Path, exc: OSError) -> StorageError:

@@ -41,14 +41,10 @@ export GOTOOLCHAIN=local CGO_ENABLED=0
 export GOFLAGS="${GOFLAGS:-} -mod=mod -trimpath"
 started=$SECONDS
 
-# The version the binaries report (and that kube-apiserver derives its emulation version from):
-# upstream's build stamps it with -X, a plain `go build` would leave v0.0.0-master.
-minor=${k8s_version#v1.}; minor=${minor%%.*}
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags="$ldflags -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  ldflags="$ldflags -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-done
+# The version the binaries report, as upstream's build stamps it.
+# shellcheck source=control_plane/kube_ldflags.sh
+. "$here/control_plane/kube_ldflags.sh"
+ldflags=$(kube_ldflags "$k8s_version")
 echo "control_plane.sh: building kube-apiserver $k8s_version" >&2
 (cd "$kube_mod" && go build -ldflags "$ldflags" -o "$scratch/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
 echo "control_plane.sh: building kube-controller-manager $k8s_version ($((SECONDS - started))s so far)" >&2

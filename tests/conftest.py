@@ -15,9 +15,11 @@ from types import FrameType
 
 import pytest
 import structlog
+from hypothesis import HealthCheck, settings
 from pytest_timeout import dump_stacks
 
 from migagent.plumbing.logging import reset_logging
+from migagent_sim.deadline import load_factor
 from tests.leftovers import no_leftovers
 
 __all__ = ["no_leftovers"]
@@ -46,6 +48,13 @@ def _log_through_pytest() -> None:
 _log_through_pytest()
 
 
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
+"""Hypothesis judges each example by the clock (200 ms, and a health check on slow data generation):
+a loaded machine stretched a 0.04 ms example past it. Every property test runs its examples unbounded;
+pytest-timeout still bounds the test."""
+
+
 @pytest.fixture(autouse=True)
 def _fresh_logging(no_leftovers: None) -> Iterator[None]:
     """`migagent.cli.main` configures logging for the process (structlog, and a stderr handler on the
@@ -61,6 +70,66 @@ def _fresh_logging(no_leftovers: None) -> Iterator[None]:
     root.setLevel(level)
 
 
+WORKERS_PER_CORE = 2
+"""`-n auto` (pyproject's addopts) starts this many workers per core: most of the suite waits on servers,
+agents and child processes rather than computing, so a worker per core would leave the cores idle."""
+
+SLOWEST_FIRST = (
+    "tests/realnode",
+    "tests/realkube/head_to_head",
+    "tests/integration/rollout",
+    "tests/realkube",
+    "tests/nvidia",
+    "tests/judge",
+    "tests/integration/systemd",
+    "tests/integration/deploy",
+    "tests/integration/demand",
+    "tests/integration",
+)
+"""The order the workers take the suites in (then the rest, tests/unit last): the long tests start first
+and the many short ones fill the workers' ends, so no worker is left alone with a long test at the end."""
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Workers for `-n auto`: PYTEST_XDIST_AUTO_NUM_WORKERS when set; none for a pytest that a test runs
+    (tests/unit/test_suite_timeout.py, bench.mutants' children), which must behave as one process."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return 0
+    stated = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    if stated:
+        return int(stated)
+    return WORKERS_PER_CORE * (os.cpu_count() or 1)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Order the items slowest suites first, and keep each module whose fixtures outlive a test (a control
+    plane's deployment, a pool: `_outlives_a_test`) on one worker (`--dist loadgroup` sends
+    an xdist_group to one worker, in this order), so those fixtures are set up once, not once per worker.
+    Runs before xdist's own hook, which reads the groups."""
+    paths = {item: Path(str(item.path)).resolve().relative_to(config.rootpath).as_posix() for item in items}
+
+    def rank(item: pytest.Item) -> int:
+        inside = (i for i, prefix in enumerate(SLOWEST_FIRST) if f"{paths[item]}/".startswith(f"{prefix}/"))
+        return next(inside, len(SLOWEST_FIRST))
+
+    items.sort(key=rank)  # stable: each module's tests stay in their order, together
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        defs = info.name2fixturedefs.values() if info is not None else ()
+        if any(_outlives_a_test(d[-1], paths[item]) for d in defs if d):
+            item.add_marker(pytest.mark.xdist_group(paths[item]))
+
+
+def _outlives_a_test(fixture: pytest.FixtureDef[object], module: str) -> bool:
+    """Module, class or package scope, or session scope declared in the test module itself (a pool the
+    module's tests share): one set-up per worker that runs any of them. A session fixture of a conftest
+    (the control plane) is every module's, set up once per worker whatever the grouping."""
+    if fixture.scope == "session":
+        return fixture.baseid == module
+    return fixture.scope != "function"
+
+
 TEARDOWN_LIMIT_S = 120
 """The default of `teardown_timeout`. pytest-timeout arms one timer for a test's setup, call and
 teardown together; once it has fired (the call hung), nothing bounds the teardown that follows, and
@@ -74,13 +143,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """pytest-timeout's bound for this test, stretched by the load factor as the test starts (outside
+    pytest-timeout's own wrapper, which arms its timer from the marker): it catches a hang, and a
+    loaded machine is not one (a real-control-plane test ran past 900 s at load 50)."""
+    factor = load_factor()
+    if factor > 1.0:
+        marker = item.get_closest_marker("timeout")
+        base = float(marker.args[0]) if marker is not None and marker.args else float(item.config.getini("timeout"))
+        item.add_marker(pytest.mark.timeout(base * factor), append=False)
+    yield
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
     if signal.getitimer(signal.ITIMER_REAL)[0] > 0:  # pytest-timeout's timer still runs: it bounds this
         yield
         return
     terminal = item.config.get_terminal_writer()
-    limit = float(item.config.getini("teardown_timeout"))
+    limit = float(item.config.getini("teardown_timeout")) * load_factor()
 
     def hung(signum: int, frame: FrameType | None) -> None:
         terminal.sep("+", title=f"Teardown still running after {limit:g} s")

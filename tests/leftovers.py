@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
+
+from migagent_sim.deadline import Deadline
 
 GRACE_S = 5.0
 """How long, all of them together, a test's threads get to end after it."""
@@ -34,9 +35,9 @@ def _handlers() -> set[Handler]:
 
 
 def _still_running(threads: list[threading.Thread]) -> list[str]:
-    deadline = time.monotonic() + GRACE_S
+    deadline = Deadline(GRACE_S)
     for thread in threads:
-        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        thread.join(timeout=deadline.left())
     return sorted(_describe(thread) for thread in threads if thread.is_alive())
 
 

@@ -53,22 +53,28 @@ def unwritable_directory(path: Path) -> Iterator[int]:
 @contextmanager
 def full_directory(path: Path, *, room: int = 0) -> Iterator[bool]:
     """`path` on a 64 KiB tmpfs filled up but for `room` bytes (True), or, where mounting is not allowed,
-    unchanged (False). A tmpfs allocates whole 4 KiB pages: `room=8192` holds two small files, not three."""
+    unchanged (False). A tmpfs allocates whole 4 KiB pages: `room=8192` holds two small files, not three.
+    `fill_up(path)` takes the rest later (a disk that fills during a run)."""
     path.mkdir(parents=True, exist_ok=True)
     if not _mount_tmpfs(path, "size=64k"):
         yield False
         return
     try:
-        fd = os.open(path / "filler", os.O_WRONLY | os.O_CREAT)
-        try:
-            while True:
-                os.write(fd, b"\0" * 4096)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-        filled = (path / "filler").stat().st_size
-        os.truncate(path / "filler", max(0, filled - room))
+        fill_up(path, room=room)
         yield True
     finally:
         _unmount(path)
+
+
+def fill_up(path: Path, *, room: int = 0) -> None:
+    """Fill the file system `path` is on but for `room` bytes (a filler file in `path`, grown to the end)."""
+    fd = os.open(path / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    filled = (path / "filler").stat().st_size
+    os.truncate(path / "filler", max(0, filled - room))

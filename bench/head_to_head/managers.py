@@ -43,7 +43,7 @@ GPU_CLIENTS = (
     "nvsm.service", "nvsm-mqtt.service", "nvsm-core.service", "nvsm-api-gateway.service",
     "nvsm-notifier.service", "nv_peer_mem.service", "nvidia-dcgm.service", "dcgm.service", "dcgm-exporter.service",
 )  # fmt: skip
-"""The GPU Operator's default-gpu-clients list (shared/reference/mig-parted-contract.md §3.5)."""
+"""The GPU Operator's default-gpu-clients list (docs/mig-parted.md §8)."""
 
 
 @dataclass(frozen=True)

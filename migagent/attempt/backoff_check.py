@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 import structlog
 
+from migagent.attempt.advertise.expected import check_advertisable
 from migagent.attempt.backoff import RetryHold, depends_on
 from migagent.attempt.blockers import Blocker
-from migagent.attempt.notes import check_advertisable
 from migagent.attempt.ports import AgentPorts, AgentSettings
 from migagent.attempt.reads import AttemptReads
 from migagent.errors import InvalidLayoutError, StorageError

@@ -18,9 +18,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from migagent.attempt.drain.drainer import PodsStuckTerminatingError
+from migagent.attempt.window.deviceplugin import ComponentsNotPausedError
 from migagent.errors import DrainBlockedError, PermanentError
-from migagent.node.deviceplugin import ComponentsNotPausedError
-from migagent.node.drain import PodsStuckTerminatingError
 from migagent.node.port import PodView
 
 TERMINATING = "terminating"
@@ -110,7 +110,7 @@ def refuse_if_still_there(
         raise BlockerStillThereError(
             f"pod(s) {names} on devices this change needs are still Terminating past their grace period, as when"
             " the last attempt's drain timed out waiting for them: their kubelet cannot finish them (a finalizer,"
-            " a hung container or volume). Remove their finalizers or delete them with --grace-period=0 --force;"
+            " a hung container or volume). Remove their finalizers, or `kubectl delete --grace-period=0 --force` them;"
             " nothing was cordoned, paused or evicted",
             pods=tuple(f"{b.namespace}/{b.name}" for b in stuck), blockers=tuple(stuck),
         )

@@ -3,24 +3,26 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from migagent.attempt.advertise.expectation import ExpectedAdvertisement
+from migagent.attempt.advertise.sharing_source import SharingSettings
+from migagent.attempt.advertise.wait import NodeUpdates
 from migagent.attempt.backoff import RetryHold
-from migagent.attempt.gate import GateSettings
+from migagent.attempt.drain.drainer import Drainer
+from migagent.attempt.drain.gate import GateSettings
+from migagent.attempt.drain.scope import PodDevicesLister
 from migagent.attempt.listener import AgentPhase, MetricsListener, NullListener, Outcome
-from migagent.attempt.post_change import PostChangeSteps
 from migagent.attempt.preflight import Preflight
+from migagent.attempt.window.deviceplugin import DevicePluginRestarter
+from migagent.attempt.window.post_change import PostChangeSteps
 from migagent.clock import Clock
 from migagent.layout.observed import Observation
 from migagent.layout.strategy import MigStrategy
-from migagent.node.advertisement import ExpectedAdvertisement
-from migagent.node.deviceplugin import DevicePluginRestarter, NodeUpdates
-from migagent.node.drain import Drainer, PodDeviceHolding
 from migagent.node.port import KubePort
-from migagent.node.sharing_source import SharingSettings
 from migagent.reconcile.machine import ApplyEngine
 from migagent.reconcile.retry import RetryPolicy
 
@@ -40,12 +42,6 @@ class ReconcileReport:
 
 class NodeObserver(Protocol):
     def observe(self) -> Observation: ...
-
-
-class PodDevicesLister(Protocol):
-    """The kubelet's PodResources `List` (migagent.podresources.PodResourcesClient)."""
-
-    def list(self) -> Sequence[PodDeviceHolding]: ...
 
 
 class Wake(Protocol):
@@ -110,4 +106,4 @@ class AgentSettings:
     """`--mig-strategy auto`: each reconcile takes the strategy from the ClusterPolicy or the plugin's
     advertisement (attempt.preflight); `mig_strategy` is then only the fallback."""
     gate: GateSettings = field(default_factory=GateSettings)
-    """What the safety gate may see and allow (attempt.gate)."""
+    """What the safety gate may see and allow (attempt.drain.gate)."""

@@ -17,11 +17,12 @@ nothing about its strategy.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import structlog
 
+from migagent.attempt.advertise.sharing_source import SharingSource
 from migagent.errors import PermanentError
 from migagent.layout.observed import Observation
 from migagent.layout.sharing import Advertised
@@ -35,15 +36,13 @@ from migagent.node.owners import (
     mig_manager_labelled,
     strategy_of_policy,
 )
-from migagent.node.port import NodeView, PodView
-from migagent.node.sharing_source import SharingView
+from migagent.node.port import KubePort, NodeView, PodView
 
 log = structlog.get_logger(__name__)
 
 GFD_STRATEGY_LABEL = "nvidia.com/mig.strategy"
 PLAIN_GPU = Advertised(GPU_RESOURCE, 1)
 JsonDict = dict[str, Any]
-S = TypeVar("S", bound="StrategyChoice")
 
 
 class OtherMigOwnerError(PermanentError):
@@ -54,12 +53,6 @@ class StrategyMismatchError(PermanentError):
     """The configured MIG strategy disagrees with what the device plugin advertises."""
 
 
-class PodLister(Protocol):
-    def list_pods_on_node(
-        self, *, label_selector: str | None = None, namespace: str | None = None
-    ) -> list[PodView]: ...
-
-
 class ClusterFacts(Protocol):
     """kube.owners.OwnerReads."""
 
@@ -68,45 +61,19 @@ class ClusterFacts(Protocol):
     def cluster_policy(self) -> JsonDict | None: ...
 
 
-class StrategyChoice(Protocol):
-    """What preflight reads from the agent's settings (attempt.ports.AgentSettings)."""
-
-    @property
-    def mig_strategy(self) -> MigStrategy: ...
-
-    @property
-    def mig_strategy_auto(self) -> bool: ...
-
-
-class SharingViews(Protocol):
-    """kube.sharing_source.SharingSource: how the plugin on this node shares its devices."""
-
-    def view(self, node: NodeView) -> SharingView: ...
-
-
 @dataclass(frozen=True)
 class Preflight:
-    pods: PodLister
+    pods: KubePort
     facts: ClusterFacts | None = None
     """None: no cluster-wide reads (ResourceSlices, ClusterPolicy); the pod and label checks still run."""
-    sharing: SharingViews | None = None
+    sharing: SharingSource | None = None
     """How `nvidia.com/gpu` is replicated, so its count proves a strategy only divided by its replicas
     (None: not replicated)."""
-
-    def strategy(self, node: NodeView, settings: S, observe: Callable[[], Observation]) -> S:
-        """The settings with the strategy resolved, or StrategyMismatchError. Reads nothing but the
-        ClusterPolicy (when one is configured): it runs on every reconcile, idle ones included."""
-        return self._strategy(node, settings, self._policy(), observe)
 
     def sole_owner(self, node: NodeView, *, pods: Sequence[PodView] | None = None) -> None:
         """OtherMigOwnerError naming the other MIG manager; run once before an attempt's first write.
         `pods`: the node's pods when the caller has listed them already (else listed by label here)."""
-        self._sole_owner(node, self._policy(), pods)
-
-    def _policy(self) -> JsonDict | None:
-        return self.facts.cluster_policy() if self.facts is not None else None
-
-    def _sole_owner(self, node: NodeView, policy: JsonDict | None, pods: Sequence[PodView] | None) -> None:
+        policy = self._policy()
         owners: list[str] = []
         key, _, value = MIG_MANAGER_SELECTOR.partition("=")
         listed = (
@@ -138,27 +105,33 @@ class Preflight:
                 " DynamicMIG gate) or stop migagent here"
             )
 
+    def _policy(self) -> JsonDict | None:
+        return self.facts.cluster_policy() if self.facts is not None else None
+
     def _gpu_sharing(self, node: NodeView) -> Advertised | None:
         """How the plugin advertises nvidia.com/gpu, read only when that count is evidence (one request)."""
         if self.sharing is None or not _whole_gpus_advertised(node.allocatable):
             return PLAIN_GPU
         return self.sharing.view(node).advertised(GPU_RESOURCE)
 
-    def _strategy(
-        self, node: NodeView, settings: S, policy: JsonDict | None, observe: Callable[[], Observation]
-    ) -> S:
+    def strategy(
+        self, node: NodeView, configured: MigStrategy, observe: Callable[[], Observation], *, auto: bool = False
+    ) -> MigStrategy:
+        """The MIG strategy this attempt expects (`auto`: learnt from the truth), or StrategyMismatchError.
+        Reads nothing but the ClusterPolicy (when one is configured): it runs on every reconcile, idle
+        ones included."""
         advertised = advertised_strategy(node.allocatable, observe, gpu=self._gpu_sharing(node))
-        if settings.mig_strategy_auto:
-            from_policy = strategy_of_policy(policy)
+        if auto:
+            from_policy = strategy_of_policy(self._policy())
             chosen = from_policy or advertised or gfd_strategy(node.labels) or MigStrategy.MIXED
             source = "ClusterPolicy" if from_policy else "device plugin" if advertised else "default"
             if advertised is not None and chosen is not advertised:
                 raise _mismatch(f"the ClusterPolicy says mig.strategy {chosen}", advertised)
             log.debug("mig_strategy_resolved", strategy=str(chosen), source=source)
-            return replace(settings, mig_strategy=chosen)  # type: ignore[type-var]
-        if advertised is not None and advertised is not settings.mig_strategy:
-            raise _mismatch(f"migagent runs with --mig-strategy {settings.mig_strategy}", advertised)
-        return settings
+            return chosen
+        if advertised is not None and advertised is not configured:
+            raise _mismatch(f"migagent runs with --mig-strategy {configured}", advertised)
+        return configured
 
 
 def _whole_gpus_advertised(allocatable: Mapping[str, int]) -> bool:

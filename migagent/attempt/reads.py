@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from migagent.durable import read_bounded
 from migagent.errors import InvalidLayoutError
 from migagent.layout.desired import DesiredNode
 from migagent.layout.observed import Observation
@@ -48,7 +49,7 @@ class AttemptReads:
         """The file's content as read for this attempt; empty when it cannot be read."""
         if self._bytes is None and self._unreadable is None:
             try:
-                self._bytes = self._path.read_bytes()
+                self._bytes = read_bounded(self._path)
             except OSError as exc:
                 self._unreadable = exc
         return self._bytes or b""

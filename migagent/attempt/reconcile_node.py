@@ -5,7 +5,7 @@
        (the layout bytes, the observation, the pods and the resolved layout are read once, into
        `AttemptReads`, and shared by the back-off digest, the preflight, the plan and the gate; the
        pods only once the attempt will write, so a settled node's re-check lists none)
-    else: PLAN again with the pods per GI (fewest evicted) -> safety gate (attempt.gate): a change
+    else: PLAN again with the pods per GI (fewest evicted) -> safety gate (attempt.drain.gate): a change
           that needs pods gone that cannot be evicted is refused here, before any write to the Node
           -> pending -> CORDON -> PAUSE (device plugin) -> DRAIN (only pods on disturbed devices)
           -> APPLY (journaled engine) -> RESTART_PLUGIN -> READVERTISE -> success -> UNCORDON
@@ -16,9 +16,9 @@ not hold it stops, and runs again from fresh reads (a new `AttemptReads`) once t
 The plan travels on in `Target` with its hash; the engine runs it as it is unless the GPUs changed.
 `PhaseOrder` checks each phase's start against `phases.may_follow` as the attempt runs.
 Every disturbance of the node and its undo belongs to the attempt's `ChangeWindow`
-(attempt.change_window); `_fail` is the one place that unwinds it and reports `failed`. The window
+(attempt.window.change_window); `_fail` is the one place that unwinds it and reports `failed`. The window
 starts with whatever an interrupted attempt left on the Node, so a restarted agent finishes or
-undoes that too. Status writes are attempt.node_report's.
+undoes that too. Status writes are attempt.report.node_report's.
 """
 
 from __future__ import annotations
@@ -26,30 +26,32 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 import structlog
 
-from migagent.attempt.advertisement import Advertisement
+from migagent.attempt.advertise.expected import check_advertisable
+from migagent.attempt.advertise.readvertise import Advertisement
+from migagent.attempt.apply import apply_change
 from migagent.attempt.backoff import RetryHold, attempt_number
 from migagent.attempt.backoff_check import BackoffCheck
 from migagent.attempt.blockers import learned_from, refuse_if_still_there
-from migagent.attempt.change_steps import apply_change, drain_for_change
-from migagent.attempt.change_window import ChangeWindow
+from migagent.attempt.drain.gate import Target, plan_and_gate
+from migagent.attempt.drain.step import drain_for_change
 from migagent.attempt.first_write import FirstWriteGuard, WritePermit
-from migagent.attempt.gate import Target, plan_and_gate
-from migagent.attempt.node_report import NodeReport
-from migagent.attempt.notes import check_advertisable
 from migagent.attempt.phases import AgentPhase, Outcome, PhaseOrder
 from migagent.attempt.ports import AgentPorts, AgentSettings, PhaseHook, ReconcileReport
 from migagent.attempt.preflight import Preflight
 from migagent.attempt.reads import AttemptReads
+from migagent.attempt.report.node_report import NodeReport
+from migagent.attempt.report.status import StatusReporter
 from migagent.attempt.supersede import LabelCheckpoint, LayoutSuperseded, Refused
 from migagent.attempt.undo import ApplyFailedError, AttemptMarker, StopRequested, failure_reason
+from migagent.attempt.window.change_window import ChangeWindow
 from migagent.errors import PermanentError
 from migagent.node.names import ATTEMPT_ANNOTATION, MIG_CONFIG_LABEL, NEXT_RETRY_ANNOTATION
 from migagent.node.names import EventReason as Event
 from migagent.node.port import NodeView
-from migagent.node.status import StatusReporter
 from migagent.planning import plan
 
 log = structlog.get_logger(__name__)
@@ -136,7 +138,10 @@ class NodeReconcile:
         reads = self._reads = self._read(name)
         if not leftovers and self._backoff.holds(self._hold, node, reads):
             return Outcome.HELD
-        self._settings = self._preflight.strategy(node, self._settings, reads.observation)
+        strategy = self._preflight.strategy(
+            node, self._settings.mig_strategy, reads.observation, auto=self._settings.mig_strategy_auto
+        )
+        self._settings = replace(self._settings, mig_strategy=strategy)
         self._advertisement.use(self._settings)
         target = self._observe_and_resolve(reads)
         if target.steps.is_empty:

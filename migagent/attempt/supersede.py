@@ -15,12 +15,10 @@ left uncordoned in a mix of the old layout and the new that no one asked for.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from migagent.errors import PermanentError
-from migagent.node.deviceplugin import DevicePluginPort
-from migagent.node.port import NodeView, PodRef, PodView
 
 
 class LayoutSuperseded(Exception):  # noqa: N818 - a signal, not an error: never reported as a failure
@@ -75,24 +73,3 @@ class LabelCheckpoint:
         # A removed label (None) is not a new layout: the attempt finishes what it started.
         if seen is not None and seen not in (self.applying, self.ignoring):
             raise LayoutSuperseded(seen)
-
-
-class CheckedNodeReads:
-    """The device-plugin port with a safe point before every Node read (the advertisement wait polls it)."""
-
-    def __init__(self, api: DevicePluginPort, checkpoint: Callable[[], None]) -> None:
-        self._api = api
-        self._checkpoint = checkpoint
-
-    def get_node(self) -> NodeView:
-        self._checkpoint()
-        return self._api.get_node()
-
-    def patch_labels(self, labels: Mapping[str, str | None]) -> NodeView:
-        return self._api.patch_labels(labels)
-
-    def list_pods_on_node(self, *, label_selector: str | None = None, namespace: str | None = None) -> list[PodView]:
-        return self._api.list_pods_on_node(label_selector=label_selector, namespace=namespace)
-
-    def delete_pod(self, ref: PodRef, *, grace_period_s: int | None = None) -> None:
-        self._api.delete_pod(ref, grace_period_s=grace_period_s)

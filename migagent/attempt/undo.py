@@ -18,8 +18,10 @@ from dataclasses import dataclass
 
 import structlog
 
+from migagent.attempt.advertise.wait import AdvertisementTimeoutError
 from migagent.attempt.blockers import PluginStillNotPausedError
 from migagent.attempt.preflight import OtherMigOwnerError, StrategyMismatchError
+from migagent.attempt.window.deviceplugin import ComponentsNotPausedError
 from migagent.errors import (
     DrainBlockedError,
     InvalidLayoutError,
@@ -29,7 +31,6 @@ from migagent.errors import (
     ResetRequiredError,
     StorageError,
 )
-from migagent.node.deviceplugin import AdvertisementTimeoutError, ComponentsNotPausedError
 from migagent.node.names import ConditionReason
 
 log = structlog.get_logger(__name__)

@@ -25,7 +25,6 @@ from migagent.autopilot.decide import PAUSED, Guardrails, decide
 from migagent.autopilot.port import STATE_KEY, AutopilotPort
 from migagent.autopilot.state import AutopilotState, Decision, Verdict
 from migagent.clock import Clock
-from migagent.demand.advice import ADVICE_LAYOUT
 from migagent.demand.advise import CandidateCache
 from migagent.errors import MigAgentError, TransientError
 from migagent.rollout.budget import MaxUnavailable
@@ -34,7 +33,7 @@ from migagent.rollout.driver import RolloutDriver
 from migagent.rollout.errors import HeldElsewhereError, RolloutError
 from migagent.rollout.port import RolloutListener, create, new_holder
 from migagent.rollout.scope import initial_state
-from migagent.rollout.spec import DEFAULT_MAX_UNAVAILABLE, RolloutSpec
+from migagent.rollout.spec import ADVICE_LAYOUT, DEFAULT_MAX_UNAVAILABLE, RolloutSpec
 from migagent.rollout.state import Layouts, NodeStatus, Phase, RolloutState
 
 log = structlog.get_logger(__name__)

@@ -32,7 +32,7 @@ class Placement:
 
 
 class Confidence(enum.StrEnum):
-    """How sure we are of a catalog row (see reference/nvml-mig.md)."""
+    """How sure we are of a catalog row: seen on a GPU, documented by NVIDIA, or inferred (docs/nvml.md)."""
 
     OBSERVED = "observed"
     DOCUMENTED = "documented"
@@ -93,7 +93,7 @@ class CiProfile:
 
 @dataclass(frozen=True)
 class GiProfile:
-    """A GPU-instance profile. `id` is NVML's profile ID, `enum_value` the query enum (reference §1.3)."""
+    """A GPU-instance profile. `id` is NVML's profile ID, `enum_value` the query enum (docs/nvml.md §2)."""
 
     id: int
     enum_value: int

@@ -8,6 +8,7 @@ and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import select
 import sys
@@ -40,6 +41,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
+    if isinstance(sys.stdout, io.TextIOWrapper):  # a name PYTHONIOENCODING=ascii cannot show is printed escaped
+        sys.stdout.reconfigure(errors="backslashreplace")
     try:
         try:
             return _main(words)
@@ -64,15 +67,19 @@ def _main(words: list[str]) -> int:
     import logging  # noqa: PLC0415
 
     from migagent.cli.conflicts import ConflictingFlagsError, check_conflicts  # noqa: PLC0415
+    from migagent.cli.values import env_flag  # noqa: PLC0415
     from migagent.durable import ignore_file_size_signal  # noqa: PLC0415
 
     ignore_file_size_signal()  # past `ulimit -f` a write fails with EFBIG, reported in one line, not a core dump
-    parser = build_parser(words)
-    args = parser.parse_args(words)
+    try:  # a flag's default from the environment (MIGAGENT_ALLOW_REBOOT=banana) is read while parsing
+        args = build_parser(words).parse_args(words)
+        debug = bool(args.debug) or env_flag("MIG_PARTED_DEBUG")
+    except MigAgentError as exc:
+        print(f"{_prefix(words)}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     # structlog is imported here, not at the top: `--version` and `--help` need none of it.
     from migagent.plumbing.logging import configure_logging  # noqa: PLC0415
 
-    debug = bool(args.debug) or os.environ.get("MIG_PARTED_DEBUG", "").lower() in ("1", "true")
     # Sub-commands that run as daemons set `log_level` (INFO) with set_defaults; one-shot ones log warnings.
     level = logging.DEBUG if debug else getattr(args, "log_level", logging.WARNING)
     configure_logging(

@@ -20,13 +20,12 @@ from migagent.cli.advise_view import render
 from migagent.cli.commands import summary
 from migagent.cli.flags import HelpFormatter
 from migagent.cli.pool_args import file_layouts, pool_api, pool_layouts
-from migagent.cli.rollout_flags import NAMESPACE, add_layout_file
+from migagent.cli.rollout_flags import add_layout_file, add_layouts_namespace, add_server
 from migagent.clock import Clock, SystemClock
 from migagent.demand.advice import Advice
 from migagent.demand.advise import AdviseOptions, DemandView, advise
 from migagent.errors import UsageError
 from migagent.layout.strategy import MigStrategy
-from migagent.node.names import LAYOUTS_NAMESPACE
 from migagent.node.scheduling import DemandNode
 from migagent.rollout.errors import RolloutError
 from migagent.rollout.scope import initial_state
@@ -96,10 +95,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--generate", action="store_true",
                         help="also consider a layout built per node from the demand (printed, to add to the file)")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
-    parser.add_argument(
-        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)"
-    )
-    parser.add_argument("--api-server", help="API server URL, e.g. the simulator's http://127.0.0.1:PORT")
-    parser.add_argument("--namespace", dest="layouts_namespace", type=NAMESPACE, default=LAYOUTS_NAMESPACE,
-                        help=f"where the layouts ConfigMap lives (default {LAYOUTS_NAMESPACE})")
+    add_server(parser)
+    add_layouts_namespace(parser, "--namespace")  # --namespace: its older spelling
     parser.set_defaults(handler=_run_advise)

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
-from migagent.attempt.gate import GateSettings
+from migagent.attempt.advertise.sharing_source import SharingSettings
+from migagent.attempt.drain.gate import GateSettings
 from migagent.attempt.listener import MetricsListener, NullListener
 from migagent.attempt.ports import AgentSettings
 from migagent.cli.agent_flags import (
@@ -41,6 +42,7 @@ from migagent.cli.node import (
 )
 from migagent.cli.operator import add_operator_arguments, post_change_from_args, wait_for_operator
 from migagent.cli.signals import CtrlC, signals_handled
+from migagent.cli.values import PORT
 from migagent.clock import SystemClock
 from migagent.errors import UsageError
 from migagent.kube.adapter import KubeApi
@@ -50,7 +52,6 @@ from migagent.layout.strategy import MigStrategy
 from migagent.loops.unable import reported_if_unable
 from migagent.node.names import ConditionReason
 from migagent.node.owners import CLUSTER_POLICY_NAME
-from migagent.node.sharing_source import SharingSettings
 from migagent.plumbing.health import HealthState
 from migagent.plumbing.serve import start_observability
 from migagent.reconcile.retry import RetryPolicy
@@ -64,25 +65,11 @@ _NOISY_LOGGERS = ("urllib3.connectionpool", "kubernetes.client.rest")
 # -- the command ----------------------------------------------------------------------------------
 
 
-def _positive(args: argparse.Namespace, *names: str) -> None:
-    for name in names:
-        if getattr(args, name) <= 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be a positive number of seconds")
-
-
 def _options(args: argparse.Namespace) -> AgentOptions:
     if not args.node_name:
         raise UsageError("the node name is required: set NODE_NAME (downward API) or pass --node-name")
     if not args.config_file:
         raise UsageError("the layout file is required: pass --config-file (env CONFIG_FILE)")
-    _positive(
-        args, "drain_timeout", "readvertise_timeout", "resync_period", "retry_initial", "retry_max",
-        "request_timeout", "liveness_timeout",
-    )
-    if args.device_plugin_settle < 0:
-        raise UsageError("--device-plugin-settle must be zero or a positive number of seconds")
-    if args.advertisement_stable < 0:
-        raise UsageError("--advertisement-stable must be zero or a positive number of seconds")
     try:
         sharing = SharingSettings(
             config_file=Path(args.device_plugin_config_file) if args.device_plugin_config_file else None,
@@ -91,8 +78,6 @@ def _options(args: argparse.Namespace) -> AgentOptions:
         )
     except SharingConfigError as exc:
         raise UsageError(str(exc)) from exc
-    if args.lease_duration < 0:
-        raise UsageError("--lease-duration must be zero (no Lease) or a positive number of seconds")
     auto = args.mig_strategy == STRATEGY_AUTO
     settings = AgentSettings(
         config_file=Path(args.config_file),
@@ -142,7 +127,7 @@ def _cluster_policy(args: argparse.Namespace) -> str | None:
 
 def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--metrics-port", type=int, default=None, help="serve /metrics, /healthz and /readyz on this port (0: any)"
+        "--metrics-port", type=PORT, default=None, help="serve /metrics, /healthz and /readyz on this port (0: any)"
     )
     parser.add_argument("--metrics-address", default="0.0.0.0", help="address for --metrics-port")
 

@@ -8,6 +8,7 @@ import argparse
 import os
 
 from migagent.cli.node import DEFAULT_JOURNAL_DIR
+from migagent.cli.values import POSITIVE_SECONDS, SECONDS, WHOLE_SECONDS
 from migagent.kube.timeouts import DEFAULT_REQUEST_TIMEOUT_S
 from migagent.layout.strategy import MIG_STRATEGIES, MigStrategy
 from migagent.node.dra import DRA_NAMESPACE, DRA_PLUGIN_SELECTOR
@@ -87,7 +88,7 @@ def add_lease_arguments(parser: argparse.ArgumentParser) -> None:
         help="namespace of the node's Lease migagent-node-<node> (env POD_NAMESPACE; default migagent)",
     )
     parser.add_argument(
-        "--lease-duration", type=int, default=30, metavar="SECONDS",
+        "--lease-duration", type=WHOLE_SECONDS, default=30, metavar="SECONDS",
         help="one agent per node: a Lease not renewed for this long may be taken by another agent (0: no Lease)",
     )
 
@@ -129,7 +130,7 @@ def add_sharing_arguments(parser: argparse.ArgumentParser) -> None:
         " nvidia.com/<resource>.replicas labels are used when present (env DEVICE_PLUGIN_CONFIG_FILE)",
     )
     parser.add_argument(
-        "--advertisement-stable", type=float, default=30.0, metavar="SECONDS",
+        "--advertisement-stable", type=SECONDS, default=30.0, metavar="SECONDS",
         help="when the sharing config cannot be known (the node selects a config the agent cannot read), accept"
         " an advertisement that has held still this long instead of an exact count (default 30)",
     )
@@ -159,15 +160,15 @@ def add_dra_arguments(parser: argparse.ArgumentParser) -> None:
 def add_change_arguments(parser: argparse.ArgumentParser) -> None:
     """How long a change may take, how pods leave, and when a failed node is retried."""
     parser.add_argument(
-        "--drain-timeout", type=float, default=300.0, metavar="SECONDS",
+        "--drain-timeout", type=POSITIVE_SECONDS, default=300.0, metavar="SECONDS",
         help="give up (and undo) when pods on changing devices have not left by then, e.g. held by a PDB",
     )
     parser.add_argument(
-        "--readvertise-timeout", type=float, default=300.0, metavar="SECONDS",
+        "--readvertise-timeout", type=POSITIVE_SECONDS, default=300.0, metavar="SECONDS",
         help="how long the device plugin may take to advertise the new MIG devices in Node allocatable",
     )
     parser.add_argument(
-        "--device-plugin-settle", type=float, default=60.0, metavar="SECONDS",
+        "--device-plugin-settle", type=SECONDS, default=60.0, metavar="SECONDS",
         help="when the GPUs already match but Node allocatable does not yet (a device plugin still starting),"
         " wait this long before cordoning the node and restarting the plugin",
     )
@@ -175,23 +176,23 @@ def add_change_arguments(parser: argparse.ArgumentParser) -> None:
         "--force-delete", action="store_true", help="delete pods instead of evicting them (ignores PDBs)"
     )
     parser.add_argument(
-        "--resync-period", type=float, default=300.0, metavar="SECONDS",
+        "--resync-period", type=POSITIVE_SECONDS, default=300.0, metavar="SECONDS",
         help="re-check the node this often even without a label change (drift repair)",
     )
     parser.add_argument(
-        "--retry-initial", type=float, default=30.0, metavar="SECONDS",
+        "--retry-initial", type=POSITIVE_SECONDS, default=30.0, metavar="SECONDS",
         help="first retry delay of a failed node, doubled per failure up to --retry-max",
     )
     parser.add_argument(
-        "--retry-max", type=float, default=1800.0, metavar="SECONDS",
+        "--retry-max", type=POSITIVE_SECONDS, default=1800.0, metavar="SECONDS",
         help="longest retry delay of a failed or refused node (default 30 min); a refusal is re-checked"
         " without touching the node",
     )
     parser.add_argument(
-        "--request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT_S, metavar="SECONDS",
+        "--request-timeout", type=POSITIVE_SECONDS, default=DEFAULT_REQUEST_TIMEOUT_S, metavar="SECONDS",
         help="bound on every API server request, a watch read included (default 30)",
     )
     parser.add_argument(
-        "--liveness-timeout", type=float, default=DEFAULT_STALE_AFTER_S, metavar="SECONDS",
+        "--liveness-timeout", type=POSITIVE_SECONDS, default=DEFAULT_STALE_AFTER_S, metavar="SECONDS",
         help="/healthz fails when the agent has reached no safe point for this long (a stuck reconcile)",
     )

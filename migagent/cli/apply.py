@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from migagent.cli.apply_outcome import StopRequested, StopSignals, print_report, stopped
+from migagent.cli.apply_outcome import StopRequested, StopSignals, finished, print_report, stopped
 from migagent.cli.commands import summary
 from migagent.cli.conflicts import Conflict, refuse_together
 from migagent.cli.flags import add_output_argument
@@ -29,6 +29,7 @@ from migagent.cli.node import (
     state_locked,
 )
 from migagent.cli.signals import signals_handled
+from migagent.cli.values import env_flag
 from migagent.clock import SystemClock
 from migagent.errors import UsageError
 from migagent.layout.desired import DesiredNode
@@ -45,33 +46,6 @@ from migagent.reconcile.session import ApplySession, RebootPendingError
 from migagent.sim.spec import NodeSpecError, parse_node_spec
 
 EXIT_REBOOT_REQUESTED = 3
-_TRUE = {"1", "t", "true", "yes", "on"}
-_FALSE = {"", "0", "f", "false", "no", "off"}
-
-
-def _env_flag(name: str) -> bool:
-    """A boolean flag's default from the environment, spelt as mig-parted (Go's ParseBool) accepts."""
-    value = os.environ.get(name, "").strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise UsageError(f"environment variable {name}={value!r}: expected true or false")
-
-
-# Boolean flags whose environment variable also turns them on (read when the command runs, so a
-# malformed value is reported like any other error).
-_ENV_FLAGS = {
-    "mode_only": "MIG_PARTED_MODE_CHANGE_ONLY",
-    "skip_reset": "MIG_PARTED_SKIP_RESET",
-    "valid_config": "MIG_PARTED_VALID_CONFIG",
-}
-
-
-def _read_env_flags(args: argparse.Namespace) -> None:
-    for attribute, variable in _ENV_FLAGS.items():
-        if hasattr(args, attribute) and not getattr(args, attribute):
-            setattr(args, attribute, _env_flag(variable))
 
 
 def _desired_on_node(layout: LayoutFile, name: str | None, observation: Observation) -> DesiredNode:
@@ -146,7 +120,6 @@ def _engine(args: argparse.Namespace, driver: NodeDriver) -> ApplyEngine:
 
 
 def _run_apply(args: argparse.Namespace) -> int:
-    _read_env_flags(args)
     layout = read_layout(args.config_file)
     name = _config_name(layout, args.selected_config)
     hooks = _hook_runner(args, name)
@@ -164,18 +137,14 @@ def _run_apply(args: argparse.Namespace) -> int:
             return stopped(stop, engine)
         after = driver.observe()  # names the profiles of GPUs whose MIG mode just changed
     print_report(report, after)
-    if args.mode_only:
-        print("MIG mode settings applied successfully")
-    else:
-        print("MIG configuration applied successfully")
-    return 0
+    print("MIG mode settings applied successfully" if args.mode_only else "MIG configuration applied successfully")
+    return finished(stop)
 
 
 # -- assert -----------------------------------------------------------------------------------------
 
 
 def _run_assert(args: argparse.Namespace) -> int:
-    _read_env_flags(args)
     layout = read_layout(args.config_file)
     name = _config_name(layout, args.selected_config)
     if args.valid_config:
@@ -211,6 +180,7 @@ def _mode_only_argument(parser: argparse.ArgumentParser) -> None:
         "-m",
         "--mode-only",
         action="store_true",
+        default=env_flag("MIG_PARTED_MODE_CHANGE_ONLY"),
         help="only the MIG mode part (env MIG_PARTED_MODE_CHANGE_ONLY)",
     )
 
@@ -252,6 +222,7 @@ def register_apply(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         "-s",
         "--skip-reset",
         action="store_true",
+        default=env_flag("MIG_PARTED_SKIP_RESET"),
         help="leave a MIG mode change pending instead of resetting the GPU (env MIG_PARTED_SKIP_RESET)",
     )
     _mode_only_argument(parser)
@@ -281,6 +252,7 @@ def register_assert(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
         "-a",
         "--valid-config",
         action="store_true",
+        default=env_flag("MIG_PARTED_VALID_CONFIG"),
         help="only check that the file parses and the config exists (env MIG_PARTED_VALID_CONFIG)",
     )
     add_node_arguments(parser)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -78,17 +79,37 @@ class StopSignals:
         if self.signal_name is not None:
             raise StopRequested
 
+    def ignore_further(self) -> None:
+        """The stop has said its line: a second Ctrl-C or SIGTERM until the process exits changes nothing
+        (no second line, no death by the signal while the node's state and lock are put away)."""
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, signal.SIG_IGN)
+
+
+def finished(stop: StopSignals) -> int:
+    """0; or, for a stop that came with no NVML call left to make, the signal's exit and a line saying so."""
+    if stop.signal_name is None:
+        return 0
+    stop.ignore_further()
+    print(f"migagent apply: {stop.signal_name} came after the last change: the apply finished", file=sys.stderr)
+    return stop.exit_code
+
 
 def stopped(stop: StopSignals, engine: ApplyEngine) -> int:
-    """The step in progress finished and is journaled; the next one never began. A GPU instance the
-    plan left without its compute instances at that point (created, or emptied for destruction)
-    is destroyed, so no stop leaves one: the next apply plans from what is there."""
+    """The step in progress finished and is journaled; the next one never began. A GPU instance this
+    apply left without its compute instances at that point (created, or emptied for destruction: its
+    journal says which) is destroyed, so no stop leaves one of its own: the next apply plans from what
+    is there. Another tool's bare GPU instance, on a GPU the config may not select, is left and named."""
+    stop.ignore_further()
     try:
-        settled = engine.settle()
+        settled, others = engine.settle()
     except MigAgentError as exc:  # the stop is still reported, with what is left to clean
         left = f"; GPU instances the stop left without compute instances could not be destroyed: {exc}"
     else:
         left = f"; destroyed {len(settled)} GPU instance(s) the stop left without compute instances" if settled else ""
+        if others:
+            left += f"; left {', '.join(others)} without compute instances: this apply did not make them"
     print(f"migagent apply: stopped by {stop.signal_name} between two steps{left}: run the same apply again to"
           " finish", file=sys.stderr)
     return stop.exit_code

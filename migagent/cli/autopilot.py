@@ -15,7 +15,6 @@ import argparse
 import datetime
 import json
 import logging
-import math
 import signal
 import threading
 from collections.abc import Callable
@@ -29,9 +28,19 @@ from migagent.autopilot.state import AutopilotState, Decision
 from migagent.cli.advise import DescribedHelp
 from migagent.cli.commands import summary
 from migagent.cli.pool_args import pool_api
-from migagent.cli.rollout_flags import MAX_UNAVAILABLE, NAMESPACE, NODES, POSITIVE_SECONDS, SECONDS, OneLineParser
+from migagent.cli.rollout_flags import (
+    NAMESPACE,
+    OneLineParser,
+    add_budgets,
+    add_layout_file,
+    add_layouts_namespace,
+    add_selector,
+    add_server,
+    add_start,
+)
 from migagent.cli.rollout_view import JsonEvents
 from migagent.cli.signals import signals_handled
+from migagent.cli.values import COUNT, POSITIVE_SECONDS, SECONDS
 from migagent.clock import SystemClock
 from migagent.errors import TransientError
 from migagent.node.names import AUTOPILOT_NAMESPACE
@@ -54,7 +63,7 @@ def _run(args: argparse.Namespace) -> int:
     clock = SystemClock()
     listener = JsonEvents(clock)
     budgets = RolloutBudgets(max_unavailable=args.max_unavailable, canary=args.canary, soak_s=args.soak,
-                             failure_budget=args.failure_budget)
+                             failure_budget=args.failure_budget, lease_s=args.lease)
     api = pool_api(args, clock)
     api.watch(args.selector)  # nodes, pods and budgets: one list, then their events
     autopilot = Autopilot(api, _guardrails(args), clock=clock, listener=listener, budgets=budgets)
@@ -130,48 +139,28 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)"
-    )
-    parser.add_argument("--api-server", help="API server URL, e.g. the simulator's http://127.0.0.1:PORT")
+    add_server(parser)
     parser.add_argument("--namespace", type=NAMESPACE, default=AUTOPILOT_NAMESPACE,
                         help="where its object (ConfigMap migagent-autopilot), the layouts and rollouts live")
 
 
-def _seconds(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be zero or a positive number of seconds, got {text}")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def _run_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-l", "--selector", default=OPT_IN_SELECTOR, help="the opted-in nodes")
+    add_selector(parser, default=OPT_IN_SELECTOR, what="the opted-in nodes")
     parser.add_argument("--pool-label", metavar="KEY",
                         help="nodes sharing this label's value form a pool (default: all opted-in nodes are one)")
-    parser.add_argument("--persist", type=_seconds, default=300.0, metavar="SECONDS",
+    parser.add_argument("--persist", type=SECONDS, default=300.0, metavar="SECONDS",
                         help="a pending pod counts as demand once it has waited this long")
-    parser.add_argument("--max-changes-per-hour", type=_positive, default=2, metavar="N",
+    parser.add_argument("--max-changes-per-hour", type=COUNT, default=2, metavar="N",
                         help="node changes per pool in any trailing hour")
-    parser.add_argument("--max-gpus-per-look", type=_positive, default=16, metavar="N",
+    parser.add_argument("--max-gpus-per-look", type=COUNT, default=16, metavar="N",
                         help="GPUs the changes one look starts may change, across the pool")
-    parser.add_argument("--cooldown", type=_seconds, default=3600.0, metavar="SECONDS",
+    parser.add_argument("--cooldown", type=SECONDS, default=3600.0, metavar="SECONDS",
                         help="after a node changes, it may not change again for this long")
     parser.add_argument("--dry-run", action="store_true", help="record and announce decisions; change nothing")
     parser.add_argument("--poll", type=POSITIVE_SECONDS, default=15.0, metavar="SECONDS", help="how often to look")
-    parser.add_argument("--max-unavailable", type=MAX_UNAVAILABLE, default="8", metavar="N|Nnodes|N%",
-                        help="each rollout's budget of GPUs out of service at once (as `rollout start`)")
-    parser.add_argument("--canary", type=NODES, default=1, metavar="N", help="nodes in each rollout's first wave")
-    parser.add_argument("--soak", type=SECONDS, default=0.0, metavar="SECONDS", help="wait after the canary succeeds")
-    parser.add_argument("--failure-budget", type=NODES, default=1, metavar="N", help="halt after N failed nodes")
-    parser.add_argument("--run-for", type=float, default=None, metavar="SECONDS", help=argparse.SUPPRESS)
+    add_budgets(parser)  # each rollout's, as `rollout start`
+    add_start(parser)
+    parser.add_argument("--run-for", type=POSITIVE_SECONDS, default=None, metavar="SECONDS", help=argparse.SUPPRESS)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -181,6 +170,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run = verbs.add_parser("run", help="the controller: follow demand within the guardrails")
     _run_flags(run)
     _common(run)
+    add_layout_file(run)  # with --dry-run, tried before deploying: against any API server (`demo --linger`'s)
+    add_layouts_namespace(run, default=None)
     run.set_defaults(handler=_run, log_level=logging.INFO)
     history = verbs.add_parser("history", help="every decision, acted on or not, with its reasons")
     history.add_argument("-o", "--output", choices=("text", "json"), default="text")

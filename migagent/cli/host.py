@@ -14,7 +14,12 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-from migagent.attempt.services import HostClients, RecordingServiceManager, ServiceManager, SystemctlServiceManager
+from migagent.attempt.window.services import (
+    HostClients,
+    RecordingServiceManager,
+    ServiceManager,
+    SystemctlServiceManager,
+)
 from migagent.cli.commands import summary
 from migagent.cli.flags import add_host_clients_argument
 from migagent.cli.node import (
@@ -28,8 +33,8 @@ from migagent.cli.node import (
     state_locked,
 )
 from migagent.cli.signals import CtrlC, signals_handled
+from migagent.cli.values import POSITIVE_SECONDS
 from migagent.clock import SystemClock
-from migagent.errors import UsageError
 from migagent.layout.parse import load_layout_file
 from migagent.loops.host import HostAgent, HostSettings, Selection
 from migagent.nvml.driver import GpuDriver
@@ -95,9 +100,6 @@ def _host_clients(args: argparse.Namespace) -> HostClients:
 
 
 def _settings(args: argparse.Namespace) -> HostSettings:
-    for name in ("debounce", "retry_interval", "max_apply_seconds"):
-        if getattr(args, name) <= 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be a positive number of seconds")
     retry = RetryPolicy(
         failure_backoff_initial=args.retry_interval, failure_backoff_max=max(args.retry_interval, _RETRY_MAX_S)
     )
@@ -169,14 +171,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_reboot_arguments(parser)
     add_lock_arguments(parser, default_s=600.0)
-    parser.add_argument("--debounce", type=float, default=2.0, metavar="SECONDS", help="quiet time after a file change")
+    parser.add_argument("--debounce", type=POSITIVE_SECONDS, default=2.0, metavar="SECONDS",
+                        help="quiet time after a file change")
     parser.add_argument(
-        "--retry-interval", type=float, default=300.0, metavar="SECONDS",
+        "--retry-interval", type=POSITIVE_SECONDS, default=300.0, metavar="SECONDS",
         help=f"retry a failed apply after this long, doubled per consecutive failure up to {_RETRY_MAX_S:g}s",
     )
     parser.add_argument(
         "--max-apply-seconds",
-        type=float,
+        type=POSITIVE_SECONDS,
         default=1800.0,
         metavar="SECONDS",
         help="an apply running longer counts as hung: systemd's watchdog then restarts the agent",

@@ -7,7 +7,7 @@ import os
 import sys
 
 from migagent.errors import UsageError
-from migagent.layout.parse import load_layout_file, parse_layout
+from migagent.layout.parse import load_layout_file
 from migagent.layout.spec import LayoutFile
 
 
@@ -32,5 +32,5 @@ def read_layout(path: str) -> LayoutFile:
     if not path:
         raise UsageError("-f/--config-file is empty; give a layout file, or '-' for stdin")
     if path == "-":
-        return parse_layout(sys.stdin.read(), source="<stdin>")
+        return load_layout_file(sys.stdin.buffer, source="<stdin>")
     return load_layout_file(path)

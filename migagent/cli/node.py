@@ -18,6 +18,7 @@ from pathlib import Path
 
 from migagent.catalog import GpuModel, UnknownGpuModelError
 from migagent.cli.conflicts import Conflict, Needs, refuse_together
+from migagent.cli.values import SECONDS, env_flag
 from migagent.clock import SystemClock
 from migagent.errors import PermanentError, StorageError, UsageError
 from migagent.nvml.driver import GpuDriver
@@ -92,7 +93,7 @@ def journal_for(args: argparse.Namespace) -> Journal:
 
 def add_lock_arguments(parser: argparse.ArgumentParser, *, default_s: float = 60.0) -> None:
     parser.add_argument(
-        "--lock-timeout", type=float, default=default_s, metavar="SECONDS",
+        "--lock-timeout", type=SECONDS, default=default_s, metavar="SECONDS",
         help="another MIG manager (agent, host mode, apply) holding the state directory's lock: wait this long"
         f" for it, then exit 1 naming it (default {default_s:g})",
     )
@@ -111,8 +112,6 @@ def state_locked(args: argparse.Namespace, command: str) -> Iterator[None]:
     if lock is None:
         yield
         return
-    if args.lock_timeout < 0:
-        raise UsageError("--lock-timeout must be zero or a positive number of seconds")
     try:
         lock.acquire(timeout_s=args.lock_timeout, clock=SystemClock())
     except StorageError as exc:
@@ -129,7 +128,7 @@ def add_reboot_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-reboot",
         action="store_true",
-        default=os.environ.get("MIGAGENT_ALLOW_REBOOT", "").lower() in ("1", "true"),
+        default=env_flag("MIGAGENT_ALLOW_REBOOT"),
         help="reboot the node when only a reboot can activate a MIG mode change, e.g. a GPU in a pass-through"
         " VM that cannot be reset (env MIGAGENT_ALLOW_REBOOT)",
     )
@@ -161,7 +160,7 @@ def _load_fake(spec: str | None, state: Path | None) -> FakeNvml:
         try:
             fake = FakeNvml.load(state)
             check_profiles(fake.state)
-        except (OSError, UnicodeDecodeError, StateFormatError, UnknownGpuModelError) as exc:
+        except (OSError, UnicodeDecodeError, RecursionError, StateFormatError, UnknownGpuModelError) as exc:
             raise PermanentError(f"--state {state}: cannot load the simulated node: {exc}") from exc
         if spec is not None:  # both given: they must describe the same GPUs, or --simulate would be ignored
             try:

@@ -1,6 +1,6 @@
 """`migagent agent` flags for GPU Operator nodes: ready markers, CDI spec, validator, host GPU clients.
 
-Each is off unless asked for; deploy/overlays/gpu-operator turns them on (see attempt.post_change
+Each is off unless asked for; deploy/overlays/gpu-operator turns them on (see attempt.window.post_change
 and loops.operator_ready for what they do and why, step for step against NVIDIA's mig-manager).
 """
 
@@ -11,14 +11,15 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from migagent.attempt.post_change import MANAGEMENT_SPEC, CdiSettings, PostChangeSteps
-from migagent.attempt.services import CommandResult, HostClients, SystemctlServiceManager, run_command
+from migagent.attempt.report.status import StatusReporter
+from migagent.attempt.window.post_change import MANAGEMENT_SPEC, CdiSettings, PostChangeSteps
+from migagent.attempt.window.services import CommandResult, HostClients, SystemctlServiceManager, run_command
 from migagent.cli.flags import add_host_clients_argument
+from migagent.cli.values import POSITIVE_SECONDS
 from migagent.clock import Clock
 from migagent.kube.adapter import KubeApi
 from migagent.loops.operator_ready import DEFAULT_VALIDATIONS_DIR, wait_for_ready_markers
 from migagent.node.names import ConditionReason
-from migagent.node.status import StatusReporter
 from migagent.nvml.driver_root import DEFAULT_DRIVER_ROOT, find_driver_files
 
 HOST_CLIENTS_STATE = Path("/var/lib/migagent/host-clients-stopped.json")
@@ -36,7 +37,7 @@ def add_operator_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the operator's validator writes its ready markers",
     )
     group.add_argument(
-        "--operator-ready-timeout", type=float, default=600.0, metavar="SECONDS",
+        "--operator-ready-timeout", type=POSITIVE_SECONDS, default=600.0, metavar="SECONDS",
         help="how long --wait-for-operator waits before failing (the pod then restarts and waits again)",
     )
     group.add_argument(

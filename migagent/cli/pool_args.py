@@ -30,8 +30,9 @@ def pool_api(args: argparse.Namespace, clock: Clock) -> DemandApi:
         logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     client = make_api_client(kubeconfig=_default_kubeconfig(args.kubeconfig), api_server=args.api_server)
     namespace = getattr(args, "namespace", ROLLOUT_NAMESPACE)
-    return DemandApi(client, clock=clock, namespace=namespace,
-                     layouts_namespace=getattr(args, "layouts_namespace", namespace))
+    given = getattr(args, "layout_file", None)
+    return DemandApi(client, clock=clock, namespace=namespace, layouts_text=given.text if given else None,
+                     layouts_namespace=getattr(args, "layouts_namespace", None) or namespace)
 
 
 def file_layouts(args: argparse.Namespace) -> Layouts | None:

@@ -29,7 +29,6 @@ from migagent.cli.advise import add_strategy_flag, advised_state
 from migagent.cli.commands import summary
 from migagent.cli.pool_args import file_layouts, pool_api, pool_layouts
 from migagent.cli.rollout_flags import (
-    POSITIVE_SECONDS,
     OneLineParser,
     add_budgets,
     add_cluster,
@@ -42,10 +41,11 @@ from migagent.cli.rollout_plan import print_plan, rollout_preview
 from migagent.cli.rollout_status import run_status
 from migagent.cli.rollout_view import JsonEvents, LiveTable, ending_lines
 from migagent.cli.signals import signals_handled
+from migagent.cli.values import POSITIVE_SECONDS
 from migagent.clock import Clock, SystemClock
-from migagent.demand.advice import ADVICE_LAYOUT
-from migagent.errors import TransientError, UsageError
+from migagent.errors import TransientError
 from migagent.kube.rollout_api import RolloutApi
+from migagent.layout.parse import select_config
 from migagent.node.port import NodeView
 from migagent.rollout.codec import decode, encode
 from migagent.rollout.controller import run_controller
@@ -54,8 +54,8 @@ from migagent.rollout.errors import HeldElsewhereError, RolloutError
 from migagent.rollout.ownership import layout_label
 from migagent.rollout.port import RolloutListener, create, new_holder
 from migagent.rollout.scope import Targets, initial_state, one_layout, resumed, undo_state
-from migagent.rollout.spec import RolloutSpec
-from migagent.rollout.state import Layouts, NodeStatus, Phase, RolloutState
+from migagent.rollout.spec import ADVICE_LAYOUT, RolloutSpec
+from migagent.rollout.state import Layouts, Mode, NodeStatus, Phase, RolloutState
 
 _CONFLICT_TRIES = 10
 
@@ -66,8 +66,7 @@ def _api(args: argparse.Namespace, clock: Clock) -> RolloutApi:
 
 def layouts_of(args: argparse.Namespace, api: RolloutApi, given: Layouts | None) -> Layouts:
     layouts = pool_layouts(api, given)
-    if args.layout not in layouts.file.configs:
-        raise UsageError(f"-c {args.layout}: no such layout; valid: {', '.join(layouts.file.names) or 'none'}")
+    select_config(layouts.file, args.layout)  # an unknown -c: "did you mean", as apply and validate say it
     return layouts
 
 
@@ -122,10 +121,11 @@ def _ending(state: RolloutState, listener: RolloutListener) -> int:
 
 def _existing(args: argparse.Namespace, spec: RolloutSpec, state: RolloutState) -> None:
     """A start of a rollout that exists resumes it, if it is the same rollout and may run on."""
-    if (state.spec.selector, state.spec.layout) != (spec.selector, spec.layout) and state.mode.value == "rollout":
+    differs = [f"{theirs} (not {ours})" for theirs, ours in zip(state.spec.flags(), spec.flags(), strict=True)
+               if theirs != ours]
+    if differs:
         raise RolloutError(
-            f"rollout {args.name} exists with -l {state.spec.selector} -c {state.spec.layout}; start it with"
-            " those (it resumes), or give a new NAME"
+            f"rollout {args.name} exists with {', '.join(differs)}; start it with those (it resumes), or a new NAME"
         )
     if state.phase is Phase.HALTED:
         raise RolloutError(
@@ -162,7 +162,7 @@ def run_start(args: argparse.Namespace, api: RolloutApi, clock: Clock, given: La
         state = decode(args.name, stored)
         _existing(args, spec, state)
         if state.phase is Phase.DONE:
-            print(f"rollout {args.name} is done")
+            print(f"rollout {args.name} is done{' (undone)' if state.mode is Mode.UNDO else ''}")
             return 0
     if args.detach:
         print(f"rollout {args.name} created; a `migagent rollout controller` drives it")

@@ -7,34 +7,15 @@ back, so a flag and a hand-edited object are held to the same.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import NoReturn
 
 from migagent.cli.flags import Parser
+from migagent.cli.values import COUNT, POSITIVE_SECONDS, SECONDS, checked
+from migagent.durable import read_bounded
 from migagent.node.names import LAYOUTS_NAMESPACE, ROLLOUT_NAMESPACE
 from migagent.rollout.budget import MaxUnavailable
-from migagent.rollout.spec import namespace_name, node_count, positive_seconds, rollout_name, seconds
-
-T = TypeVar("T")
-V = TypeVar("V")
-
-
-def checked(convert: Callable[[str], V], rule: Callable[[V], T], expected: str) -> Callable[[str], T]:
-    """An argparse type: `convert` the text (else "expected ..."), then hold it to `rule`."""
-
-    def parse(text: str) -> T:
-        try:
-            value = convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
-        try:
-            return rule(value)
-        except ValueError as error:  # the rule's SpecValueError or BudgetSpecError
-            raise argparse.ArgumentTypeError(str(error)) from None
-
-    return parse
+from migagent.rollout.spec import namespace_name, rollout_name
 
 
 class OneLineParser(Parser):
@@ -50,9 +31,6 @@ def _same(text: str) -> str:
 
 NAME = checked(_same, rollout_name, "a rollout name")
 NAMESPACE = checked(_same, namespace_name, "a namespace")
-NODES = checked(int, node_count, "a whole number of nodes")
-POSITIVE_SECONDS = checked(float, positive_seconds, "a number of seconds")
-SECONDS = checked(float, seconds, "a number of seconds")
 MAX_UNAVAILABLE = checked(_same, MaxUnavailable.parse, "N, Ngpus, Nnodes or N%")
 
 
@@ -66,27 +44,54 @@ class LayoutText:
 
 def layout_file(path: str) -> LayoutText:
     try:
-        return LayoutText(path, Path(path).read_text(encoding="utf-8"))
+        return LayoutText(path, read_bounded(path).decode("utf-8"))
     except (OSError, UnicodeDecodeError) as error:
         reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
         raise argparse.ArgumentTypeError(f"cannot read {path}: {reason}") from None
 
 
-def add_cluster(parser: argparse.ArgumentParser, *, layouts: bool = False) -> None:
+def add_server(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)"
     )
     parser.add_argument("--api-server", help="API server URL, e.g. the simulator's http://127.0.0.1:PORT")
+
+
+def add_layouts_namespace(
+    parser: argparse.ArgumentParser, *aliases: str, default: str | None = LAYOUTS_NAMESPACE
+) -> None:
+    parser.add_argument("--layouts-namespace", *aliases, dest="layouts_namespace", type=NAMESPACE, default=default,
+                        help="where the agents' layouts ConfigMap is, without -f"
+                        + (f" (default {default})" if default else " (default: --namespace)"))
+
+
+def add_cluster(parser: argparse.ArgumentParser, *, layouts: bool = False) -> None:
+    add_server(parser)
     parser.add_argument("--namespace", type=NAMESPACE, default=ROLLOUT_NAMESPACE,
                         help=f"where rollout state objects live (default {ROLLOUT_NAMESPACE})")
     if layouts:
-        parser.add_argument("--layouts-namespace", type=NAMESPACE, default=LAYOUTS_NAMESPACE,
-                            help=f"where the agents' layouts ConfigMap is, without -f (default {LAYOUTS_NAMESPACE})")
+        add_layouts_namespace(parser)
+
+
+def _selector(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty selector selects every node (an unset shell variable?); for that,"
+                                         " give --all instead")
+    return text
+
+
+def add_selector(parser: argparse.ArgumentParser, *, default: str | None = None, what: str = "the nodes") -> None:
+    """-l SELECTOR, or --all for every node: as kubectl drain, an empty -l does not stand for every node."""
+    scope = parser.add_mutually_exclusive_group(required=default is None)
+    scope.add_argument("-l", "--selector", type=_selector, default=default,
+                       help=f"{what}, as kubectl -l (e.g. pool=a100)")
+    scope.add_argument("--all", dest="selector", action="store_const", const="", help="every node of the cluster")
 
 
 def add_scope(parser: argparse.ArgumentParser, *, from_advice: bool = False) -> None:
-    """-l, -c (or, where `from_advice`, --from-advice instead: each node's target from `migagent advise`), -f."""
-    parser.add_argument("-l", "--selector", required=True, help="the nodes, as kubectl -l (e.g. pool=a100)")
+    """-l or --all, -c (or, where `from_advice`, --from-advice instead: each node's target from `migagent advise`),
+    -f."""
+    add_selector(parser)
     target = parser.add_mutually_exclusive_group(required=True) if from_advice else parser
     target.add_argument("-c", "--layout", required=not from_advice, help="the layout name (a key of the layout file)")
     if from_advice:
@@ -105,12 +110,12 @@ def add_budgets(parser: argparse.ArgumentParser) -> None:
         "--max-unavailable", type=MAX_UNAVAILABLE, default="8", metavar="N|Nnodes|N%",
         help="GPUs out of service at once (default 8); or nodes (2nodes); or a share of the pool's GPUs (25%%)",
     )
-    parser.add_argument("--canary", type=NODES, default=1, metavar="N", help="nodes in the first wave (default 1)")
+    parser.add_argument("--canary", type=COUNT, default=1, metavar="N", help="nodes in the first wave (default 1)")
 
 
 def add_start(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--soak", type=SECONDS, default=0.0, metavar="SECONDS", help="wait after the canary succeeds")
-    parser.add_argument("--failure-budget", type=NODES, default=1, metavar="N",
+    parser.add_argument("--failure-budget", type=COUNT, default=1, metavar="N",
                         help="halt after N failed nodes (default 1)")
     parser.add_argument("--lease", type=POSITIVE_SECONDS, default=30.0, metavar="SECONDS",
                         help="how long a killed driver keeps others from taking over (default 30)")

@@ -56,7 +56,7 @@ def headline(state: RolloutState) -> str:
     counts = {status: len(state.in_status(status)) for status in NodeStatus}
     done = counts[NodeStatus.DONE]
     return (
-        f"rollout {state.name} ({state.mode}): {state.phase}; -l {spec.selector} -c {spec.layout};"
+        f"rollout {state.name} ({state.mode}): {state.phase}; {' '.join(spec.flags()[:2])};"
         f" wave {state.waves}; {done}/{len(state.nodes)} done, {counts[NodeStatus.IN_FLIGHT]} in flight,"
         f" {counts[NodeStatus.FAILED]} failed (budget {spec.failure_budget}), {counts[NodeStatus.SKIPPED]} skipped,"
         f" {counts[NodeStatus.OVERRIDDEN]} changed by someone else; --max-unavailable {spec.max_unavailable.flag}"
@@ -90,8 +90,11 @@ def _describe(event: str, fields: Mapping[str, object]) -> str:
             text = "waiting: " + "; ".join(_items(get("reasons")))
         case "node_left_alone":
             text = f"{get('node')} LEFT ALONE: {get('reason')}"
-        case _:
-            text = f"{event}: " + ", ".join(f"{k}={v}" for k, v in fields.items() if k != "rollout")
+        case _:  # a list as its items, not Python's repr (`failed=[]`)
+            text = f"{event}: " + ", ".join(
+                f"{k}={', '.join(_items(v)) or 'none' if isinstance(v, list | tuple) else v}"
+                for k, v in fields.items() if k != "rollout"
+            )
     return text
 
 
@@ -164,10 +167,10 @@ def ending_lines(state: RolloutState) -> list[str]:
     """The end report: evictions predicted against actual, the outcome, and what the rollout left alone."""
     lines = ["", *evictions_report(state), "", f"rollout {state.name}: {state.phase}"]
     lines += [f"  {reason}" for reason in state.reasons]
-    left = state.in_status(NodeStatus.OVERRIDDEN)
-    if left:
-        lines.append(f"{len(left)} node(s) changed by someone else, left alone (undo will not change them):")
-        lines += [f"  {record.node}: {record.reason}" for record in left]
+    for status, said in ((NodeStatus.SKIPPED, "skipped, not changed"),
+                         (NodeStatus.OVERRIDDEN, "changed by someone else, left alone (undo will not change them)")):
+        left = state.in_status(status)
+        lines += [f"{len(left)} node(s) {said}:"] * bool(left) + [f"  {r.node}: {r.reason}" for r in left]
     if state.phase is Phase.HALTED:
         lines.append(f"clear the fault, then: migagent rollout resume {state.name}")
     elif state.phase is Phase.PAUSED:

@@ -24,12 +24,14 @@ def signals_handled(actions: Mapping[signal.Signals, Callable[[], None]]) -> Ite
     def later(action: Callable[[], None]) -> Callable[[int, FrameType | None], None]:
         return lambda _signum, _frame: threading.Thread(target=action, daemon=True).start()
 
-    previous = {signum: signal.signal(signum, later(action)) for signum, action in actions.items()}
+    installed = {signum: later(action) for signum, action in actions.items()}
+    previous = {signum: signal.signal(signum, handler) for signum, handler in installed.items()}
     try:
         yield
     finally:
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            if signal.getsignal(signum) is installed[signum]:  # one the block replaced itself (SIG_IGN) stays
+                signal.signal(signum, handler)
 
 
 @dataclass

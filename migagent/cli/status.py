@@ -17,13 +17,14 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from migagent.attempt.report.fleet_rows import FleetRow, GpuHolding, fleet_row, is_mig_node
 from migagent.cli.commands import summary
 from migagent.cli.conflicts import Needs, refuse_together
+from migagent.cli.values import POSITIVE_SECONDS
 from migagent.clock import Clock, SystemClock
 from migagent.errors import TransientError
 from migagent.kube.client import make_api_client
 from migagent.kube.fleet import FleetReader
-from migagent.node.fleet_rows import FleetRow, GpuHolding, fleet_row, is_mig_node
 from migagent.node.port import NodeView, WatchExpired
 
 COLUMNS = ("NODE", "DESIRED", "STATE", "REASON", "AGE", "GPUS", "ADVERTISED", "LAST ERROR")
@@ -172,7 +173,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "-w", "--watch", action="store_true", help="after the table, print a line per node change (Ctrl-C ends)"
     )
     parser.add_argument(
-        "--watch-for", type=float, metavar="SECONDS", help="with --watch: stop after this long (default: never)"
+        "--watch-for", type=POSITIVE_SECONDS, metavar="SECONDS",
+        help="with --watch: stop after this long (default: never)",
     )
     refuse_together(parser, Needs("--watch-for", "--watch", "it says when a watch stops"))
     parser.set_defaults(handler=_run_status)

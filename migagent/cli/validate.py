@@ -26,8 +26,9 @@ def _line(report: ConfigReport) -> str:
     """One line per config: what it is, and the models it fits."""
     checked = ", ".join(report.checked)
     unchecked = "; ".join(report.unchecked_entries)
-    if report.status is ConfigStatus.VALID:
-        return f"{report.name}: valid on {checked}"
+    if report.status is ConfigStatus.VALID:  # entries for models not named (--gpu-model) are said, not listed
+        others = f"; entries [{gpu_ranges(report.other_models)}] are for other models" if report.other_models else ""
+        return f"{report.name}: valid on {checked}{others}"
     if report.status is ConfigStatus.PARTLY_CHECKED:
         return f"{report.name}: partly checked; valid on {checked}; not checked: {unchecked}"
     if report.status is ConfigStatus.NOT_CHECKED:

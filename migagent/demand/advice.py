@@ -9,9 +9,6 @@ from typing import Any
 
 from migagent.rollout.impact import NodeImpact
 
-ADVICE_LAYOUT = "<advice>"
-"""RolloutSpec.layout of a rollout started from advice: each node has its own target (never a config name)."""
-
 
 @dataclass(frozen=True)
 class NodeAdvice:

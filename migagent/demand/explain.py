@@ -75,7 +75,9 @@ def explain(search: SearchView[S], pod: DemandPod, nodes: Sequence[S]) -> str:
 def _why_not_open(search: SearchView[S], pod: DemandPod, open_nodes: Sequence[S]) -> str:
     """Why the nodes that may change do not serve the pod."""
     asks = describe_requests(pod.requests)
-    hint = "" if search.generating else " (--generate builds layouts per node around the busy GPU instances)"
+    hint = "" if search.generating else (
+        " (`migagent advise --generate` builds layouts per node around the busy GPU instances)"
+    )
     higher: list[str] = []
     other: list[str] = []
     offering = (c for s in open_nodes for c in search.candidates_of(s) if c.capacity and _offers(c, pod))

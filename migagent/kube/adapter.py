@@ -86,12 +86,6 @@ class KubeApi:
             self._nodes.patch_metadata(labels=labels, annotations=annotations, resource_version=resource_version)
         )
 
-    def patch_labels(self, labels: Mapping[str, str | None]) -> NodeView:
-        return self.patch_metadata(labels=labels)
-
-    def patch_annotations(self, annotations: Mapping[str, str | None]) -> NodeView:
-        return self.patch_metadata(annotations=annotations)
-
     def set_unschedulable(
         self, unschedulable: bool, *, annotations: Mapping[str, str | None] | None = None
     ) -> NodeView:

@@ -205,8 +205,10 @@ class DemandApi(RolloutApi):
         clock: Clock,
         namespace: str = AUTOPILOT_NAMESPACE,
         layouts_namespace: str = AUTOPILOT_NAMESPACE,
+        layouts_text: str | None = None,
     ) -> None:
-        super().__init__(api_client, clock=clock, namespace=namespace, layouts_namespace=layouts_namespace)
+        super().__init__(api_client, clock=clock, namespace=namespace, layouts_namespace=layouts_namespace,
+                         layouts_text=layouts_text)
         self._client = api_client
         self._watched: tuple[_Kept[DemandNode], _Kept[DemandPod], _Kept[PdbView]] | None = None
         self._selector = ""

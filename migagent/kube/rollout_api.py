@@ -70,8 +70,10 @@ class RolloutApi:
         clock: Clock,
         namespace: str = ROLLOUT_NAMESPACE,
         layouts_namespace: str = LAYOUTS_NAMESPACE,
+        layouts_text: str | None = None,
     ) -> None:
         self._core = CoreV1Api(api_client)
+        self._layouts_text = layouts_text  # a layout file's (-f): the ConfigMap is not read
         self._event_calls = CoreV1Calls(api_client)
         self._policy = PolicyV1Api(api_client)
         self._clock = clock
@@ -136,6 +138,8 @@ class RolloutApi:
 
     def read_layouts(self) -> str:
         """The layout file of the agents' ConfigMap (deploy/base `migagent-layouts-<hash>`; the newest)."""
+        if self._layouts_text is not None:
+            return self._layouts_text
         call = f"list configmaps in namespace {self.layouts_namespace}"
         with classified(call):
             listing = self._core.list_namespaced_config_map(self.layouts_namespace, _request_timeout=_TIMEOUT_S)

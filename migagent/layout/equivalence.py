@@ -5,8 +5,8 @@ by its compute slices within its GI, `1c.3g.40gb`, or `1g.20gb` when it fills th
 NVML CI profile. Where one GI offers two CI profiles of one size they are the same MIG device to
 those tools: in Hopper's and Blackwell's 1g double-memory GIs (1g.20gb on an H100) the driver offers
 `1_SLICE` (CI profile 0, the one mig-parted creates: go-nvlib meets it first) and `1_SLICE_REV1`
-(profile 7, the driver's default and migagent's choice: it has the GI's every SM) [reference
-nvml-mig.md §5.6; whether profile 0 is offered there is uncertain, see FakeNvml's
+(profile 7, the driver's default and migagent's choice: it has the GI's every SM)
+[docs/nvml.md §8; whether profile 0 is offered there is uncertain, see FakeNvml's
 `one_slice_ci_beside_rev1`]. migagent asserts and keeps GIs by this identity, so a node mig-parted
 made is taken over without destroying and recreating them for a profile number.
 """

@@ -1,6 +1,6 @@
 """Turn what a node has into a mig-parted v1 layout (the `export` verb).
 
-Same shape as mig-parted's export (reference/mig-parted-contract.md §1.8): one entry per GPU
+Same shape as mig-parted's export (docs/mig-parted.md §4): one entry per GPU
 (device-filter, devices [i], mig-enabled, mig-devices counted by CI profile name), then entries
 that differ only by GPU index are merged; the filter is dropped when the node has one model, and
 `devices` becomes `all` when an entry covers every GPU.

@@ -1,4 +1,4 @@
-"""Read mig-parted v1 layout files strictly (reference/mig-parted-contract.md §1.1-1.5).
+"""Read mig-parted v1 layout files strictly (docs/mig-parted.md §1, §2).
 
 Values arrive as mig-parted's own `UnmarshalJSON` sees them (`strict_yaml`: YAML 1.1 by go-yaml v2's
 rules, then JSON), so `mig-enabled: y`, `devices: [1.0]` and a config named `1:` read as they do
@@ -13,10 +13,12 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
+from migagent.durable import read_bounded
 from migagent.errors import InvalidLayoutError
 from migagent.layout.profile import MigProfile, ProfileNameError
 from migagent.layout.spec import ALL_DEVICES, LayoutEntry, LayoutFile, PciFilter, PciFilterError, parse_pci_filter
@@ -81,13 +83,14 @@ def _parse_layout(text: str, *, source: str) -> LayoutFile:
     return LayoutFile(path=source, configs=configs)
 
 
-def load_layout_file(path: str | Path) -> LayoutFile:
-    """Read and parse a layout file from disk (the CLI handles `-` for stdin)."""
+def load_layout_file(path: str | Path | BinaryIO, *, source: str | None = None) -> LayoutFile:
+    """Read (bounded: durable.read_bounded) and parse a layout file from disk, or from a stream (stdin)."""
+    source = source or str(path)
     try:
-        data = Path(path).read_bytes()
+        data = read_bounded(path)
     except OSError as exc:
-        raise InvalidLayoutError(f"{path}: cannot read layout file: {exc}") from exc
-    return parse_layout_bytes(data, source=str(path))
+        raise InvalidLayoutError(f"{source}: cannot read layout file: {exc}") from exc
+    return parse_layout_bytes(data, source=source)
 
 
 def parse_layout_bytes(data: bytes, *, source: str) -> LayoutFile:
@@ -107,6 +110,10 @@ def select_config(layout: LayoutFile, name: str | None) -> tuple[LayoutEntry, ..
         raise InvalidLayoutError(
             f"{layout.path}: no config selected, and the file holds more than one;"
             f" choose one of {some_names(layout.names)}"
+        )
+    if not name:  # `-c ''`, or MIG_PARTED_SELECTED_CONFIG set to nothing
+        raise InvalidLayoutError(
+            f"{layout.path}: the selected config name is empty; choose one of {some_names(layout.names)}"
         )
     if name not in layout.configs:
         close = difflib.get_close_matches(name, layout.names, n=_CLOSEST, cutoff=0.6)
@@ -134,14 +141,23 @@ def _show(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+# A Kubernetes label value (nvidia.com/mig.config names the config): ASCII only, so a look-alike letter
+# (Cyrillic "а") or a zero-width space cannot hide in a name that reads like another.
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+
+
 def _config_name_problem(name: JsonKey) -> str | None:
-    """Why a config name must be quoted: YAML read it as a boolean or number mig-parted renames."""
+    """Why a config name cannot be used as written: YAML read it as a boolean or number mig-parted
+    renames, or no node label can carry it."""
     if name.kind == "bool":
         return (f"config name {name.spelling} is a YAML 1.1 boolean, which mig-parted renames to "
                 f"{json.dumps(str(name))}; quote it: {json.dumps(name.spelling)}")
     if name.kind != "str" and name != name.spelling:
         return (f"config name {name.spelling} is a YAML number that mig-parted reads as config "
                 f"{json.dumps(str(name))}; quote it to keep the name as written: {json.dumps(name.spelling)}")
+    if _LABEL_VALUE.fullmatch(name) is None:
+        return (f"config name {json.dumps(str(name))} cannot be a node label value, so no node can select it: at"
+                " most 63 ASCII letters, digits, '-', '_' and '.', starting and ending with a letter or digit")
     return None
 
 

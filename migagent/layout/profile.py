@@ -1,6 +1,6 @@
 """MIG profile names: parse, format and derive them exactly as mig-parted (go-nvlib) does.
 
-Grammar (reference/mig-parted-contract.md §1.5): `[<C>c.]<G>g.<GB>gb[(+|-)<attr>[,<attr>...]]`.
+Grammar (docs/mig-parted.md §2): `[<C>c.]<G>g.<GB>gb[(+|-)<attr>[,<attr>...]]`.
 C omitted means C == G (one compute instance filling the GI). Names are derived from GI memory,
 never read from NVML, so `1g.10gb` means the same thing on every driver version.
 """

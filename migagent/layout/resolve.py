@@ -1,4 +1,4 @@
-"""Apply a config's entries to a node's GPUs, as mig-parted does (reference/mig-parted-contract.md §1.4-1.5).
+"""Apply a config's entries to a node's GPUs, as mig-parted does (docs/mig-parted.md §1, §2).
 
 For each entry in file order, every GPU whose index is in `devices` and whose PCI id matches the
 filter is selected; a later entry replaces an earlier one for the same GPU; GPUs no entry selects
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from migagent.catalog import GpuModel, ProfileTable, all_models, model_by_key, rows_for_pci_device_id
+from migagent.catalog import ProfileTable, rows_for_pci_device_id
 from migagent.errors import LayoutDoesNotFitError, LayoutSelectsNoGpuError
 from migagent.layout.desired import DesiredGi, DesiredGpu, DesiredNode
 from migagent.layout.gpus import gpus_named
@@ -198,57 +198,3 @@ def _variant_alias(profile: MigProfile, gpu: GpuIdentity) -> ResolvedProfile | N
         if ci is not None:
             return ResolvedProfile(profile=profile, gi=gi, ci=ci)
     return None
-
-
-def validate_entries(
-    entries: Sequence[LayoutEntry], gpus: Sequence[GpuIdentity], *, config_name: str
-) -> None:
-    """Offline check: resolve every entry on every GPU its filter targets (any subsystem), ignoring `devices`.
-
-    Unlike `resolve_entries`, an entry that a later one overrides is still checked, and an entry
-    for GPU 3 is checked on an offline identity numbered 0.
-    """
-    errors: list[str] = []
-    for entry in entries:
-        for gpu in gpus:
-            if not entry.may_match_pci(gpu.pci_device_id):
-                continue
-            try:
-                resolve_entry(entry, gpu, config_name=config_name)
-            except LayoutDoesNotFitError as exc:
-                errors.append(str(exc))
-    if errors:
-        raise LayoutDoesNotFitError("\n".join(errors))
-
-
-def models_targeted_by(entry: LayoutEntry) -> tuple[GpuModel, ...]:
-    """Catalog models with a PCI id the entry's filter matches (all of them when it has no filter)."""
-    return tuple(m for m in all_models() if any(entry.may_match_pci(pci) for pci in m.pci_device_ids))
-
-
-def offline_identities(
-    model_keys: Sequence[str] | None, entries: Sequence[LayoutEntry]
-) -> tuple[GpuIdentity, ...]:
-    """One GPU 0 per catalog model: the named models, or else every model the entries target.
-
-    The PCI id is the model's first id that some entry's filter matches (so a filter naming only an
-    H800 id still selects the H100 model it shares a table with), else its primary id. Unknown keys
-    raise `UnknownGpuModelError`, whose message lists the valid ones.
-    """
-    if model_keys is None:
-        targeted = {m.key for entry in entries for m in models_targeted_by(entry)}
-        models: Sequence[GpuModel] = [m for m in all_models() if m.key in targeted]
-    else:
-        models = [model_by_key(key) for key in model_keys]
-    return tuple(_offline_identity(model, entries) for model in models)
-
-
-def _offline_identity(model: GpuModel, entries: Sequence[LayoutEntry]) -> GpuIdentity:
-    matched = (pci for pci in model.pci_device_ids if any(e.may_match_pci(pci) for e in entries))
-    return GpuIdentity(
-        index=0,
-        pci_device_id=next(matched, model.primary_pci_device_id),
-        subsystem_id=None,
-        profiles=model.profiles,
-        label=f"GPU 0 ({model.key})",
-    )

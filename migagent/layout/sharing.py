@@ -1,7 +1,7 @@
 """The NVIDIA device plugin's sharing config: which resources it replicates, how often, under which name.
 
 The plugin's config file (version v1; the same file GPU Feature Discovery reads) may say, besides its
-flags (reference/landscape.md §3.4):
+flags (docs/device-plugin.md §3):
 
     sharing:
       timeSlicing:                 # or mps:, same shape

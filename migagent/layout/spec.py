@@ -1,4 +1,4 @@
-"""Value types for a parsed mig-parted v1 layout file (reference/mig-parted-contract.md §1).
+"""Value types for a parsed mig-parted v1 layout file (docs/mig-parted.md §1).
 
 A file holds named configs; a config is an ordered list of entries; an entry selects GPUs (by index
 and PCI id) and says what they should hold. Parsing lives in `parse.py`, per-GPU resolution in

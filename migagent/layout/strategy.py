@@ -1,7 +1,7 @@
 """The NVIDIA device plugin's MIG strategies: what a node advertises, and which layouts it refuses.
 
 The strategy is the plugin's `--mig-strategy` (the GPU Operator's `mig.strategy`, default `single`
-there, `none` in the plugin's own chart). Rules (reference/landscape.md §3.1, kubernetes.md §1.5,
+there, `none` in the plugin's own chart). Rules (docs/device-plugin.md §1,
 checked against NVIDIA's plugin v0.18.2 in tests/nvidia):
 - `mixed`: each MIG device (compute instance) is one `nvidia.com/mig-<pattern>` (`+` written `.`),
   where the patterns are the GPU's full GPU-instance profiles in NVML's profile-enum order and the
@@ -26,8 +26,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from migagent.catalog import ProfileTable
+from migagent.layout.desired import DesiredGpu
 from migagent.layout.gpus import gpus_named
-from migagent.layout.profile import MigProfile, gi_profile_name
+from migagent.layout.observed import ObservedGpu
+from migagent.layout.profile import MigProfile, ci_profile_name, gi_profile_name
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
@@ -74,6 +76,21 @@ def resource_patterns(table: ProfileTable) -> tuple[str, ...]:
     """The GPU's full GPU-instance profile names in NVML's profile-enum order: the patterns the plugin's
     mixed strategy names MIG devices by (rm.AddDefaultResourcesToConfig through VisitMigProfiles)."""
     return tuple(str(gi_profile_name(gi, table)) for gi in sorted(table.gi_profiles, key=lambda gi: gi.enum_value))
+
+
+def desired_devices(gpu: ObservedGpu, want: DesiredGpu) -> GpuDevices:
+    """`gpu` as the device plugin will see it once it holds `want`: a MIG device per compute instance."""
+    table = gpu.profiles
+    if table is None:
+        return GpuDevices(gpu.index, want.mig_enabled)
+    profiles = [
+        ci_profile_name(gi_profile, ci_profile, table)
+        for gi in want.gpu_instances
+        if (gi_profile := table.gi_profile(gi.profile_id)) is not None
+        for ci_id in gi.ci_profile_ids
+        if (ci_profile := gi_profile.ci_profile(ci_id)) is not None
+    ]
+    return GpuDevices(gpu.index, want.mig_enabled, tuple(profiles), resource_patterns(table))
 
 
 def mixed_resource_name(profile: MigProfile, patterns: Sequence[str]) -> str | None:

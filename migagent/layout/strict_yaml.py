@@ -36,6 +36,8 @@ from migagent.layout.goyaml_resolve import (
     go_resolve,
 )
 
+_MAX_DEPTH = 100  # a layout nests 5 levels; past this, Python's own recursion limit would decide, by the caller's stack
+TOO_DEEP = f"invalid YAML: lists and mappings nested more than {_MAX_DEPTH} levels deep"
 _MAX_NODES = 200_000  # aliases can expand a small file enormously ("billion laughs")
 _KNOWN_TAGS = frozenset({STR, MERGE, BOOL} | {f"tag:yaml.org,2002:{t}" for t in ("int", "float", "null",
                                                                                  "timestamp", "map", "seq")})
@@ -153,8 +155,9 @@ def _compose(text: str, *, libyaml: bool) -> yaml.Node | None:
         try:
             node: yaml.Node | None = fast.get_single_node()
             return node
-        except yaml.YAMLError:
-            pass
+        except yaml.YAMLError as exc:
+            if "nesting depth" in str(exc):  # libyaml's limit (1000 levels): the Python loader's is lower, and slow
+                raise YamlSyntaxError(TOO_DEEP) from exc
         finally:
             fast.dispose()
     loader = GoYamlV2Loader(text)  # the reader scans the text here (it refuses control characters)
@@ -186,16 +189,16 @@ def load_strict(text: str, *, libyaml: bool = True) -> tuple[object, tuple[LoadP
 
 
 def _load_strict(text: str, *, libyaml: bool) -> tuple[object, tuple[LoadProblem, ...]]:
+    converter = _Converter()
     try:
         root = _compose(text, libyaml=libyaml)
+        data = None if root is None else converter.value(root, path="")
     except yaml.MarkedYAMLError as exc:
         raise YamlSyntaxError(_describe(exc)) from exc
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(f"invalid YAML: {' '.join(str(exc).split())}") from exc
-    if root is None:
-        return None, ()
-    converter = _Converter()
-    data = converter.value(root, path="")
+    except RecursionError as exc:  # the composer's and the converter's: Python's recursion limit is the bound
+        raise YamlSyntaxError(TOO_DEEP) from exc
     return data, tuple(converter.problems)
 
 
@@ -276,6 +279,8 @@ class _Converter:
         if id(node) in self._open:
             self.problem(path, node, "an alias refers to a node that contains it; mig-parted refuses the cycle")
             return None
+        if len(self._open) >= _MAX_DEPTH:  # the collections open are those this one is nested in
+            raise YamlSyntaxError(TOO_DEEP)
         self._open.add(id(node))
         try:
             if isinstance(node, yaml.SequenceNode):

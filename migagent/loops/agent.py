@@ -28,6 +28,10 @@ __all__ = ["Agent", "AgentPhase", "AgentPorts", "AgentSettings", "Outcome", "Rec
 
 log = structlog.get_logger(__name__)
 
+RELEASE_EVERY_S = 60.0
+_IDLE = frozenset({Outcome.UNCHANGED, Outcome.HELD, Outcome.NO_DESIRED_LAYOUT})
+"""Outcomes of an attempt that changed nothing on the node."""
+
 
 class Agent:
     def __init__(
@@ -52,6 +56,7 @@ class Agent:
         self._hold: RetryHold | None = None
         self._failures = 0
         self._last_finished = ports.clock.monotonic()
+        self._released_at: float | None = None
         self.last_report: ReconcileReport | None = None
         self.reconciles = 0
 
@@ -109,12 +114,21 @@ class Agent:
         due = self._source is None
         while not stop.is_set():
             if due or self._retry_due():
-                self.reconcile_once(stop)
-                release_free_memory()  # idle at what it holds, not at the attempt's high-water mark
+                self._release_memory(self.reconcile_once(stop))
             if self._health is not None:
                 self._health.heartbeat()
             due = self._wait(stop)
         log.info("agent_stopped", node=self._ports.api.node_name)
+
+    def _release_memory(self, outcome: Outcome) -> None:
+        """Idle at what it holds, not at the attempt's high-water mark: after an attempt that changed
+        something, and at most every RELEASE_EVERY_S after idle re-checks (a full collection costs
+        ~0.1 s of CPU; a pool's agents share one process and re-check every fraction of a second)."""
+        now = self._ports.clock.monotonic()
+        if outcome in _IDLE and self._released_at is not None and now - self._released_at < RELEASE_EVERY_S:
+            return
+        release_free_memory()
+        self._released_at = now
 
     def _may_write(self) -> bool:
         """Whether an attempt may write now (loops.ownership: only while holding the node's Lease)."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from migagent.attempt.services import HostClients
+from migagent.attempt.window.services import HostClients
 from migagent.clock import Clock
 from migagent.errors import MigAgentError
 from migagent.layout.observed import Observation

@@ -13,11 +13,11 @@ from contextlib import contextmanager
 
 import structlog
 
+from migagent.attempt.report.status import StatusReporter
 from migagent.attempt.undo import AttemptMarker
 from migagent.errors import MigAgentError
 from migagent.node.names import ATTEMPT_ANNOTATION, ConditionReason
 from migagent.node.port import KubePort
-from migagent.node.status import StatusReporter
 
 log = structlog.get_logger(__name__)
 

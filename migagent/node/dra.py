@@ -11,18 +11,21 @@ reports. DynamicMIG (devices created per claim) is another engineer's refusal; n
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from migagent.layout.observed import Observation
-from migagent.node.advertisement import Probe
 
 DRA_DRIVER = "gpu.nvidia.com"
 DRA_NAMESPACE = "nvidia-dra-driver-gpu"
 DRA_PLUGIN_SELECTOR = "nvidia-dra-driver-gpu-component=kubelet-plugin"
 """The chart's kubelet-plugin pod label (templates/_helpers.tpl selectorLabels with componentName)."""
 MIG_DEVICE_TYPE = "mig"
+
+Probe = Callable[[], str | None]
+"""Another consumer that must show the new devices (the DRA driver's ResourceSlices): None once it
+does, else what is missing."""
 
 
 @dataclass(frozen=True)

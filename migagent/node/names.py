@@ -1,7 +1,7 @@
 """Every Kubernetes name users see: labels, annotations, the condition, event reasons, resource names.
 
 The `nvidia.com/...` labels follow the GPU Operator / k8s-mig-manager contract
-(reference/mig-parted-contract.md §3.2), so migagent is a drop-in for it; our own detail lives
+(docs/mig-parted.md §6), so migagent is a drop-in for it; our own detail lives
 under the `migagent.io/` prefix.
 """
 

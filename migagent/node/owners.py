@@ -9,8 +9,8 @@ Read before any write, so a node another MIG manager owns is refused untouched:
   devices itself and destroys at start any it did not create. It publishes, in ResourceSlices of
   driver `gpu.nvidia.com` for this node, MIG devices that do not exist yet: they consume the GPU's
   shared counters (KEP-4815 partitionable devices) and carry no `uuid` attribute
-  (kubernetes-sigs/dra-driver-nvidia-gpu, docs/guides/gpu-allocation/mig.md). Static MIG devices
-  carry the `uuid` of a MIG device that exists and are no conflict.
+  (https://github.com/kubernetes-sigs/dra-driver-nvidia-gpu/blob/main/docs/guides/gpu-allocation/mig.md).
+  Static MIG devices carry the `uuid` of a MIG device that exists and are no conflict.
 
 ResourceSlices and the ClusterPolicy are read as plain JSON (CustomObjectsApi), so an API server
 without them (no DRA, no operator) is simply "none", as is a 403 where RBAC grants no read.

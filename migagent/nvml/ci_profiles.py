@@ -3,7 +3,7 @@
 NVML reports CI profiles only through an existing GPU instance
 (`nvmlGpuInstanceGetComputeInstanceProfileInfo` takes a GI handle), so a profile table read before
 any GI exists cannot contain them. For catalog models the catalog's CI rows are used; for other
-GPUs this rule, inferred from A100/A30/H100 `-lcip` captures (reference/nvml-mig.md §5.6) and
+GPUs this rule, inferred from A100/A30/H100 `-lcip` captures (docs/nvml.md §8) and
 checked against every catalog model by the tests, stands in:
 
 * the full-GI CI is the default, placed `0:n` (n = the GI's compute slices); its profile id is the

@@ -1,7 +1,7 @@
 """Acquire one physical GPU's handle and the identity every error message needs.
 
 Handles are re-acquired for every driver operation and never kept: a GPU reset or a MIG mode
-change invalidates them (reference/nvml-mig.md §5.1, §8).
+change invalidates them (docs/nvml.md §4, §10).
 """
 
 from __future__ import annotations

@@ -106,7 +106,7 @@ def inspect_gpu(lib: NvmlLib, index: int) -> GpuReport:
         uuid = str(lib.nvmlDeviceGetUUID(device.handle))
     mode = read_mig_mode(lib, device)
     current, pending = mode if mode is not None else (False, False)
-    # Some drivers refuse profile queries while MIG is disabled (reference §5.9): then none are listed.
+    # Some drivers refuse profile queries while MIG is disabled (docs/nvml.md §11): then none are listed.
     unreadable: list[str] = []
     gi_profiles: list[GiProfile] = []
     read: set[int] = set()

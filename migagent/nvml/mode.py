@@ -1,4 +1,4 @@
-"""Interpret `nvmlDeviceSetMigMode`'s activation status (returned, not raised; reference §5.1)."""
+"""Interpret `nvmlDeviceSetMigMode`'s activation status (returned, not raised; docs/nvml.md §4)."""
 
 from __future__ import annotations
 

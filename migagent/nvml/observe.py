@@ -1,9 +1,9 @@
 """Read the GPU instances, compute instances and MIG devices of one MIG-enabled GPU.
 
 Placements always come from `nvmlGpuInstanceGetInfo().placement`, never from the GI id: the id is
-a chip-dependent function of the placement (reference/nvml-mig.md §5.5, standard vs xor4 maps).
+a chip-dependent function of the placement (docs/nvml.md §7, standard vs xor4 maps).
 MIG UUIDs and processes come from walking the MIG device handles, not from
-`nvmlComputeInstanceGetInfo().device`, which is the parent GPU (reference §1.4).
+`nvmlComputeInstanceGetInfo().device`, which is the parent GPU (docs/nvml.md §3).
 """
 
 from __future__ import annotations

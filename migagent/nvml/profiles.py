@@ -1,12 +1,12 @@
 """Build a GPU's `ProfileTable` from NVML, falling back to the catalog where NVML cannot answer.
 
 GI profiles come from NVML: `nvmlDeviceGetGpuInstanceProfileInfo` over the query enums until
-INVALID_ARGUMENT (reference §1.3: the enum is not the profile id) plus `nvmlDeviceGetGpuInstancePossiblePlacements`. CI
+INVALID_ARGUMENT (docs/nvml.md §2: the enum is not the profile id) plus `nvmlDeviceGetGpuInstancePossiblePlacements`. CI
 profiles need a GI handle to query, so they come from the catalog model with the same PCI device
 id, or from the inferred rule in `ci_profiles` for unknown GPUs, until a GI of the profile exists:
 `GpuDriver` then reads NVML's CI profiles through it (and NVML's default CI) and uses those, so the
 catalog serves offline planning only. Drivers such as R535 refuse
-profile queries while MIG is disabled (§5.9); the catalog's table stands in then.
+profile queries while MIG is disabled (docs/nvml.md §11); the catalog's table stands in then.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""GPU reset through `nvidia-smi -r -i <bus id>[,<bus id>...]` (NVML has no public reset call; reference §2).
+"""GPU reset through `nvidia-smi -r -i <bus id>[,<bus id>...]` (NVML has no public reset call; docs/nvml.md §3).
 
 GPUs that must reset together (NVLink peers; every GPU a plan resets) go in one command, as
 mig-parted does; `-i` takes a comma-separated list.

@@ -111,8 +111,8 @@ class HostResetChecks:
             found.append(
                 ResetBlocker(
                     f"processes hold /dev/nvidia*: {named}{more}",
-                    "stop them for the change (DCGM, exporters, CUDA jobs; host mode stops --host-clients)"
-                    " and apply again",
+                    "stop them for the change (DCGM, exporters, CUDA jobs; `migagent host --host-gpu-clients`"
+                    " stops them) and apply again",
                 )
             )
         return found

@@ -2,7 +2,7 @@
 
 These are properties of the multiset alone (every desired GI ends up existing), so they are
 checked once, before any placement search: known profiles, per-profile instance limits,
-media-engine exclusivity (reference/nvml-mig.md §5.2) and packable compute instances (§5.6).
+media-engine exclusivity (docs/nvml.md §5) and packable compute instances (docs/nvml.md §8).
 """
 
 from __future__ import annotations

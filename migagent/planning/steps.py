@@ -1,7 +1,7 @@
 """Plan steps: small, idempotent NVML operations, each able to tell from an observation whether it is done.
 
 Steps address GPU instances by their placement (unique on a GPU and known before the GI exists),
-never by GI id: ids are chosen by the driver and differ between boards (reference/nvml-mig.md §5.5).
+never by GI id: ids are chosen by the driver and differ between boards (docs/nvml.md §7).
 A replayed step whose `is_done` holds is skipped, which is what makes a crashed apply resumable.
 """
 

@@ -5,8 +5,8 @@ matches. An entry with no filter is mig-parted's way of saying "wherever these p
 default file has `all-1g.5gb` unfiltered): models lacking one of its profiles are skipped, and it
 must fit on at least one model that offers them all (a model where it does not fit is a warning),
 unless models were named, where each named model must fit. Entries for hardware the catalog does
-not describe, or only for models that were not named, cannot be checked. A config is only called
-valid when every entry was checked somewhere; skipped is never counted as valid.
+not describe cannot be checked. A config is only called valid when every entry was checked
+somewhere, or (models named) is for other models than those; skipped is never counted as valid.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ class ConfigReport:
     checked: dict[str, list[int]] = field(default_factory=dict)  # model -> entries that fit on it
     skip_reasons: dict[str, list[str]] = field(default_factory=dict)  # model -> why an entry passed it by
     unchecked_entries: list[str] = field(default_factory=list)  # "[i] why it was checked nowhere"
+    other_models: list[int] = field(default_factory=list)  # of those, entries only for models not named
     warnings: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     misfits: dict[tuple[str, str], list[int]] = field(default_factory=dict)
@@ -63,7 +64,8 @@ class ConfigReport:
             return ConfigStatus.INVALID
         if not self.checked:
             return ConfigStatus.NOT_CHECKED
-        return ConfigStatus.PARTLY_CHECKED if self.unchecked_entries else ConfigStatus.VALID
+        partly = len(self.unchecked_entries) > len(self.other_models)
+        return ConfigStatus.PARTLY_CHECKED if partly else ConfigStatus.VALID
 
     def skipped(self) -> dict[str, str]:
         """Models no entry was checked on, with the reason, in catalog order."""
@@ -189,8 +191,7 @@ def _filter_text(entry: LayoutEntry) -> str:
     return ", ".join(str(f) for f in entry.device_filter)
 
 
-def _untargeted_reason(entry: LayoutEntry, models: Sequence[GpuModel]) -> str:
-    elsewhere = [m.key for m in all_models() if _targets(entry, m) and m not in models]
+def _untargeted_reason(entry: LayoutEntry, models: Sequence[GpuModel], elsewhere: list[str]) -> str:
     if not elsewhere:
         return f"[{entry.index}] device-filter {_filter_text(entry)} matches no catalog model"
     named = ", ".join(m.key for m in models)
@@ -223,7 +224,9 @@ def _check_entry(
         if model.key not in targeted_keys:
             report.skip_reasons.setdefault(model.key, []).append(NO_FILTER_MATCH)
     if not targeted:
-        report.unchecked_entries.append(_untargeted_reason(entry, models))
+        elsewhere = [m.key for m in all_models() if _targets(entry, m) and m not in models]
+        report.unchecked_entries.append(_untargeted_reason(entry, models, elsewhere))
+        report.other_models += [entry.index] * bool(elsewhere)
         return
     lenient = not strict and not entry.device_filter
     # A driver variant (the names an early GB200 driver reported) is one more place such an entry may be meant for.

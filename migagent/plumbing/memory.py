@@ -3,8 +3,8 @@
 CPython frees small objects into its own arenas and large ones into the C allocator, and glibc's
 malloc keeps freed heap pages mapped: after an attempt (a layout file parsed, an observation, a
 plan, API responses) the process would stay at its high-water mark for as long as it idles. One
-collection and glibc's `malloc_trim(0)` after each attempt return what is free. Elsewhere (musl, no
-libc found) only the collection runs.
+collection and glibc's `malloc_trim(0)` after an attempt that changed something (loops.agent says
+when) return what is free. Elsewhere (musl, no libc found) only the collection runs.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ The server side (the fake kubelet's) lives in the simulator distribution, `migag
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # not gRPC's INFO lines (a kubelet's GOAWAY) amid the JSON logs
 from migagent.podresources.client import DEFAULT_SOCKET_PATH, PodResourcesClient
 from migagent.podresources.model import PodDevices
 

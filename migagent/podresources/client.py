@@ -13,7 +13,7 @@ from migagent.podresources.generated import api_pb2, api_pb2_grpc
 from migagent.podresources.model import PodDevices, from_pod_resources
 
 DEFAULT_SOCKET_PATH = "/var/lib/kubelet/pod-resources/kubelet.sock"
-# Python's gRPC default (4 MiB) is too small for a busy node; Go consumers use 16 MiB (reference §1.1).
+# Python's gRPC default (4 MiB) is too small for a busy node; Go consumers use 16 MiB (docs/device-plugin.md §4).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 # The kubelet rate-limits this socket and can restart at any moment: a retry a little later usually works.
 _RETRY_DELAY_S = 2.0

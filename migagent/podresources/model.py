@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from migagent.podresources.generated import api_pb2
 
-# Time-slicing/MPS replicas of one device are announced as `<uuid>::<replica>` (reference §1.5).
+# Time-slicing/MPS replicas of one device are announced as `<uuid>::<replica>` (docs/device-plugin.md §4).
 _REPLICA_SEPARATOR = "::"
 
 

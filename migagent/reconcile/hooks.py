@@ -1,7 +1,7 @@
 """mig-parted's hooks file and the commands it names, run around an apply.
 
-The file format (version v1) and the run semantics follow mig-parted (reference/mig-parted-contract.md
-§2.2), so existing hooks files and `hooks.sh` scripts keep working: the hooks under one name run in
+The file format (version v1) and the run semantics follow mig-parted (docs/mig-parted.md §5),
+so existing hooks files and `hooks.sh` scripts keep working: the hooks under one name run in
 order and the first failure stops that list; a hook's environment is its own `envs` plus the apply
 flags as MIG_PARTED_* variables (the flags win, booleans spelled true/false), and the parent
 environment is deliberately NOT inherited, exactly as mig-parted runs them.
@@ -23,7 +23,9 @@ from typing import Any
 import structlog
 import yaml
 
+from migagent.durable import read_bounded
 from migagent.errors import InvalidLayoutError, PermanentError
+from migagent.layout.strict_yaml import TOO_DEEP
 
 HOOK_NAMES = ("apply-start", "pre-apply-mode", "pre-apply-config", "apply-exit")
 _HOOK_KEYS = {"command", "args", "envs", "workdir"}
@@ -63,9 +65,13 @@ class HooksFile:
 
 def parse_hooks(text: str, *, source: str) -> HooksFile:
     try:
-        data = yaml.safe_load(text)
+        # libyaml's loader: it refuses 1,000 levels of nesting and builds the values without recursion,
+        # so how deep a file may be does not depend on Python's recursion limit (the caller's stack).
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
-        raise HooksFileError(f"{source}: not valid YAML: {exc}") from exc
+        raise HooksFileError(f"{source}: not valid YAML: {' '.join(str(exc).split())}") from exc
+    except RecursionError as exc:  # the Python loader, where libyaml is missing
+        raise HooksFileError(f"{source}: {TOO_DEEP}") from exc
     if not isinstance(data, dict):
         raise HooksFileError(f"{source}: expected a mapping with keys 'version' and 'hooks'")
     _warn_unknown(data, _FILE_KEYS, where=source)
@@ -86,9 +92,11 @@ def parse_hooks(text: str, *, source: str) -> HooksFile:
 
 def load_hooks_file(path: Path) -> HooksFile:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path).decode("utf-8")
     except OSError as exc:
         raise HooksFileError(f"cannot read hooks file {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise HooksFileError(f"cannot read hooks file {path}: not UTF-8 text (byte {exc.start})") from exc
     return parse_hooks(text, source=str(path))
 
 

@@ -36,6 +36,7 @@ from migagent.durable import (
     overwrite_durably,
     preallocate_durably,
     probe_room,
+    read_bounded,
     refuse_directory,
     storage_error,
     sweep_stale_temp_files,
@@ -161,7 +162,7 @@ class FileJournal:
         sweep_stale_temp_files(self.path)
         try:
             refuse_directory(self.path)
-            text = self.path.read_bytes()
+            text = read_bounded(self.path)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -183,7 +184,7 @@ class FileJournal:
     def _logged_step_index(self, token: str) -> int | None:
         """The last step index the log holds for `token`; None when it holds none."""
         try:
-            lines = self.progress_path.read_bytes().splitlines()
+            lines = read_bounded(self.progress_path).splitlines()
         except OSError:
             return None  # no log (or an unreadable one): the record's own index stands
         found: int | None = None

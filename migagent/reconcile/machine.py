@@ -44,7 +44,7 @@ from migagent.reconcile.ports import GroupReset, NodeDriver, RebootRequester, un
 from migagent.reconcile.result import ApplyOutcome, ApplyResult
 from migagent.reconcile.retry import RetryPolicy, step_retrying
 from migagent.reconcile.safety import check_nothing_in_use
-from migagent.reconcile.settle import destroy_bare_instances
+from migagent.reconcile.settle import destroy_bare_instances, made_by
 from migagent.reconcile.signals import RebootNeeded, Replan, ResetSkipped
 from migagent.reconcile.states import RESUMABLE, Phase, transition
 from migagent.reconcile.where_stopped import GpuState, observe_where_stopped, with_gpu_state
@@ -150,10 +150,12 @@ class ApplyEngine:
         planner: Planner | None = None,
         checkpoint: Callable[[], None] | None = None,
         planned: Planned | None = None,
+        part_of: DesiredNode | None = None,
     ) -> ApplyResult:
         """`planner` replaces the engine's for this call: the agent passes the one it drained for (the
         same workloads per GI), so the engine destroys exactly the GIs the drain emptied. `planned`: the
-        plan that planner made before the drain; used as it is unless the GPUs changed since.
+        plan that planner made before the drain; used as it is unless the GPUs changed since. `part_of`:
+        the whole layout when `desired` is its MIG-mode part (a refused write says where the GPUs stand).
 
         `checkpoint` runs between two steps (never inside one, and after the journal says where the
         apply stands); whatever it raises, other than a MigAgentError, ends the apply there, resumable."""
@@ -171,7 +173,7 @@ class ApplyEngine:
             try:
                 return self._run(attempt, desired)
             except StorageError as exc:
-                return self._fail(attempt, with_gpu_state(exc, self._where_stopped(attempt, desired)))
+                return self._fail(attempt, with_gpu_state(exc, self._where_stopped(attempt, part_of or desired)))
             except MigAgentError as exc:
                 return self._fail(attempt, exc)
 
@@ -181,9 +183,11 @@ class ApplyEngine:
             plan=a.plan, steps_done=a.step_index, log=a.log,
         )
 
-    def settle(self) -> tuple[str, ...]:
-        """An abandoned change: leave no GPU instance without compute instances (reconcile.settle)."""
-        return destroy_bare_instances(self._driver)
+    def settle(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """An abandoned change: no GPU instance it made (its journal says which) is left without compute
+        instances; returns those destroyed and the bare ones left, not its own (reconcile.settle)."""
+        record = self._journal.load()
+        return destroy_bare_instances(self._driver, made_by(record.plan, record.step_index) if record else frozenset())
 
     # -- the flow -----------------------------------------------------------------------------
 
@@ -269,8 +273,6 @@ class ApplyEngine:
         assert a.plan is not None
         for index in range(a.step_index, len(a.plan.steps)):
             a.step_index = index
-            if a.checkpoint is not None:
-                a.checkpoint()  # a safe point: the previous step is done and journaled, this one not begun
             self._save(a, Phase.APPLYING)  # write-ahead: "about to run step `index`"
             self._run_step_retrying(a, a.plan.steps[index])
             a.step_index = index + 1
@@ -295,6 +297,10 @@ class ApplyEngine:
         if step.is_done(observation):
             step_log.info("step_skipped", reason="already done")
             return False
+        if a.checkpoint is not None:
+            # A safe point: the previous step is done and journaled, this one not begun. Only before a step
+            # that calls NVML: a stop with nothing left to call (a reset done with another) lets it converge.
+            a.checkpoint()
         reason = precondition_failure(step, observation)
         if reason is not None:
             raise Replan(reason)

@@ -1,6 +1,6 @@
 """mig-parted's `apply` sequence around the engine: hooks, the mode part, then the device part.
 
-Order (reference/mig-parted-contract.md §2.2): apply-start; unless mode-only, a pure check that the
+Order (docs/mig-parted.md §5): apply-start; unless mode-only, a pure check that the
 whole layout fits and touches no MIG device in use, so that a layout that will be refused changes
 nothing, not even a MIG mode; if the MIG modes are not as desired, pre-apply-mode and the mode
 part; unless mode-only, if the devices are not as desired, pre-apply-config and the device part;
@@ -94,7 +94,7 @@ class ApplySession:
         # Nothing to do but an earlier attempt's record open (applying, failed): the run records convergence.
         report.mode = self.engine.apply(
             target, layout_hash=f"mode:{desired_node_hash(target)}", config_name=config_name,
-            checkpoint=self.checkpoint,
+            checkpoint=self.checkpoint, part_of=None if mode_only else desired,
         )
         _raise_unless_done(report.mode, allow_reset_pending=mode_only)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import structlog
 
 from migagent.clock import Clock
-from migagent.durable import make_directory, storage_error
+from migagent.durable import make_directory, read_bounded, storage_error
 from migagent.errors import MigAgentError
 from migagent.retrying import poll_until
 
@@ -98,7 +98,7 @@ class StateLock:
     def holder(self) -> str:
         """What the lock file says about its holder ("pid=N command=..."), or that it says nothing."""
         try:
-            text = self.path.read_text(encoding="utf-8").strip()
+            text = read_bounded(self.path).decode("utf-8", errors="replace").strip()
         except OSError:
             text = ""
         return text or "holder unknown"

@@ -17,7 +17,7 @@ from migagent.errors import MigAgentError, StorageError
 from migagent.layout.gpus import gpus_named
 from migagent.layout.observed import Observation, ObservedGpu
 from migagent.planning import Plan
-from migagent.reconcile.settle import BareInstanceDriver, destroy_bare_instances
+from migagent.reconcile.settle import BareInstanceDriver, destroy_bare_instances, made_by
 
 
 @dataclass(frozen=True)
@@ -79,17 +79,15 @@ def observe_where_stopped(
     steps_done: int,
     log: Any,
 ) -> GpuState:
-    """The true state of the GPUs after a refused write: GPU instances left without compute instances
-    destroyed first when the GPUs changed (no stop leaves one), then the node read against the layout
+    """The true state of the GPUs after a refused write: GPU instances the apply made and left without
+    compute instances destroyed first (no stop leaves one), then the node read against the layout
     and against `before`, what the apply found. A failure of either is logged and leaves the state
     less certain, never hidden."""
     state = GpuState(config_name=config_name, steps_total=0 if plan is None else len(plan.steps),
                      steps_done=steps_done, at_target=None)
     try:
+        bare, _ = destroy_bare_instances(driver, made_by(plan, steps_done))
         now = driver.observe()
-        bare = destroy_bare_instances(driver) if before is None or changed_gpus(before, now) else ()
-        if bare:
-            now = driver.observe()
         return GpuState(
             config_name=config_name, steps_total=state.steps_total, steps_done=steps_done, at_target=at_target(now),
             changed_gpus=changed_gpus(before, now) if before is not None else tuple(g.index for g in now.gpus),

@@ -174,9 +174,10 @@ class RolloutDriver:
                                                 finished_at=now))
                 changed = True
                 continue
-            if record.stale_attempt == FORGIVE_CURRENT:  # resumed: the failure showing now is the old one
-                failing = answer(node, record.target) is AgentAnswer.FAILED
-                record = replace(record, stale_attempt=attempt(node) if failing else None)
+            if record.stale_attempt == FORGIVE_CURRENT:
+                # Resumed: the failure showing now is the old one, and so is an attempt in flight (it may
+                # have met the fault before it was cleared); only an attempt that starts later counts.
+                record = replace(record, stale_attempt=attempt(node))
                 changed = True
             if not record.labelled:  # a driver stopped between writing the wave and this label (or its record)
                 record = self._relabel(record, node)

@@ -20,7 +20,7 @@ from migagent.layout.observed import Observation, ObservedGpu
 from migagent.layout.profile import MigProfile, ci_profile_name
 from migagent.layout.resolve import identity_of, resolve_config
 from migagent.layout.spec import LayoutFile
-from migagent.layout.strategy import GpuDevices, MigStrategy, advertised_counts
+from migagent.layout.strategy import GpuDevices, MigStrategy, advertised_counts, desired_devices
 from migagent.planning import GpuPlan, plan
 from migagent.planning.planner import GiWorkloads
 from migagent.rollout.reported import ReportedNode
@@ -88,18 +88,6 @@ def _devices(gpu: ObservedGpu) -> GpuDevices:
     return GpuDevices(gpu.index, gpu.mig_current, tuple(profiles))
 
 
-def _desired_devices(gpu: ObservedGpu, want: DesiredGpu) -> GpuDevices:
-    table = gpu.profiles
-    profiles: list[MigProfile] = []
-    for gi in want.gpu_instances if table is not None else ():
-        gi_profile = table.gi_profile(gi.profile_id) if table is not None else None
-        for ci_id in gi.ci_profile_ids:
-            ci_profile = gi_profile.ci_profile(ci_id) if gi_profile is not None else None
-            if table is not None and gi_profile is not None and ci_profile is not None:
-                profiles.append(ci_profile_name(gi_profile, ci_profile, table))
-    return GpuDevices(gpu.index, want.mig_enabled, tuple(profiles))
-
-
 def capacity(observation: Observation) -> dict[str, int]:
     """`nvidia.com/mig-*` (and `nvidia.com/gpu` for GPUs with MIG off) a mixed-strategy plugin advertises."""
     return advertised_counts(MigStrategy.MIXED, [_devices(gpu) for gpu in observation.gpus])
@@ -145,8 +133,8 @@ def predict(node: str, reported: ReportedNode, layout: LayoutFile, name: str) ->
 
 def _resolved(layout: LayoutFile, name: str, observation: Observation) -> tuple[DesiredNode, dict[str, int]]:
     desired = resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus])
-    return desired, advertised_counts(MigStrategy.MIXED, [
-        _desired_devices(gpu, want) if (want := desired.gpu(gpu.index)) is not None else _devices(gpu)
+    return desired, advertised_counts(MigStrategy.MIXED, [  # each device named by its own profile, as before
+        replace(desired_devices(gpu, want), patterns=()) if (want := desired.gpu(gpu.index)) else _devices(gpu)
         for gpu in observation.gpus
     ])
 

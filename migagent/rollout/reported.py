@@ -1,7 +1,7 @@
 """What a node's agent reports about its GPUs, read back from the Node's `migagent.io/observed`.
 
 The agent writes, per GPU, its identity (index, uuid, model name, PCI ids), MIG mode and every GPU
-instance with its profile ids, placement and the pods holding it (node/status.observed_annotation).
+instance with its profile ids, placement and the pods holding it (attempt/report/status.observed_annotation).
 That is enough to run the planner for a node without reaching it: the profile table comes from the
 catalog, by the GPU's PCI device id. A GPU of a model the catalog lacks makes the node unplannable
 (said, never guessed).

@@ -55,7 +55,13 @@ def answer(node: NodeView, target: str | None) -> AgentAnswer:
 
 
 def attempt(node: NodeView) -> str | None:
-    return node.annotations.get(ATTEMPT_ANNOTATION)
+    """The agent's attempt number (`migagent.io/attempt`: JSON while an attempt runs, a count after it failed)."""
+    text = node.annotations.get(ATTEMPT_ANNOTATION)
+    try:
+        marker = json.loads(text or "null")
+    except ValueError:
+        return text
+    return str(marker.get("attempt") if isinstance(marker, dict) else marker) if marker is not None else None
 
 
 _IN_PROGRESS = frozenset(

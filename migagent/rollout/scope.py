@@ -26,9 +26,10 @@ from migagent.rollout.state import Layouts, Mode, NodeRecord, NodeStatus, Phase,
 Targets = Mapping[str, str]
 """Node name -> the layout the rollout moves it to."""
 
+_SAID = 4  # nodes named in a refusal; the rest counted
 FORGIVE_CURRENT = "*"
-"""A resumed node's stale_attempt until the driver next looks: whatever failed attempt it shows then
-(its agent may have retried and failed again while the rollout was halted) is forgiven."""
+"""A resumed node's stale_attempt until the driver next looks: whatever attempt it shows then, failed
+(its agent may have retried and failed again while the rollout was halted) or in flight, is forgiven."""
 
 
 def one_layout(nodes: Sequence[NodeView], layout: str) -> dict[str, str]:
@@ -74,8 +75,12 @@ def initial_state(
     _check_targets(layouts, targets)
     in_scope = [node for node in nodes if node.name in targets]
     if not in_scope:
-        raise RolloutError(f"-l {spec.selector}: selects no node")
+        raise RolloutError(f"{spec.flags()[0]}: selects no node")
     records = {node.name: _record(node, targets[node.name], layouts) for node in in_scope}
+    if not any(record.status is NodeStatus.PENDING for record in records.values()):  # "done" would claim success
+        said = [f"{r.node}: {r.reason}" for r in sorted(records.values(), key=lambda r: r.node)]
+        more = f"; and {len(said) - _SAID} more" if len(said) > _SAID else ""
+        raise RolloutError(f"rollout {name} would change no node ({'; '.join(said[:_SAID])}{more})")
     room = Room(spec.max_unavailable, sum(r.gpus for r in records.values()))
     for record in records.values():
         big = room.never_takes(NodeImpact(node=record.node, gpus=record.gpus))

@@ -16,6 +16,8 @@ _NAME = re.compile(r"[a-z0-9]([-.a-z0-9]*[a-z0-9])?")
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _NAME_MAX = 63  # the rollout's name is also a label value on its state object
 DEFAULT_MAX_UNAVAILABLE = MaxUnavailable(8)
+ADVICE_LAYOUT = "<advice>"
+"""RolloutSpec.layout of a rollout started from advice: each node has its own target (never a config name)."""
 
 
 class SpecValueError(ValueError):
@@ -74,6 +76,15 @@ class RolloutSpec:
     soak_s: float = 0.0
     failure_budget: int = 1
     lease_s: float = 30.0
+
+    def flags(self) -> tuple[str, ...]:
+        """The `rollout start` flags that give this spec, as typed: what a start of the same name must repeat."""
+        return (
+            f"-l {self.selector}" if self.selector else "--all",
+            "--from-advice" if self.layout == ADVICE_LAYOUT else f"-c {self.layout}",
+            f"--max-unavailable {self.max_unavailable.flag}", f"--canary {self.canary}", f"--soak {self.soak_s:g}",
+            f"--failure-budget {self.failure_budget}", f"--lease {self.lease_s:g}",
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {

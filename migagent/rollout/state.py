@@ -81,8 +81,8 @@ class NodeRecord:
     finished_at: float | None = None
     reason: str = ""
     stale_attempt: str | None = None
-    """The node's `migagent.io/attempt` when a driver began waiting on it while it reported failed:
-    a `failed` with that same attempt is the old failure (a resume), not a new one."""
+    """The attempt number in the node's `migagent.io/attempt` when a resumed driver first looked (failed
+    or in flight): a `failed` with that same attempt is the old failure, not a new one."""
     labelled: bool = False
     """The rollout has set the node's label to `target` (recorded once the write is seen): from then on
     a label other than `target` is someone else's."""

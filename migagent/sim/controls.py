@@ -58,7 +58,7 @@ class SimControls(FakeCore):
         self._sim_gpu(gpu_index).ampere_auto_reset = enabled
 
     def sim_set_gpu_instance_held(self, gpu_index: int, gi_id: int, held: bool) -> None:
-        """A container still holding a GI's device nodes: destroy fails IN_USE (reference §5.7)."""
+        """A container still holding a GI's device nodes: destroy fails IN_USE (docs/nvml.md §9)."""
         gi = self._sim_gpu(gpu_index).gpu_instance(gi_id)
         if gi is None:
             raise sim_error(f"GPU {gpu_index} has no GPU instance with ID {gi_id}")

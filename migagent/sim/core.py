@@ -180,7 +180,7 @@ class FakeCore:
 
     @staticmethod
     def _mig_devices(gpu: SimGpu) -> list[tuple[SimGpuInstance, SimComputeInstance]]:
-        """One MIG device per CI, indexed in ascending (GI ID, CI ID) order (reference §5.8)."""
+        """One MIG device per CI, indexed in ascending (GI ID, CI ID) order (docs/nvml.md §10)."""
         pairs = [(gi, ci) for gi in gpu.gpu_instances for ci in gi.compute_instances]
         return sorted(pairs, key=lambda pair: (pair[0].id, pair[1].id))
 

@@ -4,8 +4,8 @@
 simulator. Every public `nvml*` method has pynvml's name, signature and return shape, takes and
 returns pynvml's ctypes handles and structures, fills caller-allocated ctypes arrays, and raises
 pynvml's own `NVMLError_*` classes. The MIG rules (slices, placements, capacity, media engines,
-GI IDs, mode activation, IN_USE, stale handles) follow shared/reference/nvml-mig.md; where that
-reference is unsure, the behaviour is configurable and documented where it is implemented.
+GI IDs, mode activation, IN_USE, stale handles) follow docs/nvml.md; where the evidence
+there is thin, the behaviour is configurable and documented where it is implemented.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""FakeNvml's compute-instance surface. CI profile IDs equal their enum values (reference §1.3);
+"""FakeNvml's compute-instance surface. CI profile IDs equal their enum values (docs/nvml.md §2);
 CI placements are compute slices relative to the GI. Each CI is one MIG device."""
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ class ComputeInstanceApi(FakeCore):
 
     @nvml_api()
     def nvmlComputeInstanceGetInfo(self, computeInstance: Any) -> Any:  # noqa: N802, N803
-        """`device` is the parent GPU's handle, not the MIG device's (reference §1.4)."""
+        """`device` is the parent GPU's handle, not the MIG device's (docs/nvml.md §3)."""
         index, gi, ci = self._compute_instance(computeInstance)
         info = pynvml.c_nvmlComputeInstanceInfo_t()
         info.device = self._device_handle(index)

@@ -23,7 +23,7 @@ _ARCHITECTURES = {
 }
 P = ParamSpec("P")
 R = TypeVar("R")
-# Texts the real library returns for codes pynvml does not know itself (reference §1.1, observed).
+# Texts the real library returns for codes pynvml does not know itself (docs/nvml.md §1, observed).
 _ERROR_TEXTS = {
     pynvml.NVML_ERROR_IN_USE: "In use by another client",
     pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES: "Insufficient Resources",
@@ -159,7 +159,7 @@ class DeviceApi(FakeCore):
     # --- identity ---------------------------------------------------------------------------
     @nvml_api()
     def nvmlDeviceGetName(self, handle: Any) -> str:  # noqa: N802
-        """A MIG device is named `<parent name> MIG <profile>` (reference §2)."""
+        """A MIG device is named `<parent name> MIG <profile>` (docs/nvml.md §3)."""
         target = self._target(handle, HandleKind.DEVICE, HandleKind.MIG_DEVICE)
         parent = self.model(target.gpu).name
         if target.kind is HandleKind.DEVICE:

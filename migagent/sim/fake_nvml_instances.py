@@ -1,7 +1,7 @@
 """FakeNvml's GPU-instance surface: GI profiles, placements, capacity, create, list, destroy.
 
 GI profile *enums* (0..17) are accepted only by nvmlDeviceGetGpuInstanceProfileInfo; every other
-call takes the profile *ID* that it returns (reference §1.3).
+call takes the profile *ID* that it returns (docs/nvml.md §2).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def _gi_profile_info(model: GpuModel, profile: GiProfile, version: int) -> Any:
     else:  # what pynvml itself raises for an unknown version
         raise nvml_error(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
     info.id = profile.id
-    info.isP2pSupported = 0  # "P2P No" in every capture (reference §6.1)
+    info.isP2pSupported = 0  # "P2P No" in every capture (docs/nvml.md §3)
     info.sliceCount = profile.slices
     info.instanceCount = profile.max_instances
     info.multiprocessorCount = profile.sms
@@ -53,7 +53,7 @@ def _gi_profile_info(model: GpuModel, profile: GiProfile, version: int) -> Any:
 
 class GpuInstanceApi(FakeCore):
     def _require_profiles_queryable(self, gpu: SimGpu) -> None:
-        """Older drivers answer profile queries only in MIG mode (§5.9); configurable."""
+        """Older drivers answer profile queries only in MIG mode (docs/nvml.md §11); configurable."""
         if not self._mig_enabled(gpu) and not self.state.profiles_queryable_when_disabled:
             raise nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
 
@@ -125,7 +125,7 @@ class GpuInstanceApi(FakeCore):
         placement: Any,
     ) -> Any:
         """An illegal placement is INVALID_ARGUMENT; a legal but occupied (or media-blocked) one
-        INSUFFICIENT_RESOURCES [inf: reference §10]."""
+        INSUFFICIENT_RESOURCES [inferred: docs/nvml.md §12]."""
         index, gpu = self._physical(device)
         self._require_mig_enabled(gpu)
         profile = self._gi_profile_by_id(index, profileId, missing=pynvml.NVML_ERROR_INVALID_ARGUMENT)

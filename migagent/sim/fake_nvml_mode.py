@@ -1,4 +1,4 @@
-"""MIG mode, GPU reset and node reboot: the simulator's activation model (reference §5.1, §8).
+"""MIG mode, GPU reset and node reboot: the simulator's activation model (docs/nvml.md §4).
 
 SetMigMode records the pending mode and returns NVML's `activationStatus` (a return code that is
 *returned*, not raised) saying whether the new mode became current:
@@ -83,7 +83,7 @@ class ModeApi(FakeCore):
         A successful reset is logged in `sim_mutations` as "sim_reset_gpu".
 
         nvidia-smi refuses a reset while any other NVML client is attached (monitoring tools count,
-        reference §5.1); the process that asks for the reset is such a client for as long as it
+        docs/nvml.md §4); the process that asks for the reset is such a client for as long as it
         has NVML initialised, so it must call nvmlShutdown first, as mig-parted does."""
         self._faults.check("sim_reset_gpu")
         index = index_by_bus_id(self.state, pci_bus_id)

@@ -95,16 +95,6 @@ def address_of(handle: Any) -> int | None:
     return value
 
 
-def _referent(ref: Any) -> Any:
-    """The object behind `byref(x)`, `pointer(x)` or `x` itself."""
-    obj = getattr(ref, "_obj", None)  # byref() returns a CArgObject that keeps its target in _obj
-    if obj is not None:
-        return obj
-    if isinstance(ref, ctypes._Pointer):
-        return ref.contents
-    return ref
-
-
 def read_count(count_ref: Any) -> int:
     value = getattr(_pointee(count_ref), "value", None)
     if not isinstance(value, int):
@@ -134,7 +124,7 @@ def _pointee(ref: Any) -> Any:
 
 
 def read_placement(placement: Any) -> tuple[int, int]:
-    """Accept `byref()`/`pointer()` of a `c_nvmlGpuInstancePlacement_t`; by value is refused (reference §2)."""
+    """Accept `byref()`/`pointer()` of a `c_nvmlGpuInstancePlacement_t`; by value is refused (docs/nvml.md §3)."""
     target = _pointee(placement)
     start, size = getattr(target, "start", None), getattr(target, "size", None)
     if not isinstance(start, int) or not isinstance(size, int):

@@ -1,7 +1,7 @@
 """Slice accounting, capacity, automatic placement and GI IDs: the simulator's MIG rules (pure).
 
 All numbers come from the catalog's `ProfileTable`; nothing here knows a particular GPU.
-References are to shared/reference/nvml-mig.md.
+The rules are docs/nvml.md's.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _free(placements: Iterable[Placement], occupied: frozenset[int]) -> list[Pla
 
 
 def media_allows(table: ProfileTable, gpu: SimGpu, profile: GiProfile) -> bool:
-    """Media-engine exclusivity (§5.2): one `+me` GI per GPU; `+me.all` coexists only with `-me` GIs.
+    """Media-engine exclusivity (docs/nvml.md §5): one `+me` GI per GPU; `+me.all` coexists only with `-me` GIs.
 
     The `+me.all` rule is applied both ways (an existing non-`-me` GI also blocks a new `+me.all`),
     which follows from nvml.h's wording "prevents allocation of all but _NO_ME profiles" [inf].
@@ -56,7 +56,7 @@ def free_gi_placements(table: ProfileTable, gpu: SimGpu, profile: GiProfile) -> 
 
 
 def gi_remaining_capacity(table: ProfileTable, gpu: SimGpu, profile: GiProfile) -> int:
-    """§5.3: how many more GIs of `profile` fit, i.e. nvidia-smi's `Free` column."""
+    """docs/nvml.md §5: how many more GIs of `profile` fit, i.e. nvidia-smi's `Free` column."""
     existing = sum(1 for gi in gpu.gpu_instances if gi.profile_id == profile.id)
     return min(profile.max_instances - existing, len(free_gi_placements(table, gpu, profile)))
 
@@ -64,7 +64,7 @@ def gi_remaining_capacity(table: ProfileTable, gpu: SimGpu, profile: GiProfile) 
 def choose_gi_placement(table: ProfileTable, gpu: SimGpu, profile: GiProfile, *, rule: str) -> Placement | None:
     """The placement `nvmlDeviceCreateGpuInstance` picks, or None when the profile does not fit.
 
-    `inferred` (default, §5.4, an inference that reproduces every observed A100/H100 sequence but
+    `inferred` (default, docs/nvml.md §6, an inference that reproduces every observed A100/H100 sequence but
     not one GH200 capture): take the free legal placement that blocks the fewest currently-free
     legal placements of all profiles, counting each (profile, placement) pair once; ties go to the
     lowest start. `lowest-start`: the first free legal placement.
@@ -88,7 +88,7 @@ def choose_gi_placement(table: ProfileTable, gpu: SimGpu, profile: GiProfile, *,
 
 
 def gi_id_for(placement: Placement, *, memory_slices: int, id_map: str) -> int:
-    """GI ID = RM swizzId: a node of the binary tree of memory ranges (§5.5).
+    """GI ID = RM swizzId: a node of the binary tree of memory ranges (docs/nvml.md §7).
 
     Level k (size = memory_slices / 2**k) holds IDs 2**k - 1 .. 2**(k+1) - 2, ordered by start.
     `xor4` models boards whose halves are swapped (physical start = start XOR half the memory
@@ -113,7 +113,7 @@ def free_ci_placements(gi: SimGpuInstance, profile: CiProfile) -> list[Placement
 
 
 def ci_remaining_capacity(gi: SimGpuInstance, profile: CiProfile) -> int:
-    """Same rule as for GIs (§5.3), within the GI's compute slices."""
+    """Same rule as for GIs (docs/nvml.md §5), within the GI's compute slices."""
     existing = sum(1 for ci in gi.compute_instances if ci.profile_id == profile.id)
     return min(profile.max_instances - existing, len(free_ci_placements(gi, profile)))
 
@@ -125,6 +125,6 @@ def choose_ci_placement(gi: SimGpuInstance, profile: CiProfile) -> Placement | N
 
 
 def lowest_free_id(used: Iterable[int]) -> int:
-    """CI IDs: the lowest free index from 0 within the GI (§5.6)."""
+    """CI IDs: the lowest free index from 0 within the GI (docs/nvml.md §8)."""
     taken = set(used)
     return next(i for i in range(len(taken) + 1) if i not in taken)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from migagent.catalog import GpuModel, Placement
-from migagent.durable import sweep_stale_temp_files, write_atomically
+from migagent.durable import read_bounded, sweep_stale_temp_files, write_atomically
 
 STATE_FORMAT_VERSION = 1
 GI_ID_MAPS = ("standard", "xor4")
@@ -36,7 +36,7 @@ def gpu_uuid(position: int) -> str:
 
 
 def mig_uuid(gpu_uuid_text: str, serial: int) -> str:
-    """A UUIDv5, so the third group starts with 5 as on real R470+ drivers (reference §2)."""
+    """A UUIDv5, so the third group starts with 5 as on real R470+ drivers (docs/nvml.md §3)."""
     return f"MIG-{uuid.uuid5(_MIG_NAMESPACE, f'{gpu_uuid_text}/{serial}')}"
 
 
@@ -117,7 +117,7 @@ class SimGpuInstance:
     profile_id: int
     placement: Placement
     compute_instances: list[SimComputeInstance] = field(default_factory=list)
-    # A container holding the GI's device nodes makes destroy fail IN_USE even without CIs (ref §5.7).
+    # A container holding the GI's device nodes makes destroy fail IN_USE even without CIs (docs/nvml.md §9).
     held_by_client: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -158,7 +158,7 @@ class SimGpu:
     client_attached: bool = False
     reset_supported: bool = True
     # Ampere: False (default) = the mode stays pending until an explicit reset (what mig-parted
-    # plans for); True = the driver's own reset succeeds when the GPU is idle (reference §5.1).
+    # plans for); True = the driver's own reset succeeds when the GPU is idle (docs/nvml.md §4).
     ampere_auto_reset: bool = False
     mig_uuid_serial: int = 0
     processes: list[SimProcess] = field(default_factory=list)
@@ -212,7 +212,7 @@ class SimNodeState:
     profiles_queryable_when_disabled: bool = False
     auto_placement: str = "inferred"
     # Whether a 1g double-memory GI (1g.20gb on H100) offers CI profile 1_SLICE beside its default
-    # 1_SLICE_REV1 [?: RM's listing rule says yes (reference nvml-mig.md §5.6) and NVIDIA's own
+    # 1_SLICE_REV1 [?: RM's listing rule says yes (docs/nvml.md §8) and NVIDIA's own
     # all-1g.20gb config needs it, as mig-parted creates 1_SLICE there; never captured on hardware].
     one_slice_ci_beside_rev1: bool = True
 
@@ -279,7 +279,7 @@ class SimNodeState:
     def load(cls, path: Path) -> SimNodeState:
         sweep_stale_temp_files(path)  # left by a writer killed mid-save
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
+            raw = json.loads(read_bounded(path))
         except json.JSONDecodeError as exc:
             raise StateFormatError(f"simulator state file {path} is not JSON: {exc}") from exc
         return cls.from_dict(raw)

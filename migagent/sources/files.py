@@ -30,6 +30,7 @@ from watchdog.events import (
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
+from migagent.durable import read_bounded
 from migagent.errors import InvalidLayoutError, PermanentError
 
 SELECTED_LAYOUT_VARIABLE = "MIGAGENT_LAYOUT"
@@ -46,7 +47,7 @@ def read_selected_layout(path: Path, *, variable: str = SELECTED_LAYOUT_VARIABLE
     (then only a layout file holding a single config can be applied); "" when the line assigns
     nothing (`MIGAGENT_LAYOUT=`, as shipped): the admin has not chosen yet, so nothing is applied."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path).decode("utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:

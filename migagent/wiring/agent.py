@@ -13,21 +13,27 @@ import socket
 import uuid
 from dataclasses import dataclass, field
 
+from migagent.attempt.advertise.expectation import ExpectedAdvertisement
+from migagent.attempt.advertise.sharing_source import SharingSource
+from migagent.attempt.drain.drainer import Drainer
 from migagent.attempt.listener import MetricsListener, NullListener
 from migagent.attempt.ports import AgentPorts, AgentSettings, PhaseHook
-from migagent.attempt.post_change import PostChangeSteps
 from migagent.attempt.preflight import Preflight
+from migagent.attempt.window.deviceplugin import (
+    AlsoRestart,
+    DeletePod,
+    DevicePluginRestarter,
+    GpuOperatorPause,
+    NoRestart,
+)
+from migagent.attempt.window.post_change import PostChangeSteps
 from migagent.clock import Clock
 from migagent.errors import UsageError
 from migagent.kube.adapter import KubeApi
 from migagent.kube.timeouts import DEFAULT_REQUEST_TIMEOUT_S, RequestTimeout
 from migagent.loops.ownership import NodeOwnership, OwnedAgent
-from migagent.node.advertisement import ExpectedAdvertisement
-from migagent.node.deviceplugin import AlsoRestart, DeletePod, DevicePluginRestarter, GpuOperatorPause, NoRestart
 from migagent.node.dra import DRA_DRIVER, DRA_NAMESPACE, DRA_PLUGIN_SELECTOR, DraSlices
-from migagent.node.drain import Drainer
 from migagent.node.names import DEFAULT_OPERATOR_NAMESPACE, DEVICE_PLUGIN_CONFIG_LABEL, DEVICE_PLUGIN_SELECTOR
-from migagent.node.sharing_source import SharingSource
 from migagent.plumbing.health import HealthState
 from migagent.podresources.client import DEFAULT_SOCKET_PATH, PodResourcesClient
 from migagent.reconcile.journal import FileJournal, Journal

@@ -6,3 +6,9 @@ agent against them (`cluster`), and `migagent demo`. The product (`migagent`) ne
 package (an import-linter contract keeps it so); this package depends on the product of the same
 version, as canonical/operator's `ops-scenario` depends on `ops`.
 """
+
+import os
+
+# gRPC's C core logs a peer's GOAWAY (a simulated kubelet or plugin stopping) at INFO straight to stderr,
+# under the demos' output: only its errors are worth showing. Read when grpc starts, so set before it is imported.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")

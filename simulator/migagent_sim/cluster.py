@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import yaml
 
+from migagent.attempt.advertise.sharing_source import SharingSettings
 from migagent.attempt.listener import MetricsListener
 from migagent.attempt.ports import PhaseHook
-from migagent.attempt.post_change import PostChangeSteps
+from migagent.attempt.window.post_change import PostChangeSteps
 from migagent.clock import Clock, FakeClock, SystemClock
 from migagent.kube.adapter import KubeApi
 from migagent.kube.client import make_api_client
@@ -31,7 +32,6 @@ from migagent.layout.resolve import identity_of, resolve_config
 from migagent.loops.agent import Agent
 from migagent.loops.ownership import OwnedAgent
 from migagent.node.names import DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL
-from migagent.node.sharing_source import SharingSettings
 from migagent.nvml.driver import GpuDriver
 from migagent.plumbing.health import HealthState
 from migagent.reconcile.journal import FileJournal, MemoryJournal, desired_node_hash

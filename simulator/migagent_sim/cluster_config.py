@@ -146,14 +146,22 @@ healthy (the other replicas not Ready yet). With 1 pod expected it would never a
 and the agent's safety gate would refuse the change before touching the node."""
 
 
+GIVE_UP_S = 120.0
+"""The simulated agent's give-up deadlines (drain, re-advertisement, the plugin pod's return). A passing
+test never reaches them: they only decide how long a stuck change waits before it fails. Cut to 10 s,
+a loaded machine reached them in changes that were not stuck (a re-advertisement took over 10 s at
+load 60 and a rollout halted); a test of the give-up path sets its own, shorter."""
+
+
 def fast_options(node_name: str, layout_file: Path, socket_path: str) -> AgentOptions:
-    """Agent options with every wait and poll cut down to simulator speed."""
+    """Agent options with every wait and poll cut down to simulator speed (the give-up deadlines are not
+    waits: GIVE_UP_S)."""
     return AgentOptions(
         node_name=node_name,
         settings=AgentSettings(
             config_file=layout_file,
-            drain_timeout_s=10.0,
-            readvertise_timeout_s=10.0,
+            drain_timeout_s=GIVE_UP_S,
+            readvertise_timeout_s=GIVE_UP_S,
             readvertise_poll_s=0.05,
             plugin_settle_s=5.0,
             advertisement_stable_s=0.3,
@@ -162,7 +170,7 @@ def fast_options(node_name: str, layout_file: Path, socket_path: str) -> AgentOp
             heartbeat_s=1.0,
         ),
         podresources_socket=socket_path,
-        plugin_timeout_s=10.0,
+        plugin_timeout_s=GIVE_UP_S,
         poll_interval_s=0.05,
         watch=WatchSettings(resync_period_s=60.0, watch_timeout_s=30.0, backoff_initial_s=0.05, backoff_max_s=0.5),
         # Not cut down: an agent whose renewals a loaded machine delays past the Lease's duration stops

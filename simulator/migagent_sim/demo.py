@@ -32,12 +32,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from migagent.attempt.report.fleet_rows import gpu_holdings
 from migagent.cli.agent import add_metrics_arguments, observability_from_args
 from migagent.cli.commands import summary
+from migagent.cli.conflicts import ConflictingFlagsError, given
+from migagent.cli.values import COUNT, POSITIVE_SECONDS, SECONDS
 from migagent.clock import SystemClock
-from migagent.errors import UsageError
 from migagent.layout.strategy import MIG_STRATEGIES, MigStrategy
-from migagent.node.fleet_rows import gpu_holdings
 from migagent.node.names import (
     CONDITION_TYPE,
     DESIRED_ANNOTATION,
@@ -166,6 +167,19 @@ def _setup(cluster: SimCluster) -> dict[str, str]:
     return where
 
 
+def _start_workloads(cluster: SimCluster, strategy: MigStrategy) -> dict[str, str]:
+    """_setup, said. With strategy none the plugin hands out whole GPUs, and a process on a GPU in MIG mode
+    runs on one of its MIG devices, which the simulated kubelet cannot give a whole-GPU pod: no pods then."""
+    if strategy is MigStrategy.NONE:
+        print("  no workload pods: the device plugin advertises whole GPUs (nvidia.com/gpu), not MIG devices")
+        return {}
+    where = _setup(cluster)
+    for pod, place in where.items():
+        print(f"  workload {pod} on {place}")
+    print("  PodDisruptionBudget ml/inference-pdb guards ml/inference-0 and allows 0 disruptions for now")
+    return where
+
+
 def _wait_for_state(cluster: SimCluster, watcher: _Watcher, layout: str, deadline: float) -> bool:
     released = False
     while _CLOCK.monotonic() < deadline:
@@ -249,7 +263,8 @@ def _print_reproduction(cluster: SimCluster, target: str) -> None:
 
 def _print_pods(cluster: SimCluster, where: dict[str, str]) -> None:
     running = {f"{w.namespace}/{w.name}" for w in cluster.kubelet.workloads()}
-    print("\n  workload pods:")
+    if where:
+        print("\n  workload pods:")
     for pod, place in where.items():
         fate = "still running" if pod in running else "evicted (its GPU instance was destroyed)"
         print(f"    {pod:<16} {fate:<42} was on {place}")
@@ -263,8 +278,17 @@ def _print_requests(cluster: SimCluster, since: int) -> None:
     print(f"\n  API requests during the change: {sum(counts.values())} ({listing})")
 
 
+NODE_DEMO_FLAGS = ("--mig-strategy", "--time-slicing", "--rename-shared", "--metrics-port", "--metrics-address",
+                   "--linger")
+
+
 def _pool_demo(args: argparse.Namespace) -> int:
     """The pool-level scenarios, each in its own module (only the one asked for is imported)."""
+    ignored = [flag for flag in NODE_DEMO_FLAGS if given(args, flag)]
+    if ignored:  # refused, not silently ignored: the pool demos run their own nodes
+        them = "it" if len(ignored) == 1 else "them"
+        raise ConflictingFlagsError(f"{', '.join(ignored)}: only the node demo (`migagent demo`) takes {them};"
+                                    f" `migagent demo {args.scenario}` takes --timeout")
     if args.scenario == "rollout":
         from migagent_sim.demo_rollout import run_rollout_demo  # noqa: PLC0415 - only this scenario needs it
 
@@ -283,8 +307,6 @@ def _run_demo(args: argparse.Namespace) -> int:
     target = TARGET_LAYOUT[strategy]
     config = SimClusterConfig(mig_strategy=strategy)
     if args.time_slicing is not None:
-        if args.time_slicing < 1:
-            raise UsageError(f"--time-slicing must be a number of replicas >= 1, got {args.time_slicing}")
         shared = SHARED_RESOURCES[strategy]
         plugin_config = time_slicing_config(args.time_slicing, resources=shared, rename_by_default=args.rename_shared)
         config = replace(config, plugin_configs={"any": plugin_config}, plugin_default_config="any")
@@ -292,11 +314,8 @@ def _run_demo(args: argparse.Namespace) -> int:
         print(f"migagent demo: node {cluster.config.node_name} with {cluster.config.spec}, fake API server at"
               f" {cluster.api.url}, device plugin MIG strategy {strategy}{_sharing_note(args)}\n"
               f"  GPUs start in layout {START_LAYOUT}:"
-              f" advertised {cluster.kubelet.plugin_resources()}")
-        where = _setup(cluster)
-        for pod, place in where.items():
-            print(f"  workload {pod} on {place}")
-        print("  PodDisruptionBudget ml/inference-pdb guards ml/inference-0 and allows 0 disruptions for now")
+              f" advertised {', '.join(f'{k}: {v}' for k, v in cluster.kubelet.plugin_resources().items())}")
+        where = _start_workloads(cluster, strategy)
         watcher = _Watcher(cluster)
         watcher.listen()
         health = HealthState(_CLOCK)
@@ -358,13 +377,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="node (default): one node reconfigured; rollout: a 6-node pool rolled in waves, a halt and a resume;"
         " autopilot: demand shifts across a pool and the layouts follow it",
     )
-    parser.add_argument("--timeout", type=float, default=45.0, metavar="SECONDS", help="give up after this long")
+    parser.add_argument("--timeout", type=POSITIVE_SECONDS, default=45.0, metavar="SECONDS",
+                        help="give up after this long")
     parser.add_argument(
         "--mig-strategy", choices=MIG_STRATEGIES, default=MigStrategy.MIXED.value,
         help="the simulated device plugin's MIG strategy, and the agent's (single: nvidia.com/gpu per MIG device)",
     )
     parser.add_argument(
-        "--time-slicing", type=int, metavar="REPLICAS",
+        "--time-slicing", type=COUNT, metavar="REPLICAS",
         help="the simulated device plugin replicates each MIG resource this many times (its sharing config in a"
         " ConfigMap the agent reads): 7 1g.10gb instances x 2 advertise nvidia.com/mig-1g.10gb: 14",
     )
@@ -374,7 +394,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_metrics_arguments(parser)
     parser.add_argument(
-        "--linger", type=float, default=0.0, metavar="SECONDS",
+        "--linger", type=SECONDS, default=0.0, metavar="SECONDS",
         help="keep the simulated node and /metrics up this long after success (to scrape it)",
     )
     parser.set_defaults(handler=_run_demo)

@@ -100,17 +100,18 @@ def _story(pool: SimPool, timeout_s: float) -> bool:
     _CLOCK.sleep(0.5)
     _say(f"migagent advise -l {pool.selector}")
     migagent_main(["advise", "-l", pool.selector, *server])
-    _say(f"the autopilot (--persist {GUARDRAILS.persist_s:g} --cooldown {GUARDRAILS.cooldown_s:g}"
-         f" --max-changes-per-hour {GUARDRAILS.max_changes_per_hour}) on the nodes labelled {OPT_IN_LABEL}=enabled")
+    _say(f"the autopilot (migagent autopilot run --persist {GUARDRAILS.persist_s:g}"
+         f" --cooldown {GUARDRAILS.cooldown_s:g} --max-changes-per-hour {GUARDRAILS.max_changes_per_hour})"
+         f" on the nodes labelled {OPT_IN_LABEL}=enabled")
     with _Pilot(pool):
         if not _wait(lambda: len(running_on(pool, training)) == len(training), timeout_s):
             return False
-        print(f"  the training pods run on {sorted(set(running_on(pool, training).values()))}", flush=True)
+        print(f"  the training pods run on {', '.join(sorted(set(running_on(pool, training).values())))}", flush=True)
         big = [submit(pool, f"big-{i}", "nvidia.com/mig-7g.80gb", priority=1000) for i in range(2)]
         _say("2 pods of nvidia.com/mig-7g.80gb (priority 1000) wait: a whole GPU each")
         if not _wait(lambda: len(running_on(pool, big)) == len(big), timeout_s):
             return False
-        print(f"  they run on {sorted(set(running_on(pool, big).values()))}", flush=True)
+        print(f"  they run on {', '.join(sorted(set(running_on(pool, big).values())))}", flush=True)
         _wait(lambda: load(demand_api(pool)).rollout is None, timeout_s)
     _say("migagent autopilot history")
     migagent_main(["autopilot", "history", *server])
@@ -132,7 +133,8 @@ def run_autopilot_demo(args: argparse.Namespace) -> int:
                 ok = _story(pool, args.timeout)
             layouts = {name: pool.labels(name).get(MIG_CONFIG_LABEL) for name in pool.nodes}
             print(f"\n  layouts now: {', '.join(f'{n}={layout}' for n, layout in layouts.items())}")
-            print(f"  layout changes per node: {dict(sorted(monitor.relabels.items())) or 'none'};"
+            changes = ", ".join(f"{node}: {count}" for node, count in sorted(monitor.relabels.items()))
+            print(f"  layout changes per node: {changes or 'none'};"
                   f" {NOT_OPTED} (not opted in) changed {monitor.relabels.get(NOT_OPTED, 0)} time(s)")
             ok = ok and monitor.relabels.get(NOT_OPTED, 0) == 0
             print("\nautopilot demo " + ("succeeded" if ok else "FAILED"))

@@ -367,7 +367,7 @@ class FakeKubelet:
             self.device_manager.release(workload.uid)
             self._end_process(workload)
             if workload.owner_kind == "ReplicaSet":
-                self._replace(workload)
+                self._replace(workload, pod)
 
     def _end_process(self, workload: Workload) -> None:
         try:
@@ -375,14 +375,21 @@ class FakeKubelet:
         except ValueError:
             _LOG.warning("process %d of pod %s/%s was already gone", workload.pid, workload.namespace, workload.name)
 
-    def _replace(self, workload: Workload) -> None:
-        """The ReplicaSet's new pod: a new name and UID, left Pending (not bound to this node)."""
+    def _replace(self, workload: Workload, gone: JsonDict) -> None:
+        """The ReplicaSet's new pod: a new name and UID, left Pending (not bound to this node), under the
+        same owner, with the priority admission gives it again from its template's PriorityClass."""
+        owner: JsonDict = next(iter(gone["metadata"].get("ownerReferences") or ()), {})
+        template: JsonDict = gone.get("spec") or {}
         replacement = self._api.create_pod(
             node_name=None,
             namespace=workload.namespace,
             name=f"{workload.name}-{random_suffix()}",
             labels=dict(workload.labels),
             owner_kind="ReplicaSet",
+            owner_name=owner.get("name"),
+            owner_uid=owner.get("uid"),
+            priority=template.get("priority"),
+            priority_class_name=template.get("priorityClassName"),
             resources={workload.resource_name: "1"},
         )
         self.replacements.append(replacement)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from migagent.attempt.report.status import desired_annotation, observed_annotation
 from migagent.catalog import GpuModel, model_by_key
 from migagent.catalog.model import Placement
 from migagent.errors import MigAgentError
@@ -31,7 +32,6 @@ from migagent.node.names import (
     ConditionReason,
 )
 from migagent.node.port import NodeCondition, NodeView
-from migagent.node.status import desired_annotation, observed_annotation
 from migagent.planning import plan
 from migagent.rollout.impact import capacity
 

@@ -18,12 +18,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from migagent.clock import FakeClock
-from migagent.kube.rollout_api import StateConflictError, StoredState, state_object_name
+from migagent.kube.rollout_api import StoredState
 from migagent.layout.parse import parse_layout
 from migagent.node.budgets import PdbView
 from migagent.node.port import NodeChangedError, NodeView, PodRef, PodView
 from migagent.node.scheduling import DemandNode, DemandPod
 from migagent.node.selectors import parse_equality
+from migagent_sim.doubles.state_objects import StateObjects
 from migagent_sim.model_node import ModelGi, ModelNode
 
 
@@ -63,9 +64,10 @@ class RecordedEvent:
     at: float
 
 
-class ModelPool:
+class ModelPool(StateObjects):
     def __init__(self, nodes: Sequence[ModelNode], layouts: str, *, clock: FakeClock, reconfigure_s: float = 60.0,
                  namespace: str = "ml") -> None:
+        super().__init__(namespace="model-pool")
         self.nodes = {node.name: node for node in nodes}
         self.layouts = layouts
         self.layout = parse_layout(layouts, source="model pool layouts")
@@ -78,8 +80,6 @@ class ModelPool:
         self.events: list[RecordedEvent] = []
         self.relabels: list[tuple[float, str, str | None]] = []
         self.gpus_reconfigured = 0
-        self.objects: dict[str, StoredState] = {}
-        self._versions = itertools.count(1)
         self._serial = itertools.count(1)
         self.on_change: Callable[[str, str | None], None] | None = None
 
@@ -197,33 +197,6 @@ class ModelPool:
     def list_pdbs(self) -> list[PdbView]:
         return list(self.budgets)
 
-    def _read(self, key: str) -> StoredState | None:
-        return self.objects.get(key)
-
-    def _write(self, key: str, name: str, data: Mapping[str, str], resource_version: str | None) -> str:
-        current = self.objects.get(key)
-        if resource_version is None and current is not None:
-            raise StateConflictError(f"{key} exists already")
-        if resource_version is not None and (current is None or current.resource_version != resource_version):
-            raise StateConflictError(f"{key} changed since it was read")
-        version = str(next(self._versions))
-        self.objects[key] = StoredState("model-pool", name, data, version)
-        return version
-
-    def read_state(self, rollout: str) -> StoredState | None:
-        return self._read(f"rollout/{rollout}")
-
-    def list_states(self) -> list[StoredState]:
-        return [state for key, state in sorted(self.objects.items()) if key.startswith("rollout/")]
-
-    def create_state(self, rollout: str, data: Mapping[str, str]) -> str | None:
-        if self._read(f"rollout/{rollout}") is not None:
-            return None
-        return self._write(f"rollout/{rollout}", state_object_name(rollout), data, None)
-
-    def replace_state(self, rollout: str, data: Mapping[str, str], resource_version: str) -> str:
-        return self._write(f"rollout/{rollout}", state_object_name(rollout), data, resource_version)
-
     # --- the autopilot's port -------------------------------------------------------------------------
 
     def list_demand_nodes(self, selector: str) -> list[DemandNode]:
@@ -236,10 +209,10 @@ class ModelPool:
         return self.layouts
 
     def read_autopilot(self) -> StoredState | None:
-        return self._read("autopilot")
+        return self.read_object("autopilot")
 
     def write_autopilot(self, data: Mapping[str, str], resource_version: str) -> str:
-        return self._write("autopilot", "autopilot", data, resource_version or None)
+        return self.write_object("autopilot", "autopilot", data, resource_version or None)
 
     def record_event(self, *, node: str | None, reason: str, message: str, warning: bool) -> None:
         self.events.append(RecordedEvent(node, reason, message, self.clock.wall()))

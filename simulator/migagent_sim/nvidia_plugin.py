@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from migagent.layout.strategy import MigStrategy
+from migagent_sim.deadline import Deadline
 from migagent_sim.kubelet_status import DevicePluginHost
 
 POD_SCRIPT = Path(__file__).with_name("nvidia_plugin_pod.sh")
@@ -148,9 +149,9 @@ class NvidiaPluginContainer:
         then held still for `quiet_s`, or it found nothing to serve, or it crash-loops (exited twice:
         once may be a SIGHUP that came before its handler), or the pod ended. False on timeout."""
         manager = self._host.manager
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if manager.wait_quiet(quiet_s, min(quiet_s * 2, max(deadline - time.monotonic(), 0.01)), after=mark.events):
+        deadline = Deadline(timeout_s)
+        while not deadline.passed():
+            if manager.wait_quiet(quiet_s, min(quiet_s * 2, max(deadline.left(), 0.01)), after=mark.events):
                 return True
             since = self.log()[mark.log_size :]
             if _NO_DEVICES in since or since.count(_EXITED) >= 2 or self._process is None:
@@ -163,8 +164,8 @@ class NvidiaPluginContainer:
         """What the config-manager sidecar did about a label change since `mark`: "signalled" (it switched
         the config and SIGHUPed the plugin), "unchanged" (already configured) or "refused" (no such
         config: it exits); None on timeout."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        deadline = Deadline(timeout_s)
+        while not deadline.passed():
             since = self.log()[mark.log_size :]
             for marker, outcome in _CONFIG_MANAGER_OUTCOMES:
                 if marker in since:

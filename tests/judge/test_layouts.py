@@ -6,15 +6,13 @@ and on both nodes `nvidia-mig-parted export` and `migagent export` agree GPU by 
 profiles newer than the mig-parted release (batch.BEYOND_RELEASE: RTX PRO Blackwell's media
 profiles for v0.10.0) is not judged by it; every other failure is a disagreement.
 
-The models are judged two at a time (one per core; each judgement is a sequence of processes).
+Each (source, model) is one test, a sequence of processes: the suite's workers judge several at once.
 `python -m tests.judge.matrix` prints the matrix with its pass counts.
 """
 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -22,36 +20,16 @@ import yaml
 
 from migagent.catalog import GpuModel
 from migagent_sim.gpu_node.nvidia_tools import versions
-from tests.judge.batch import SOURCES, Verdicts, beyond, judge_model
+from tests.judge.batch import SOURCES, beyond, judge_model
 from tests.judge.cases import MIG_LAYOUTS, judged_models
-
-Key = tuple[str, str]
-WORKERS = 2
-
-
-@pytest.fixture(scope="session")
-def verdicts(request: pytest.FixtureRequest, nvidia_tools: Path, fake_library: Path) -> Iterator[dict[Key, Verdicts]]:
-    """Every (source, model) the session's collected tests ask for, judged up front, two at a time."""
-    wanted = sorted(
-        {
-            (item.callspec.params["source"], item.callspec.params["model"].key)
-            for item in request.session.items
-            if item.name.startswith("test_both_tools_agree") and hasattr(item, "callspec")
-        }
-    )
-    models = {model.key: model for model in judged_models()}
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        release = versions()[0]
-        futures = {k: pool.submit(judge_model, k[0], models[k[1]], nvidia_tools, fake_library, release) for k in wanted}
-        yield {key: future.result() for key, future in futures.items()}
 
 
 @pytest.mark.parametrize("model", judged_models(), ids=lambda model: model.key)
 @pytest.mark.parametrize("source", SOURCES)
 def test_both_tools_agree_on_every_config_for_the_model(
-    source: str, model: GpuModel, verdicts: dict[Key, Verdicts]
+    source: str, model: GpuModel, nvidia_tools: Path, fake_library: Path
 ) -> None:
-    found = verdicts[(source, model.key)]
+    found = judge_model(source, model, nvidia_tools, fake_library, versions()[0])
     assert found.pairs or source == "nvidia-default", f"{source} has no config for {model.key}"
     problems = found.lines()
     assert not problems, f"{len(problems)} problem(s) in {len(found.pairs)} pair(s):\n" + "\n".join(problems)

@@ -17,13 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from migagent.attempt.advertise.expectation import expectation
+from migagent.attempt.advertise.sharing_source import SharingSource
 from migagent.layout.strategy import MigStrategy
-from migagent.node.advertisement import expectation
 from migagent.node.names import DESIRED_ANNOTATION, MIG_CONFIG_STATE_LABEL
-from migagent.node.sharing_source import SharingSource
 from migagent.nvml.driver import GpuDriver
 from migagent.sim.reset import SimResetRunner
 from migagent_sim.cluster import SimCluster, SimClusterConfig
+from migagent_sim.deadline import Deadline
 from migagent_sim.deviceplugin import AllocationError
 from migagent_sim.fakelib.backend import nvml_for
 from migagent_sim.nvidia_plugin import NvidiaTools
@@ -65,8 +66,8 @@ def change_to(cluster: SimCluster, layout: str) -> None:
 
 def _wait_for_layout(cluster: SimCluster, layout: str) -> str | None:
     """The state once the agent has taken `layout` up (its desired annotation) and finished with it."""
-    deadline = time.monotonic() + _CHANGE_TIMEOUT_S
-    while time.monotonic() < deadline:
+    deadline = Deadline(_CHANGE_TIMEOUT_S)
+    while not deadline.passed():
         metadata = cluster.node()["metadata"]
         current = metadata.get("labels", {}).get(MIG_CONFIG_STATE_LABEL)
         if layout in metadata.get("annotations", {}).get(DESIRED_ANNOTATION, "") and current in ("success", "failed"):

@@ -13,11 +13,11 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from migagent.attempt.advertise.expectation import expectation
+from migagent.attempt.advertise.sharing_source import SharingSettings, SharingSource
 from migagent.layout.strategy import MigStrategy
-from migagent.node.advertisement import expectation
 from migagent.node.names import DEVICE_PLUGIN_CONFIG_LABEL
 from migagent.node.port import NodeView
-from migagent.node.sharing_source import SharingSettings, SharingSource
 from migagent_sim.apiserver import FakeApiServer
 from migagent_sim.kubelet import FakeKubelet
 from migagent_sim.nvidia_plugin import NvidiaTools

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from migagent.attempt.advertise.expected import NotAdvertisableError, expected_resources
+from migagent.attempt.advertise.sharing_source import gfd_view
 from migagent.attempt.preflight import gfd_strategy
 from migagent.layout.sharing import NO_SHARING, SharingConfigError, parse_plugin_config
-from migagent.node.expected import NotAdvertisableError, expected_resources
-from migagent.node.sharing_source import gfd_view
 from migagent_sim.gfd_labels import gfd_labels
 from migagent_sim.nvidia_gfd import discover_labels
 from migagent_sim.nvidia_plugin import NvidiaTools, gpu_node_command

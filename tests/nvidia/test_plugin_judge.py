@@ -3,7 +3,7 @@
 For each case the GPUs are put in the layout, NVIDIA's plugin runs in the plugin pod (reading the
 case's sharing config, `--config-file`) and registers with the simulated kubelet over the real device
 plugin API. What it registered is the answer: the simulated plugin must register the same device ids
-under the same names, and the agent's expectation (migagent.node.advertisement.expectation, from
+under the same names, and the agent's expectation (migagent.attempt.advertise.expectation.expectation, from
 the observed GPUs, the strategy and the sharing config) must equal its counts; where the plugin
 refuses the node (it exits, nothing advertised), the agent must refuse the layout or the config.
 """
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from migagent.attempt.advertise.expectation import Expectation, expectation
+from migagent.attempt.advertise.expected import NotAdvertisableError
+from migagent.attempt.advertise.sharing_source import SharingView
 from migagent.attempt.preflight import advertised_strategy
 from migagent.layout.sharing import NO_SHARING, SharingConfig, SharingConfigError, parse_plugin_config
-from migagent.node.advertisement import Expectation, expectation
-from migagent.node.expected import NotAdvertisableError
-from migagent.node.sharing_source import SharingView
 from migagent_sim.kubelet_devices import mps_refusal, read_inventory
 from migagent_sim.nvidia_plugin import NvidiaTools
 from tests.nvidia.cases import LAYOUTS, SHARING_CASES, STRATEGY_CASES, Case

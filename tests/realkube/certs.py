@@ -76,8 +76,10 @@ class Pki:
         self.ca.write_bytes(self._ca.public_bytes(serialization.Encoding.PEM))
 
     def issue(
-        self, stem: str, common_name: str, *, organizations: tuple[str, ...] = (), server: bool = False
+        self, stem: str, common_name: str, *, organizations: tuple[str, ...] = (), server: bool = False,
+        ips: tuple[str, ...] = (),
     ) -> CertPair:
+        """`ips`: a serving certificate's addresses beyond loopback and the `kubernetes` Service's."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
@@ -101,6 +103,7 @@ class Pki:
                         x509.DNSName("kubernetes.default.svc"),
                         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
                         x509.IPAddress(ipaddress.ip_address("10.0.0.1")),
+                        *(x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips),
                     ]
                 ),
                 critical=False,

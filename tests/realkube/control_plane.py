@@ -46,6 +46,7 @@ from typing import IO, Any
 import yaml
 from kubernetes import client
 
+from migagent_sim.deadline import Deadline
 from tests.realkube.certs import CertPair, Pki
 from tests.realkube.rest import HttpError, Rest
 
@@ -123,16 +124,24 @@ AUDIT_POLICY = {
 
 
 class ControlPlane:
-    def __init__(self, bin_dir: Path, workdir: Path, *, audit_log: Path | None = None) -> None:
-        """`audit_log`: where kube-apiserver writes its audit log (JSON lines, one per request; None: none)."""
+    def __init__(
+        self, bin_dir: Path, workdir: Path, *, audit_log: Path | None = None, address: str = "127.0.0.1",
+        controllers: tuple[str, ...] = CONTROLLERS,
+    ) -> None:
+        """`audit_log`: where kube-apiserver writes its audit log (JSON lines, one per request; None: none).
+        `address`: where kube-apiserver listens and what it advertises (a real node's pods reach it
+        there: tests/realnode binds it to the node's own address); `controllers`: which
+        kube-controller-manager runs."""
         self.bin_dir = bin_dir
         self.workdir = workdir
         self.audit_log = audit_log
+        self.address = address
+        self.controllers = controllers
         self._processes: list[tuple[str, subprocess.Popen[bytes]]] = []
         self._logs: list[IO[bytes]] = []
         self.pki = Pki(workdir / "pki")
         self.port = free_port()
-        self.url = f"https://127.0.0.1:{self.port}"
+        self.url = f"https://{address}:{self.port}"
         self.admin = Identity(
             "kubernetes-admin", self.pki.issue("admin", "kubernetes-admin", organizations=("system:masters",))
         )
@@ -178,11 +187,11 @@ class ControlPlane:
         return "\n".join(text.splitlines()[-lines:])
 
     def _wait(self, name: str, process: subprocess.Popen[bytes], ready: Any, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
+        deadline = Deadline(timeout_s)
         while not ready():
             if process.poll() is not None:
                 raise RuntimeError(f"{name} exited with {process.returncode}:\n{self.log_tail(name)}")
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 raise RuntimeError(f"{name} not ready within {timeout_s:g}s:\n{self.log_tail(name)}")
             time.sleep(0.25)
 
@@ -214,14 +223,20 @@ class ControlPlane:
         self._wait("etcd", process, ready, 60)
 
     def _start_apiserver(self) -> None:
-        serving = self.pki.issue("apiserver", "kube-apiserver", server=True)
+        serving = self.pki.issue("apiserver", "kube-apiserver", server=True, ips=(self.address,))
         sa = self.pki.service_account_keys()
+        # What it shows a kubelet (logs, exec); the kubelets trust the cluster CA's client certificates.
+        kubelet_client = self.pki.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client",
+                                        organizations=("system:masters",))
         process = self._spawn(
             "kube-apiserver",
             [
                 f"--etcd-servers={self.etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={self.address}",
+                f"--advertise-address={self.address}",
+                f"--kubelet-client-certificate={kubelet_client.cert}",
+                f"--kubelet-client-key={kubelet_client.key}",
+                "--kubelet-preferred-address-types=InternalIP",
                 f"--secure-port={self.port}",
                 f"--tls-cert-file={serving.cert}",
                 f"--tls-private-key-file={serving.key}",
@@ -264,7 +279,7 @@ class ControlPlane:
             "kube-controller-manager",
             [
                 f"--kubeconfig={self.admin_kubeconfig}",
-                f"--controllers={','.join(CONTROLLERS)}",
+                f"--controllers={','.join(self.controllers)}",
                 "--leader-elect=false",
                 "--secure-port=0",
                 f"--root-ca-file={self.pki.ca}",
@@ -276,7 +291,7 @@ class ControlPlane:
         )
         # The serviceaccount controller's first act is `default` in every namespace: wait for it.
         admin = self.rest(self.admin)
-        deadline = time.monotonic() + 120
+        deadline = Deadline(120)
         while True:
             try:
                 admin.get("/api/v1/namespaces/default/serviceaccounts/default")
@@ -287,7 +302,7 @@ class ControlPlane:
             _, process = self._processes[-1]
             if process.poll() is not None:
                 raise RuntimeError(f"kube-controller-manager exited:\n{self.log_tail('kube-controller-manager')}")
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 raise RuntimeError(f"kube-controller-manager not working:\n{self.log_tail('kube-controller-manager')}")
             time.sleep(0.5)
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from migagent_sim.deadline import Deadline
 from tests.integration.deploy.manifests import of_kind, only, render, render_with_components
 from tests.realkube.control_plane import ControlPlane, Identity
 from tests.realkube.policy_cases import NODE, Case, stored_node
@@ -111,7 +112,7 @@ class Deployer:
                     "spec": {"nodeName": PROBE_NODE, "containers": [{"name": "main", "image": "example.com/app:1"}]},
                 }
                 admin.create(f"/api/v1/namespaces/{namespace}/pods", pod)
-        deadline = time.monotonic() + timeout_s
+        deadline = Deadline(timeout_s)
         while True:
             refused = 0
             answers: list[str] = []
@@ -139,7 +140,7 @@ class Deployer:
                     refused += "migagent-own-node-pods" in error.message
             if refused == 2:
                 return
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 raise AssertionError(
                     f"the admission policies of {variant.name} were not in force after {timeout_s}s: {answers}"
                 )

@@ -204,12 +204,7 @@ class RealPool:
 
     def pod(self, pod: str) -> JsonDict | None:
         namespace, name = pod.split("/")
-        try:
-            return self.admin.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
-        except HttpError as error:
-            if error.status == 404:
-                return None
-            raise
+        return self.admin.find(f"/api/v1/namespaces/{namespace}/pods/{name}")
 
     def running(self, pods: list[str]) -> dict[str, str]:
         """Pod -> node, for those Running."""

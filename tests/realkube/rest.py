@@ -89,6 +89,15 @@ class Rest:
     def get(self, path: str, **query: str) -> JsonDict:
         return self.request("GET", path, query=query or None)
 
+    def find(self, path: str) -> JsonDict | None:
+        """The object at `path`, or None where there is none (404)."""
+        try:
+            return self.get(path)
+        except HttpError as error:
+            if error.status == 404:
+                return None
+            raise
+
     def create(self, path: str, body: JsonDict) -> JsonDict:
         return self.request("POST", path, body)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from migagent_sim.deadline import Deadline
 from tests.realkube.control_plane import ControlPlane, Identity
 from tests.realkube.deployment import Deployer, create_pod, ensure_namespace, merge_patch
 from tests.realkube.pool import AUTOPILOT_ACCOUNT, AUTOPILOT_VARIANT
@@ -53,7 +54,7 @@ def _node(plane: ControlPlane, name: str, *, opted: bool) -> JsonDict:
 def _wait_in_force(plane: ControlPlane, rest: Rest, timeout_s: float = 60.0) -> None:
     """Until the API server's admission enforces the policy just applied (its informers lag the write)."""
     _node(plane, NOT_OPTED, opted=False)
-    deadline = time.monotonic() + timeout_s
+    deadline = Deadline(timeout_s)
     while True:
         try:
             rest.request("PATCH", f"/api/v1/nodes/{NOT_OPTED}", {"metadata": {"labels": {"x": "probe"}}},
@@ -61,7 +62,7 @@ def _wait_in_force(plane: ControlPlane, rest: Rest, timeout_s: float = 60.0) -> 
         except HttpError as error:
             if POLICY in error.message:
                 return
-        if time.monotonic() > deadline:
+        if deadline.passed():
             raise AssertionError(f"{POLICY} not in force after {timeout_s}s")
         time.sleep(0.2)
 

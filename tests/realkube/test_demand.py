@@ -21,6 +21,7 @@ from migagent.autopilot.decide import Guardrails
 from migagent.autopilot.state import Verdict
 from migagent.clock import SystemClock
 from migagent.node.names import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
+from migagent_sim.deadline import Deadline
 from tests.integration.rollout.support import Recorder
 from tests.realkube.control_plane import ControlPlane
 from tests.realkube.deployment import Deployer
@@ -56,8 +57,8 @@ def pool(scheduler: ControlPlane, deployer: Deployer, tmp_path: Path) -> Iterato
 
 
 def eventually(check: Callable[[], bool], what: str, timeout_s: float = 90.0, pool: RealPool | None = None) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    deadline = Deadline(timeout_s)
+    while not deadline.passed():
         if check():
             return
         time.sleep(0.2)

@@ -28,6 +28,7 @@ from migagent_sim.apiserver import FakeApiServer
 from migagent_sim.apiserver.access import AccessControl
 from migagent_sim.apiserver.fidelity import DELIBERATE_DIFFERENCES
 from migagent_sim.apiserver.rbac import UserInfo
+from migagent_sim.deadline import Deadline
 from tests.realkube.control_plane import IDENTITY_POD_LABEL, ControlPlane
 from tests.realkube.deployment import GPU_OPERATOR, Deployer, create_pod, ensure_namespace, reset_node
 from tests.realkube.policy_cases import NODE, Case
@@ -342,13 +343,13 @@ def real_endpoint(control_plane: ControlPlane, deployer: Deployer) -> Endpoint:
             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "work"}}},
         },
     )
-    deadline = time.monotonic() + 60
+    deadline = Deadline(60)
     while True:  # the disruption controller has looked at the budget (else a 429 says "try again")
         pdb = admin.get(f"{budgets}/work")
         status = pdb.get("status") or {}
         if status.get("observedGeneration") == pdb["metadata"]["generation"] and status.get("currentHealthy") == 1:
             break
-        assert time.monotonic() < deadline, f"the disruption controller never observed the budget: {status}"
+        assert not deadline.passed(), f"the disruption controller never observed the budget: {status}"
         time.sleep(0.5)
     agent = deployer.agent(objects, NODE)
     assert agent.token is not None

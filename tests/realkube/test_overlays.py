@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from migagent_sim.deadline import Deadline
 from tests.realkube.control_plane import ControlPlane
 from tests.realkube.deployment import VARIANTS, Deployer, Variant
 
@@ -21,14 +22,14 @@ JsonDict = dict[str, object]
 
 def _type_checked(plane: ControlPlane, name: str, timeout_s: float = 60) -> dict[str, object]:
     admin = plane.rest(plane.admin)
-    deadline = time.monotonic() + timeout_s
+    deadline = Deadline(timeout_s)
     while True:
         policy = admin.get(f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{name}")
         status = policy.get("status") or {}
         if status.get("observedGeneration") == policy["metadata"]["generation"]:
             result: dict[str, object] = status
             return result
-        assert time.monotonic() < deadline, f"policy {name} was never type-checked: {status}"
+        assert not deadline.passed(), f"policy {name} was never type-checked: {status}"
         time.sleep(0.2)
 
 

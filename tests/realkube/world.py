@@ -35,6 +35,7 @@ from migagent_sim.apiserver.errors import ApiError
 from migagent_sim.apiserver.objects import PodArgs, pod_object
 from migagent_sim.apiserver.rbac import UserInfo
 from migagent_sim.cluster import SimClusterConfig, Simulation
+from migagent_sim.deadline import Deadline
 from tests.realkube.control_plane import IDENTITY_POD_LABEL, ControlPlane, Identity
 from tests.realkube.deployment import create_pod, ensure_namespace
 from tests.realkube.rest import HttpError
@@ -150,12 +151,7 @@ class RealKubeApi:
         return [p for p in items if (p["metadata"].get("labels") or {}).get(_IDENTITY) != IDENTITY_POD_LABEL]
 
     def pod(self, namespace: str, name: str) -> JsonDict | None:
-        try:
-            return self._admin.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
-        except HttpError as error:
-            if error.status == 404:
-                return None
-            raise
+        return self._admin.find(f"/api/v1/namespaces/{namespace}/pods/{name}")
 
     def create_pod(self, *, replicas: int = 1, **pod: Unpack[PodArgs]) -> JsonDict:
         """As the fake's: a pod on `node_name`, Running and Ready (its kubelet says so), or unscheduled;
@@ -243,14 +239,14 @@ class RealKubeApi:
 
     def pdb_status(self, namespace: str, name: str, *, allowed: int | None = None, timeout_s: float = 60) -> JsonDict:
         """The budget's status once the controller observed its spec (and, if given, allows `allowed`)."""
-        deadline = time.monotonic() + timeout_s
+        deadline = Deadline(timeout_s)
         while True:
             pdb = self._admin.get(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/{name}")
             status: JsonDict = pdb.get("status") or {}
             observed = status.get("observedGeneration") == pdb["metadata"].get("generation")
             if observed and (allowed is None or status.get("disruptionsAllowed") == allowed):
                 return status
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 raise AssertionError(f"PodDisruptionBudget {namespace}/{name} never reached {allowed}: {status}")
             time.sleep(0.2)
 

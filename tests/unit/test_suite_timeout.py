@@ -4,6 +4,7 @@ stack of every thread printed, and the run goes on to the next test and its summ
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -60,7 +61,7 @@ def _pytest(tmp_path: Path, source: str) -> str:
         [
             sys.executable, "-m", "pytest", "-c", str(REPO / "pyproject.toml"), "--rootdir", str(tmp_path),
             "-p", "tests.conftest", "-o", "timeout=2", "-o", "teardown_timeout=2", "-p", "no:cacheprovider",
-            str(tmp_path / "test_hung.py"),
+            "-n", "0", str(tmp_path / "test_hung.py"),
         ],
         cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -80,7 +81,8 @@ def test_a_hung_test_fails_with_every_threads_stack_and_the_run_reaches_its_summ
 
 def test_a_teardown_hung_after_the_timeout_fails_too_and_the_run_ends(tmp_path: Path) -> None:
     output = _pytest(tmp_path, HUNG_TEARDOWN)
-    assert "Teardown still running after 2 s" in output
+    # 2 s, stretched by the load factor on a loaded machine (tests/conftest.py)
+    assert re.search(r"Teardown still running after [0-9.]+ s", output), output[-3000:]
     assert "stops_what_never_stops" in output, "the stack of the hung teardown was not printed"
     assert "1 failed, 1 passed, 1 error" in output, "the run did not go on to its summary"
     assert "non-daemon thread(s) still running after the run (left-behind)" in output, "the process did not exit"

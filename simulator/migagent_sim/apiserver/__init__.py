@@ -1,4 +1,4 @@
-"""A fake kube-apiserver speaking real HTTP/1.1 to the real `kubernetes` client (reference/kubernetes.md §2-§3)."""
+"""A fake kube-apiserver speaking real HTTP/1.1 to the real `kubernetes` client (docs/kubernetes.md §1-§3)."""
 
 from __future__ import annotations
 

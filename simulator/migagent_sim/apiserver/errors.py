@@ -1,4 +1,4 @@
-"""API errors as the real apiserver reports them: an HTTP code plus a `Status` body (reference §3.5)."""
+"""API errors as the real apiserver reports them: an HTTP code plus a `Status` body (docs/kubernetes.md §3)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Event creation for core/v1 and events.k8s.io/v1 with the apiserver's create-time validation.
 
-Rules (pkg/apis/core/validation/events.go, reference §6): an event with eventTime (always for events.k8s.io)
+Rules (pkg/apis/core/validation/events.go, docs/kubernetes.md §4): an event with eventTime (always for events.k8s.io)
 needs reportingController (a qualified name), reportingInstance, action and reason (each <= 128); a note or
 message <= 1024; an event about a cluster-scoped object lives in `default` (or `kube-system` when it has an
 eventTime). events.k8s.io also demands type Normal/Warning and no deprecated* fields.

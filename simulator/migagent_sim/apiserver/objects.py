@@ -112,6 +112,11 @@ class PodArgs(TypedDict, total=False):
     """"DaemonSet", "ReplicaSet", ... or None (no controller)."""
     owner_name: str | None
     """Defaults to "<name>-owner"."""
+    owner_uid: str | None
+    """Defaults to a new UID (a replacement passes its ReplicaSet's)."""
+    priority: int | None
+    """spec.priority, as admission resolves it from the pod's PriorityClass (None: not set)."""
+    priority_class_name: str | None
     mirror: bool
     resources: Mapping[str, str | int] | None
     phase: str | None
@@ -125,7 +130,7 @@ def pod_object(*, wall_s: float, **pod: Unpack[PodArgs]) -> JsonDict:
     metadata: JsonDict = {"name": name, "namespace": namespace, "labels": dict(labels or {}), "annotations": {}}
     if owner_kind is not None:
         owner_name = pod.get("owner_name") or f"{name}-owner"
-        metadata["ownerReferences"] = [owner_reference(owner_kind, owner_name, new_uid())]
+        metadata["ownerReferences"] = [owner_reference(owner_kind, owner_name, pod.get("owner_uid") or new_uid())]
     if pod.get("mirror"):
         metadata["annotations"][MIRROR_POD_ANNOTATION] = new_uid().replace("-", "")
         metadata["ownerReferences"] = [owner_reference("Node", node_name or "", new_uid())]
@@ -140,6 +145,9 @@ def pod_object(*, wall_s: float, **pod: Unpack[PodArgs]) -> JsonDict:
     }
     if node_name:
         spec["nodeName"] = node_name
+    for field, key in (("priority", "priority"), ("priority_class_name", "priorityClassName")):
+        if pod.get(field) is not None:
+            spec[key] = pod.get(field)
     return {
         "apiVersion": "v1",
         "kind": "Pod",

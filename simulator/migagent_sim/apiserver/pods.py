@@ -1,4 +1,4 @@
-"""Pod deletion and the eviction subresource (reference §2.2), and pod creation.
+"""Pod deletion and the eviction subresource (docs/kubernetes.md §1), and pod creation.
 
 A deleted pod that ran stays Terminating for its grace period (terminating.py), then leaves with a DELETED
 watch event; the object returned carries deletionTimestamp and deletionGracePeriodSeconds. An eviction

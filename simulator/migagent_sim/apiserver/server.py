@@ -2,7 +2,7 @@
 
 Everything the HTTP side serves lives in one thread-safe `Store`; the state API below writes through the
 same store, so each change bumps the resourceVersion and reaches open watches and listeners like an API
-write would. See reference/kubernetes.md §2-§3 for the behaviour reproduced.
+write would. See docs/kubernetes.md §1-§3 for the behaviour reproduced.
 """
 
 from __future__ import annotations

@@ -9,8 +9,12 @@ demo also runs sit beside the simulation, the ones only tests use sit here:
   built the one way by `migagent_sim.cluster_config.make_kubelet`.
 - `doubles.memory_kube.MemoryKube`: the in-memory `KubePort` (no HTTP, no threads), refusing what the
   API server refuses (409 on a stale resourceVersion, 404 for a missing node).
+- `doubles.state_objects.StateObjects`: the rollout's and the autopilot's state objects (409 on a stale
+  resourceVersion), under the model pool and the rollout's unit tests alike.
 - `doubles.memory_node.MemoryNode`: NodeReconcile's whole world in memory: FakeNvml behind the real
   GpuDriver and engine, MemoryKube, an in-memory PodResources, a FakeClock.
+- `doubles.notifier.RecordingNotifier`: what a host agent tells systemd, kept in memory.
+- `doubles.unlisted`: a GPU model with a GI profile newer than the installed pynvml knows.
 - `doubles.intercept`: seams around the GPU driver (callbacks around each NVML mutation, crashes).
 - `doubles.builders`: observations, plans, holdings and pods as tests build them, named the way users write
   profiles (JSON pods for the API server: `apiserver.objects.pod_object`).

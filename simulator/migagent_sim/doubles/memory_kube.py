@@ -5,8 +5,11 @@ and the drainer run against it in milliseconds. It refuses what the API server r
 agent relies on it, with the errors `KubeApi` raises for those answers:
 * a conditional write at a stale resourceVersion: `NodeChangedError` (HTTP 409), nothing written;
 * a Node that does not exist: `PermanentError` naming HTTP 404, on every read and write;
-* an eviction a PodDisruptionBudget refuses: `BLOCKED` (HTTP 429); of a pod that is gone: `GONE`;
-  of a pod in `stuck_terminating`: accepted, and the pod stays Terminating past its grace period.
+* an eviction a PodDisruptionBudget refuses: `BLOCKED` (HTTP 429) naming it, or naming none for a pod
+  in `refusals` (its next evictions refused); of a pod that is gone: `GONE`; of a pod in
+  `stuck_terminating`: accepted, and the pod stays Terminating past its grace period. An evicted pod
+  stays listed, Terminating, for `terminating_lists` lists of the node's pods; one in `replaced` is
+  replaced at once by its controller under the same name (another UID), as a StatefulSet's is.
 Every write bumps the resourceVersion. `fail(call, error, times)` makes the next calls of one port
 method raise; `advertise` stands for the kubelet: when the device plugin's deploy label goes back
 to `true`, Node allocatable becomes what it returns (the plugin re-enumerated the GPUs).
@@ -62,6 +65,11 @@ class MemoryKube:
     evictions: list[PodRef] = field(default_factory=list)
     stuck_terminating: set[PodRef] = field(default_factory=set)
     """Pods an eviction leaves Terminating for ever (a finalizer, a hung container): past their grace period."""
+    refusals: dict[PodRef, int] = field(default_factory=dict)
+    """How many more evictions of a pod a 429 naming no budget refuses (-1: every one)."""
+    replaced: set[PodRef] = field(default_factory=set)
+    terminating_lists: int = 0
+    _leaving: dict[PodRef, int] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
     """Every call made to the port, reads included, in order ("get_node", "list_pods_on_node", ...)."""
     _faults: dict[str, list[MigAgentError]] = field(default_factory=dict)
@@ -114,14 +122,6 @@ class MemoryKube:
             )
         return self._write_metadata(labels, annotations)
 
-    def patch_labels(self, labels: Mapping[str, str | None]) -> NodeView:
-        self._enter("patch_labels")
-        return self._write_metadata(labels, None)
-
-    def patch_annotations(self, annotations: Mapping[str, str | None]) -> NodeView:
-        self._enter("patch_annotations")
-        return self._write_metadata(None, annotations)
-
     def set_unschedulable(
         self, unschedulable: bool, *, annotations: Mapping[str, str | None] | None = None
     ) -> NodeView:
@@ -146,12 +146,17 @@ class MemoryKube:
     def list_pods_on_node(self, *, label_selector: str | None = None, namespace: str | None = None) -> list[PodView]:
         self._enter("list_pods_on_node")
         wanted = dict(term.split("=", 1) for term in label_selector.split(",")) if label_selector else {}
-        return [
+        listed = [
             pod
             for pod in self.pods.values()
             if (namespace is None or pod.ref.namespace == namespace)
             and all(pod.labels.get(k) == v for k, v in wanted.items())
         ]
+        for ref, left in list(self._leaving.items()):  # each list brings a Terminating pod nearer its end
+            self._leaving[ref] = left - 1
+            if left <= 1:
+                del self._leaving[ref], self.pods[ref]
+        return listed
 
     def read_pod(self, ref: PodRef) -> PodView | None:
         self._enter("read_pod")
@@ -164,15 +169,23 @@ class MemoryKube:
         if pod is None:
             return EvictionOutcome(EvictionStatus.GONE, f"pod {ref} not found")
         blocking = [b.name for b in guarding(self.pdbs, ref.namespace, pod.labels) if b.disruptions_allowed == 0]
-        if blocking:
+        refused = self.refusals.get(ref, 0)
+        if blocking or refused:
+            self.refusals[ref] = refused - 1 if refused > 0 else refused
             return EvictionOutcome(
                 EvictionStatus.BLOCKED, "Cannot evict pod as it would violate the pod's disruption budget.",
                 budgets=tuple(blocking),
             )
         if ref in self.stuck_terminating:  # deletionTimestamp set long ago; the kubelet never finishes it
             self.pods[ref] = replace(pod, deleting=True, deletion_deadline=0.0)
+        elif self.terminating_lists:
+            self.pods[ref] = replace(pod, deleting=True)
+            self._leaving[ref] = self.terminating_lists
         else:
             del self.pods[ref]
+        if ref in self.replaced:
+            new = PodRef(ref.namespace, ref.name, f"{ref.uid}-replacement")
+            self.pods[new] = replace(pod, ref=new)
         return EvictionOutcome(EvictionStatus.EVICTED, f"pod {ref} evicted")
 
     def delete_pod(self, ref: PodRef, *, grace_period_s: int | None = None) -> None:

@@ -10,23 +10,23 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from migagent.attempt.advertise.expectation import ExpectedAdvertisement
+from migagent.attempt.advertise.expected import expected_resources
+from migagent.attempt.advertise.sharing_source import SharingSettings, SharingSource
+from migagent.attempt.drain.drainer import Drainer
 from migagent.attempt.phases import AgentPhase
 from migagent.attempt.ports import AgentPorts, AgentSettings, ReconcileReport
-from migagent.attempt.post_change import PostChangeSteps
 from migagent.attempt.reconcile_node import NodeReconcile
+from migagent.attempt.window.deviceplugin import GpuOperatorPause
+from migagent.attempt.window.post_change import PostChangeSteps
 from migagent.clock import FakeClock
 from migagent.layout.parse import load_layout_file
 from migagent.layout.resolve import identity_of, resolve_config
 from migagent.layout.strategy import MigStrategy
 from migagent.loops.agent import Agent
-from migagent.node.advertisement import ExpectedAdvertisement
 from migagent.node.budgets import PdbView
-from migagent.node.deviceplugin import GpuOperatorPause
-from migagent.node.drain import Drainer
-from migagent.node.expected import expected_resources
 from migagent.node.names import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
 from migagent.node.port import PodView
-from migagent.node.sharing_source import SharingSettings, SharingSource
 from migagent.nvml.driver import GpuDriver
 from migagent.podresources.model import PodDevices
 from migagent.reconcile.journal import MemoryJournal, desired_node_hash

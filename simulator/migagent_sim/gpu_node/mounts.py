@@ -58,14 +58,20 @@ def _submounts(prefix: str) -> list[str]:
 
 
 def overlay_dev(tree: Path) -> None:
+    """A submount may be a file: in a pod, the kubelet binds /dev/termination-log."""
     kept = tree / "kept-dev-mounts"
+    kept.mkdir()
     submounts = _submounts("/dev")
     for number, point in enumerate(submounts):
-        (kept / str(number)).mkdir(parents=True)
-        mount(point, str(kept / str(number)), flags=MS_BIND | MS_REC)
+        target = kept / str(number)
+        if Path(point).is_dir():
+            target.mkdir()
+        else:
+            target.touch()
+        mount(point, str(target), flags=MS_BIND | MS_REC)
     mount("overlay", "/dev", "overlay", MS_RDONLY, f"lowerdir={tree / 'dev'}:/dev")
     for number, point in enumerate(submounts):
-        if Path(point).is_dir():
+        if Path(point).exists():
             mount(str(kept / str(number)), point, flags=MS_BIND | MS_REC)
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from migagent_sim.deadline import Deadline
 from migagent_sim.fakelib.node import StateFileNode
 from migagent_sim.gpu_node.files import save_facts
 from migagent_sim.gpu_node.library import library_dir
@@ -68,12 +69,12 @@ class NodeSession:
         return self
 
     def _wait_ready(self, ready: Path) -> None:
-        deadline = time.monotonic() + _READY_TIMEOUT_S
+        deadline = Deadline(_READY_TIMEOUT_S)
         while not ready.exists():
             assert self._holder is not None
             if self._holder.poll() is not None:
                 raise RuntimeError(f"the simulated node's namespace did not come up (exit {self._holder.returncode})")
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 raise RuntimeError(f"the simulated node's namespace was not up after {_READY_TIMEOUT_S:g}s")
             time.sleep(0.02)
 

@@ -3,7 +3,6 @@ and a crash that nothing in the agent can catch."""
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -22,6 +21,7 @@ from migagent.node.names import (
 )
 from migagent_sim.cluster import PDB_BLOCKING_FOR_NOW, AnySimulation, SimCluster, SimClusterConfig
 from migagent_sim.doubles.intercept import SimulatedCrash
+from tests.waiting import eventually_value
 
 BLOCKING_FOR_NOW = PDB_BLOCKING_FOR_NOW
 T = TypeVar("T")
@@ -51,14 +51,7 @@ def crash_at(phase: AgentPhase) -> PhaseHook:
 
 def eventually(check: Callable[[], T | None], *, what: str, timeout_s: float = 30.0) -> T:
     """Poll `check` until it returns something truthy; fail naming `what` if it never does."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.02)
+    return eventually_value(check, what, timeout_s=timeout_s)
 
 
 def node_when(

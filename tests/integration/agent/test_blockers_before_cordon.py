@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from migagent.attempt.gate import GateSettings
+from migagent.attempt.drain.gate import GateSettings
 from migagent.attempt.listener import Outcome
 from migagent.node.names import NEXT_RETRY_ANNOTATION
 from migagent_sim.cluster import SimCluster

@@ -10,8 +10,8 @@ from pathlib import Path
 import yaml
 
 from migagent.attempt.listener import Outcome
-from migagent.attempt.post_change import CdiSettings, PostChangeSteps
-from migagent.attempt.services import HostClients, RecordingServiceManager, ServiceCall
+from migagent.attempt.window.post_change import CdiSettings, PostChangeSteps
+from migagent.attempt.window.services import HostClients, RecordingServiceManager, ServiceCall
 from migagent.node.names import deploy_label
 from migagent_sim.cluster import SimCluster, SimClusterConfig
 from migagent_sim.nvidia_ctk import FakeNvidiaTools

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from dataclasses import replace
 
 from migagent.attempt.listener import Outcome
 from migagent_sim.cluster import SimCluster
@@ -16,7 +17,9 @@ def _change(cluster: SimCluster, pods: int) -> Counter[str]:
     # all-1g -> all-balanced destroys the 1g GIs at slots 2-6 of both GPUs: pods there move.
     for i in range(pods):
         cluster.kubelet.run_workload("ml", f"w{i}", mig_uuid=cluster.mig_uuid(i % 2, 2 + i % 5))
-    agent, source = cluster.build_agent()
+    # A Lease of an hour: its renewals (one per third of the duration) are paid by the clock, not by the
+    # change, and a loaded machine stretching the change past 5 s would add one to the count.
+    agent, source = cluster.build_agent(replace(cluster.options(), lease_duration_s=3600))
     source.start()
     try:
         eventually(lambda: source.desired, what="the watch saw the node")

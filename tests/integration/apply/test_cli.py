@@ -149,7 +149,7 @@ def test_flags_can_come_from_mig_parted_environment_variables(
     assert (gpu.mig_current, gpu.mig_pending) == (0, 1)  # reset skipped: the mode is pending
     capsys.readouterr()
     monkeypatch.setenv("MIG_PARTED_SKIP_RESET", "maybe")
-    assert _run(["apply", *_node_args(tmp_path)]) == 1
+    assert _run(["apply", *_node_args(tmp_path)]) == 2  # a usage error, as every malformed flag
     assert "MIG_PARTED_SKIP_RESET='maybe'" in capsys.readouterr().err
 
 
@@ -163,7 +163,7 @@ def test_skip_reset_without_mode_only_fails_because_the_config_cannot_be_applied
 def test_the_layout_can_be_read_from_stdin(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(sys, "stdin", io.StringIO(LAYOUTS))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(LAYOUTS.encode())))  # read as bytes, bounded
     assert _run(["apply", "-f", "-", "-c", "all-enabled", *_node_args(tmp_path)]) == 0
     assert "MIG configuration applied successfully" in capsys.readouterr().out
 

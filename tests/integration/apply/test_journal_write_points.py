@@ -19,10 +19,13 @@ import pytest
 from structlog.testing import capture_logs
 
 from migagent.durable import storage_error
+from migagent.errors import MigAgentError
 from migagent.reconcile.journal import FileJournal, JournalRecord, desired_node_hash
 from migagent.reconcile.machine import ApplyEngine, ApplyOutcome, ApplyResult
+from migagent.reconcile.session import ApplySession
 from migagent.reconcile.states import Phase
 from tests.integration.apply.support import SimNode
+from tests.storage_faults import fill_up, full_directory
 
 MakeNode = Callable[[str], SimNode]
 START, TARGET = "h100-2x3g", "h100-3g-2g-1g"
@@ -141,3 +144,22 @@ def test_the_record_of_a_stop_before_a_skipped_reset_refused_fails_naming_the_di
     assert "(ENOSPC)" in result.error
     assert "the apply stopped after 1 of " in result.error
     assert node.observe().gpu(0).mig_pending  # the mode change stays pending, as --skip-reset asked
+
+
+def test_a_disk_that_fills_during_the_mode_part_says_the_instances_are_not_made(make_node: MakeNode) -> None:
+    """Issue 37 item 14: the mode part reached its own target (MIG on, no instances) and its last record
+    was refused; the message said the GPUs matched the whole config, with nothing left to do."""
+    node = make_node("8xA100-40GB")  # MIG disabled on every GPU
+    session = ApplySession(engine=node.engine(), observe=node.observe)
+    with full_directory(node.journal_dir, room=48 * 1024) as mounted, capture_logs():
+        if not mounted:
+            pytest.skip("mounting a tmpfs is not allowed here: tests/storage_faults.full_directory")
+        node.fake.sim_after_each_mutation(lambda _call: fill_up(node.journal_dir))
+        with pytest.raises(MigAgentError) as refused:
+            session.run(node.desired("a100-balanced"), config_name="a100-balanced", mode_only=False)
+    error = str(refused.value)
+    assert "(ENOSPC)" in error
+    assert all(gpu.mig_current and not gpu.gpu_instances for gpu in node.observe().gpus)
+    assert "nothing is left to do" not in error
+    assert error.endswith("GPUs 0-7 part way to config a100-balanced; once the disk has room, run the same apply"
+                          " again to finish")

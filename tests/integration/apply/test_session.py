@@ -5,6 +5,7 @@ from collections.abc import Callable
 import pytest
 from structlog.testing import capture_logs
 
+from migagent.cli.apply_outcome import StopSignals
 from migagent.errors import InUseError, LayoutDoesNotFitError
 from migagent.reconcile.session import ApplySession
 from migagent.reconcile.states import Phase
@@ -66,3 +67,21 @@ def test_an_apply_with_nothing_left_to_do_closes_the_record_an_earlier_attempt_l
     assert closed is not None
     assert closed.phase is Phase.CONVERGED
     assert closed.last_error is None
+
+
+def test_a_stop_asked_with_only_steps_already_done_left_lets_the_apply_converge(make_node: MakeNode) -> None:
+    """Issue 37 item 15: a stop asked during the reset of both GPUs (GPU 1's reset step then has nothing
+    left to call) stopped at that step: `run the same apply again`, the journal left `applying`."""
+    node = make_node("2xA100-40GB")
+    _run(node, "a100-balanced")
+    stop = StopSignals()
+    node.fake.sim_after_each_mutation(lambda call: stop.on("SIGINT", 130)() if call == "sim_reset_gpu" else None)
+    session = ApplySession(engine=node.engine(), observe=node.observe, checkpoint=stop.checkpoint)
+    with capture_logs():
+        report = session.run(node.desired("all-disabled"), config_name="all-disabled", mode_only=False)
+    assert stop.signal_name == "SIGINT"
+    assert report.mode is not None
+    assert report.mode.converged
+    record = node.journal().load()
+    assert record is not None
+    assert record.phase is Phase.CONVERGED

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -213,3 +214,31 @@ def test_a_corrupt_kubeconfig_is_one_line_naming_the_file_and_the_fix(
     assert f"kubeconfig {kubeconfig}" in err
     assert names in err
     assert "fix that file or pass another with --kubeconfig" in err
+
+
+# Ctrl-C at a set point of the CLI's import: a meta-path finder that signals its own process when
+# `migagent.cli` is first looked for (Python raises KeyboardInterrupt at the next bytecode, inside the import).
+_CTRL_C_DURING_CLI_IMPORT = """import os, signal, sys
+
+class _CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == "migagent.cli":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, _CtrlC())
+"""
+
+
+def test_ctrl_c_while_the_console_script_imports_the_cli_is_one_line_and_130(tmp_path: Path) -> None:
+    """Issue 37 item 15: a SIGINT in the first ~70 ms printed a traceback from the script's import line."""
+    entry = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]["migagent"]
+    module, function = entry.split(":")
+    script = f"import sys\nfrom {module} import {function}\nsys.exit({function}())\n"  # what pip writes, in short
+    (tmp_path / "sitecustomize.py").write_text(_CTRL_C_DURING_CLI_IMPORT, encoding="utf-8")
+    paths = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    with _children_start_with_ctrl_c_on():
+        done = subprocess.run([sys.executable, "-c", script, "--version"], capture_output=True, text=True,
+                              check=False, cwd=ROOT, timeout=120, env={**os.environ, "PYTHONPATH": paths})
+    assert (done.returncode, done.stderr, done.stdout) == (130, "migagent: interrupted\n", "")

@@ -68,6 +68,19 @@ def test_with_named_models_a_filter_for_another_model_says_so_instead_of_matchin
     assert "could not be checked on any catalog GPU model" in captured.err
 
 
+def test_a_config_valid_on_the_named_model_says_so_in_a_short_line_and_counts_as_valid(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As the troubleshooting table has it: is this config valid on my GPU? Its entries for other models
+    # (device filters of other GPUs) are said in a few words, not listed in a line of 1,000 characters.
+    shipped = str(Path(__file__).resolve().parents[3] / "configs/mig-layouts/mig-layouts.yaml")
+    assert main(["validate", "-f", shipped, "-c", "all-balanced", "--gpu-model", "H100-80GB-SXM"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "all-balanced: valid on H100-80GB-SXM; entries [0, 2-11] are for other models",
+        f"{shipped}: 1 config(s) valid",
+    ]
+
+
 def test_a_profile_no_model_offers_fails_validation_with_the_profiles_of_that_size(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -85,18 +98,18 @@ def test_a_profile_no_model_offers_fails_validation_with_the_profiles_of_that_si
 
 
 def test_verbose_output_of_a_large_config_is_grouped_and_wrapped_not_one_line_per_detail(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     entries = "".join(
         f"    - devices: [{i % 8}]\n      mig-enabled: true\n      mig-devices: {{\"1g.10gb\": 7}}\n"
         for i in range(200)
     )
-    path = tmp_path / "large.yaml"
-    path.write_text(f"version: v1\nmig-configs:\n  large:\n{entries}", encoding="utf-8")
-    assert main(["validate", "-f", str(path), "-v"]) == 0
+    (tmp_path / "large.yaml").write_text(f"version: v1\nmig-configs:\n  large:\n{entries}", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # the summary line names the file: its length is the file's, not the wrapping's
+    assert main(["validate", "-f", "large.yaml", "-v"]) == 0
     captured = capsys.readouterr()
     lines = captured.out.splitlines()
-    assert max(len(line) for line in lines) <= 100
+    assert max(len(line) for line in lines) <= 100, [line for line in lines if len(line) > 100]
     assert "  checked entries [0-199] on 3 models: A100-80GB, H100-80GB-SXM, H100-80GB-PCIe" in lines
     assert "  skipped A100-40GB; why: [0-199] do not fit (see warning)" in lines
     assert len(lines) < 12

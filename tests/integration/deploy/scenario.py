@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from migagent.attempt.post_change import CdiSettings, PostChangeSteps
+from migagent.attempt.window.post_change import CdiSettings, PostChangeSteps
 from migagent.cli import build_parser
 from migagent.layout.strategy import MigStrategy
 from migagent_sim.apiserver.access import AccessControl

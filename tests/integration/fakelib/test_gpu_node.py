@@ -97,3 +97,20 @@ def test_a_session_runs_many_commands_in_one_namespace_on_nodes_of_its_shape(
     assert other.returncode == 0, other.stderr
     assert other.stdout.count("NVIDIA A100-SXM4-80GB") == 2
     assert (tmp_path / "b.json").exists()
+
+
+def test_a_file_mounted_under_dev_stays_there_as_in_a_pod(fake_nvml_dir: Path, tmp_path: Path) -> None:
+    # The kubelet binds each container's /dev/termination-log, a file: the node's /dev is laid over the
+    # container's with it kept (the device plugin's pod on a real node failed with "Not a directory").
+    message = tmp_path / "termination-log"
+    message.write_text("kept\n", encoding="utf-8")
+    # (over /dev/full, in a namespace of its own: a new file in the host's /dev would outlive the test)
+    pod_dev = (
+        f"mount --bind {message} /dev/full && exec {sys.executable} -m migagent_sim.gpu_node run"
+        f" --state {tmp_path / 'node.json'} --spec A30-24GB --lib {fake_nvml_dir}"
+        " -- sh -c 'cat /dev/full; test -c /dev/nvidia0'"
+    )
+    result = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", pod_dev],
+                            capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "kept\n"

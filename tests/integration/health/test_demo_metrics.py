@@ -10,6 +10,7 @@ import time
 import urllib.error
 from pathlib import Path
 
+from migagent_sim.deadline import Deadline
 from tests.integration.health.test_metrics_while_the_agent_reconfigures import (
     LISTED_SERIES,
     Samples,
@@ -29,8 +30,8 @@ def _free_port() -> int:
 
 
 def _scrape_until_the_target_layout_is_reported(url: str, demo: subprocess.Popen[bytes]) -> Samples:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
+    deadline = Deadline(WAIT_S)
+    while not deadline.passed():
         assert demo.poll() is None, "the demo exited before its metrics showed the new layout"
         try:
             samples = scrape(url)

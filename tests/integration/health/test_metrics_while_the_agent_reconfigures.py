@@ -22,6 +22,7 @@ from migagent.plumbing.serve import start_observability
 from migagent.reconcile.journal import FileJournal
 from migagent.wiring import build_agent
 from migagent_sim.cluster import RunningAgent, SimCluster, SimClusterConfig
+from migagent_sim.deadline import Deadline
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -62,9 +63,9 @@ def status_of(url: str) -> int:
 
 
 def wait_until(check: Callable[[], bool], *, what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
+    deadline = Deadline(timeout_s)
     while not check():
-        if time.monotonic() > deadline:
+        if deadline.passed():
             raise AssertionError(f"gave up waiting for {what}")
         time.sleep(0.02)
 

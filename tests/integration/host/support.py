@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from migagent.attempt.services import HostClients, RecordingServiceManager, ServiceCall
+from migagent.attempt.window.services import HostClients, RecordingServiceManager, ServiceCall
 from migagent.clock import FakeClock, SystemClock
 from migagent.layout.observed import Observation
 from migagent.layout.parse import load_layout_file
 from migagent.layout.resolve import identity_of, resolve_config
 from migagent.loops.host import HostAgent, HostSettings, Selection
 from migagent.nvml.driver import GpuDriver
-from migagent.plumbing.sdnotify import Notifier, RecordingNotifier
+from migagent.plumbing.sdnotify import Notifier
 from migagent.reconcile.assertion import config_mismatches, mode_mismatches
 from migagent.reconcile.bootid import FixedBootId
 from migagent.reconcile.journal import FileJournal
@@ -31,6 +30,8 @@ from migagent.reconcile.session import ApplySession
 from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.reset import SimResetRunner
 from migagent.sources.files import FileWatch, read_selected_layout
+from migagent_sim.deadline import Deadline
+from migagent_sim.doubles.notifier import RecordingNotifier
 
 LAYOUTS = """\
 version: v1
@@ -52,10 +53,10 @@ WAIT_S = 30.0  # a bound on waiting for the agent thread, never an expectation o
 
 
 def wait_until(condition: Callable[[], bool], *, what: Callable[[], str], timeout: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = Deadline(timeout)
     pause = threading.Event()
     while not condition():
-        if time.monotonic() > deadline:
+        if deadline.passed():
             raise AssertionError(f"timed out waiting for {what()}")
         pause.wait(0.01)
 

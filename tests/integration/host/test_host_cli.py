@@ -98,6 +98,7 @@ def test_migagent_host_rejects_non_positive_durations(
 ) -> None:
     layouts, selected = _files(tmp_path)
     argv = ["host", "-f", str(layouts), "--selected-layout-file", str(selected), "--simulate", "A100-40GB"]
-    with capture_logs():
-        assert main([*argv, flag, "0"]) == 1
-    assert f"{flag} must be a positive number of seconds" in capsys.readouterr().err
+    with capture_logs(), pytest.raises(SystemExit) as exited:  # refused as the flag is parsed (cli/values.py)
+        main([*argv, flag, "0"])
+    assert exited.value.code == 2
+    assert f"argument {flag}: must be more than 0 seconds, got 0" in capsys.readouterr().err

@@ -6,7 +6,7 @@ from pathlib import Path
 import pynvml
 from structlog.testing import capture_logs
 
-from migagent.attempt.services import ServiceCall
+from migagent.attempt.window.services import ServiceCall
 from tests.integration.host.support import LAYOUTS, HostHarness, write_atomically
 
 CLIENTS = ("nvidia-dcgm.service", "dcgm-exporter.service", "nvsm.service")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from migagent.attempt.services import (
+from migagent.attempt.window.services import (
     HostClients,
     RecordingServiceManager,
     ServiceCall,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from migagent.attempt.report.status import StatusReporter
+from migagent.attempt.window.cordon import Cordon
 from migagent.kube.adapter import KubeApi
-from migagent.node.cordon import Cordon
 from migagent.node.names import ConditionReason
-from migagent.node.status import StatusReporter
 from migagent_sim.apiserver import FakeApiServer
 
 from .conftest import NODE

@@ -7,16 +7,15 @@ from typing import Any
 
 import pytest
 
-from migagent.errors import TransientError
-from migagent.kube.adapter import KubeApi
-from migagent.node.deviceplugin import (
-    AdvertisementTimeoutError,
+from migagent.attempt.advertise.wait import AdvertisementTimeoutError, wait_for_advertisement
+from migagent.attempt.window.deviceplugin import (
     DeletePod,
     GpuOperatorPause,
     NoRestart,
     PausedComponents,
-    wait_for_advertisement,
 )
+from migagent.errors import TransientError
+from migagent.kube.adapter import KubeApi
 from migagent_sim.apiserver import FakeApiServer
 
 from .conftest import NODE, HookedClock
@@ -128,7 +127,7 @@ def test_resume_leaves_a_label_an_admin_changed_meanwhile(
     _act_like_the_operator(operator_node)
     restarter = GpuOperatorPause(api, clock=clock)
     paused = restarter.pause()
-    api.patch_labels({"nvidia.com/gpu.deploy.gpu-feature-discovery": "false"})
+    api.patch_metadata(labels={"nvidia.com/gpu.deploy.gpu-feature-discovery": "false"})
     restarter.resume(paused)
     assert _labels(operator_node)["nvidia.com/gpu.deploy.gpu-feature-discovery"] == "false"
     assert _labels(operator_node)["nvidia.com/gpu.deploy.device-plugin"] == "true"
@@ -178,7 +177,7 @@ def test_the_advertisement_wait_returns_once_allocatable_matches(
     expected = {"nvidia.com/mig-3g.20gb": 2}
     _advertise(server, {"nvidia.com/mig-1g.5gb": "0"})
     clock.at(4.0, lambda: _advertise(server, {"nvidia.com/mig-3g.20gb": "2"}))
-    node = wait_for_advertisement(api, expected, timeout_s=60, clock=clock)
+    node = wait_for_advertisement(api.get_node, expected, timeout_s=60, clock=clock)
     assert node.allocatable["nvidia.com/mig-3g.20gb"] == 2
     assert node.allocatable["nvidia.com/mig-1g.5gb"] == 0
 
@@ -187,6 +186,6 @@ def test_the_advertisement_wait_times_out_naming_the_difference(
     api: KubeApi, server: FakeApiServer, clock: HookedClock
 ) -> None:
     with pytest.raises(AdvertisementTimeoutError, match=r"nvidia.com/mig-1g.5gb: advertised 7, expected 0") as info:
-        wait_for_advertisement(api, {"nvidia.com/mig-3g.20gb": 2}, timeout_s=30, clock=clock)
+        wait_for_advertisement(api.get_node, {"nvidia.com/mig-3g.20gb": 2}, timeout_s=30, clock=clock)
     assert info.value.diff == {"nvidia.com/mig-1g.5gb": (7, 0), "nvidia.com/mig-3g.20gb": (0, 2)}
     assert isinstance(info.value, TransientError)

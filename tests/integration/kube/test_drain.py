@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from migagent.attempt.drain.drainer import Drainer
+from migagent.attempt.drain.scope import disturbed_pods, evictable
 from migagent.errors import DrainBlockedError
 from migagent.kube.adapter import KubeApi
 from migagent.layout.observed import Observation
-from migagent.node.drain import Drainer, DrainPlanner
+from migagent.node.port import PodView
 from migagent_sim.apiserver import FakeApiServer
 from migagent_sim.doubles.builders import Holding, gpu_plan, mig_gpu, plan
 
@@ -63,7 +67,7 @@ def test_only_pods_on_destroyed_instances_and_pods_with_unknown_devices_are_evic
 ) -> None:
     pods = api.list_pods_on_node()
     assert "elsewhere" not in {p.ref.name for p in pods}
-    chosen = DrainPlanner().pods_to_evict(
+    chosen = _to_evict(
         plan(gpu_plan(0, keep=[THREE_G], destroy=[TWO_G])), OBSERVATION, HOLDINGS, pods
     )
     assert [p.ref.name for p in chosen] == ["no-devices", "on-2g"]
@@ -201,3 +205,8 @@ def test_force_delete_of_a_replaced_pod_leaves_the_successor_alone(
     survivor = populated.pod("team", "on-1g")
     assert survivor is not None
     assert survivor["metadata"]["uid"] == successor_uid
+
+
+def _to_evict(*args: Any) -> list[PodView]:
+    """The pods the drain moves: those a plan disturbs that may be evicted."""
+    return [pod for pod in disturbed_pods(*args) if evictable(pod)]

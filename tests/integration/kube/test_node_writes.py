@@ -13,7 +13,7 @@ from .conftest import NODE, HookedClock
 
 
 def test_labels_are_set_and_a_none_value_deletes_the_label(api: KubeApi, server: FakeApiServer) -> None:
-    view = api.patch_labels({"nvidia.com/mig.config.state": "pending", "nvidia.com/mig.config": None})
+    view = api.patch_metadata(labels={"nvidia.com/mig.config.state": "pending", "nvidia.com/mig.config": None})
     stored = server.node(NODE)["metadata"]["labels"]
     assert stored["nvidia.com/mig.config.state"] == "pending"
     assert "nvidia.com/mig.config" not in stored
@@ -23,14 +23,14 @@ def test_labels_are_set_and_a_none_value_deletes_the_label(api: KubeApi, server:
 
 def test_label_writes_are_strategic_merge_patches_of_the_node(api: KubeApi, server: FakeApiServer) -> None:
     server.clear_requests()
-    api.patch_labels({"a": "1"})
+    api.patch_metadata(labels={"a": "1"})
     writes = [r for r in server.requests if r.verb == "patch"]
     assert [(w.resource, w.subresource, w.name) for w in writes] == [("nodes", None, NODE)]
 
 
 def test_annotations_and_labels_can_be_written_in_one_patch_and_deleted(api: KubeApi, server: FakeApiServer) -> None:
     api.patch_metadata(labels={"x": "1"}, annotations={"migagent.io/last-error": "boom", "migagent.io/attempt": "2"})
-    api.patch_annotations({"migagent.io/last-error": None})
+    api.patch_metadata(annotations={"migagent.io/last-error": None})
     metadata = server.node(NODE)["metadata"]
     assert metadata["labels"]["x"] == "1"
     assert metadata["annotations"] == {"migagent.io/attempt": "2"}
@@ -98,7 +98,7 @@ def test_an_injected_fault_on_a_label_patch_is_retried(
     api: KubeApi, server: FakeApiServer, clock: HookedClock, status: int
 ) -> None:
     server.inject_fault("PATCH", rf"/api/v1/nodes/{NODE}$", status, times=2)
-    api.patch_labels({"nvidia.com/mig.config.state": "success"})
+    api.patch_metadata(labels={"nvidia.com/mig.config.state": "success"})
     assert server.node(NODE)["metadata"]["labels"]["nvidia.com/mig.config.state"] == "success"
     assert len(clock.sleeps) == 2
 
@@ -125,13 +125,13 @@ def test_a_fault_that_outlasts_the_retries_surfaces_as_a_transient_error_naming_
 ) -> None:
     server.inject_fault("PATCH", rf"/api/v1/nodes/{NODE}$", 503, times=10)
     with pytest.raises(TransientError, match=r"patch labels/annotations on node gpu-node-1: HTTP 503"):
-        api.patch_labels({"a": "b"})
+        api.patch_metadata(labels={"a": "b"})
 
 
 def test_forbidden_is_permanent_and_not_retried(api: KubeApi, server: FakeApiServer, clock: HookedClock) -> None:
     server.inject_fault("PATCH", rf"/api/v1/nodes/{NODE}$", 403)
     with pytest.raises(PermanentError, match="HTTP 403"):
-        api.patch_labels({"a": "b"})
+        api.patch_metadata(labels={"a": "b"})
     assert clock.sleeps == []
 
 

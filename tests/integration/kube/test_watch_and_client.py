@@ -20,7 +20,7 @@ from .conftest import NODE
 
 def test_watch_yields_our_node_after_a_label_change(api: KubeApi, server: FakeApiServer) -> None:
     start = api.get_node().resource_version
-    api.patch_labels({"nvidia.com/mig.config": "all-3g.20gb"})
+    api.patch_metadata(labels={"nvidia.com/mig.config": "all-3g.20gb"})
     for event in api.watch_node(start, timeout_s=1):
         if event.type == "MODIFIED":
             assert event.node is not None
@@ -33,7 +33,7 @@ def test_watch_yields_our_node_after_a_label_change(api: KubeApi, server: FakeAp
 
 def test_watch_from_a_compacted_resource_version_raises_watch_expired(api: KubeApi, server: FakeApiServer) -> None:
     old = api.get_node().resource_version
-    api.patch_labels({"a": "1"})
+    api.patch_metadata(labels={"a": "1"})
     server.compact()
     with pytest.raises(WatchExpired, match="expired") as info:
         list(api.watch_node(old, timeout_s=1))

@@ -5,16 +5,21 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes.client import ApiClient
 
+from migagent.attempt.advertise.expectation import advertisement_matches
+from migagent.attempt.advertise.expected import expected_resources
+from migagent.attempt.advertise.wait import wait_for_advertisement
+from migagent.attempt.drain.drainer import Drainer
+from migagent.attempt.drain.scope import disturbed_pods, evictable
+from migagent.attempt.window.deviceplugin import GpuOperatorPause
 from migagent.clock import FakeClock, SystemClock
 from migagent.kube.adapter import KubeApi
 from migagent.layout.observed import Observation
-from migagent.node.deviceplugin import GpuOperatorPause, wait_for_advertisement
-from migagent.node.drain import Drainer, DrainPlanner
-from migagent.node.expected import advertisement_matches, expected_resources
+from migagent.node.port import PodView
 from migagent.nvml import GpuDriver
 from migagent.planning.model import GpuPlan, Plan
 from migagent.podresources import PodResourcesClient
@@ -64,7 +69,7 @@ def test_a_partial_change_drains_one_pod_pauses_the_plugin_and_waits_for_the_new
     two_g = before.gpu(0).gpu_instances[1]
     plan = Plan(gpus=(GpuPlan(gpu=0, keep=(), destroy=(two_g,), create=(), mode_change=None, reset=False),), steps=())
     holdings = PodResourcesClient(kubelet.socket_path).list()
-    chosen = DrainPlanner().pods_to_evict(plan, before, holdings, api.list_pods_on_node())
+    chosen = _to_evict(plan, before, holdings, api.list_pods_on_node())
     assert [p.ref.name for p in chosen] == ["on-2g"]
     Drainer(api, clock=FakeClock()).drain(chosen, timeout_s=60)
     assert {w.name for w in kubelet.workloads()} == {"on-3g", "on-7g"}
@@ -83,6 +88,11 @@ def test_a_partial_change_drains_one_pod_pauses_the_plugin_and_waits_for_the_new
 
     expected = expected_resources(_observe(fake))
     assert expected["nvidia.com/mig-1g.10gb"] == 3
-    node = wait_for_advertisement(api, expected, timeout_s=10, clock=SystemClock(), poll_interval_s=0.02)
+    node = wait_for_advertisement(api.get_node, expected, timeout_s=10, clock=SystemClock(), poll_interval_s=0.02)
     assert node.allocatable.get("nvidia.com/mig-2g.20gb", 0) == 0
     assert node.labels["nvidia.com/gpu.deploy.device-plugin"] == "true"
+
+
+def _to_evict(*args: Any) -> list[PodView]:
+    """The pods the drain moves: those a plan disturbs that may be evicted."""
+    return [pod for pod in disturbed_pods(*args) if evictable(pod)]

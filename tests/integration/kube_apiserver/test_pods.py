@@ -19,6 +19,9 @@ def _evict(core: client.CoreV1Api, namespace: str, name: str) -> Any:
     return parsed(core.create_namespaced_pod_eviction(name, namespace, body))
 
 
+GRACE_S = 1000
+
+
 @pytest.fixture
 def workload(server: FakeApiServer) -> dict[str, Any]:
     return server.create_pod(
@@ -101,18 +104,20 @@ def test_a_deleted_pod_stays_terminating_for_its_grace_period_then_reads_404(
     deleted: list[str] = []
     server.on_pod_deleted(lambda pod: deleted.append(pod["metadata"]["uid"]))
 
-    returned = core.delete_namespaced_pod("trainer", "team-a", grace_period_seconds=5)
+    # The server scales grace periods by 0.01: 1000 s leaves the checks below 10 s of Terminating, where
+    # 5 s (50 ms) was outrun by a loaded machine between the DELETE and the next read.
+    returned = core.delete_namespaced_pod("trainer", "team-a", grace_period_seconds=GRACE_S)
 
     assert isinstance(returned, client.V1Pod)
     metadata = parsed(returned.metadata)
     assert metadata.uid == workload["metadata"]["uid"]
     assert metadata.deletion_timestamp is not None
-    assert metadata.deletion_grace_period_seconds == 5
+    assert metadata.deletion_grace_period_seconds == GRACE_S
     # Terminating: still there, marked, and its devices not yet released (no deletion seen).
     terminating = parsed(core.read_namespaced_pod("trainer", "team-a").metadata)
     assert terminating.deletion_timestamp is not None
     assert deleted == []
-    eventually(lambda: deleted == [workload["metadata"]["uid"]], what="the pod's grace period to end")
+    eventually(lambda: deleted == [workload["metadata"]["uid"]], what="the pod's grace period to end", timeout_s=120)
     with pytest.raises(ApiException) as raised:
         core.read_namespaced_pod("trainer", "team-a")
     assert raised.value.status == 404

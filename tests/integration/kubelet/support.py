@@ -13,6 +13,7 @@ from migagent.layout.profile import gi_profile_name
 from migagent.nvml import GpuDriver
 from migagent.sim import FakeNvml
 from migagent.sim.reset import SimResetRunner
+from migagent_sim.deadline import Deadline
 
 T = TypeVar("T")
 NODE = "gpu-node-1"
@@ -69,11 +70,11 @@ def _mig_uuids(observation: Any, gpu: int) -> list[str]:
 
 def eventually(probe: Callable[[], T], *, until: Callable[[T], bool], timeout_s: float = 10.0) -> T:
     """Poll `probe` until its value satisfies `until`; fails with the last value seen (no timing asserted)."""
-    deadline = time.monotonic() + timeout_s
+    deadline = Deadline(timeout_s)
     value = probe()
     while not until(value):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not reached within {timeout_s}s; last value: {value!r}")
+        if deadline.passed():
+            raise AssertionError(f"condition not reached within {deadline.describe()}; last value: {value!r}")
         time.sleep(0.02)
         value = probe()
     return value

@@ -1,4 +1,4 @@
-"""The fake device plugin under each MIG strategy (reference/landscape.md §3.1, kubernetes.md §1.5)."""
+"""The fake device plugin under each MIG strategy (docs/device-plugin.md §1)."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from kubernetes import client as k8s
@@ -88,6 +89,26 @@ def test_deleting_the_pod_ends_its_process_and_its_replicaset_creates_a_pending_
     assert replacement["metadata"]["labels"] == {"app": "train"}
     assert replacement["status"]["phase"] == "Pending"
     assert "nodeName" not in replacement["spec"]
+
+
+def test_a_replacement_keeps_its_owner_and_gets_its_priority_class_value_again(
+    fake: FakeNvml, make_kubelet: Callable[..., FakeKubelet], api: FakeApiServer
+) -> None:
+    """Issue 37 item 13: on a cluster, admission resolves the ReplicaSet template's PriorityClass for
+    the new pod as it did for the old one; an evicted pod's replacement must not rank below it."""
+    (uuid,) = lay_out(fake, 0, [("3g.40gb", 0)])
+    kubelet = make_kubelet()
+    original = kubelet.run_workload("ml", "serve-0", mig_uuid=uuid)
+
+    def admitted(pod: dict[str, Any]) -> None:
+        pod["spec"].update(priority=1000, priorityClassName="serving")
+
+    api.update_pod("ml", "serve-0", admitted)
+    api.delete_pod("ml", "serve-0")
+
+    (replacement,) = kubelet.replacements
+    assert (replacement["spec"]["priority"], replacement["spec"]["priorityClassName"]) == (1000, "serving")
+    assert replacement["metadata"]["ownerReferences"] == original["metadata"]["ownerReferences"]
 
 
 def test_a_pod_without_an_owner_is_not_replaced(

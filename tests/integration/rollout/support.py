@@ -18,6 +18,7 @@ from migagent.rollout.scope import initial_state, one_layout
 from migagent.rollout.spec import RolloutSpec
 from migagent.rollout.state import Layouts, RolloutState
 from migagent_sim.apiserver.rbac import UserInfo
+from migagent_sim.deadline import Deadline
 from migagent_sim.pool import SimPool
 
 CLOCK = SystemClock()
@@ -60,8 +61,8 @@ def reported_pods(pool: SimPool, node: str) -> set[str]:
 def wait_reported(pool: SimPool, pods: Iterable[tuple[str, str]] = (), timeout_s: float = 30.0) -> None:
     """Until every agent reports success and the given (node, `ml/pod`) in its pods per GI."""
     wanted = set(pods)
-    deadline = CLOCK.monotonic() + timeout_s
-    while CLOCK.monotonic() < deadline:
+    deadline = Deadline(timeout_s)
+    while not deadline.passed():
         states = {pool.labels(name).get(MIG_CONFIG_STATE_LABEL) for name in pool.nodes}
         seen = {(name, pod) for name in pool.nodes for pod in reported_pods(pool, name)}
         if states == {"success"} and wanted <= seen:

@@ -10,9 +10,11 @@ import pytest
 
 from migagent.cli import main
 from migagent.plumbing.logging import configure_logging
+from migagent.rollout.reports import AgentAnswer, answer
 from migagent_sim.cluster import DEMO_LAYOUTS
 from migagent_sim.pool import SimPool, SimPoolConfig
-from tests.integration.rollout.support import TARGET, wait_reported
+from tests.integration.rollout.support import TARGET, api, wait_reported
+from tests.waiting import eventually
 
 LAYOUTS = DEMO_LAYOUTS + """\
   too-many-3g:
@@ -89,8 +91,38 @@ def test_a_bad_budget_or_layout_is_one_line_and_nothing_is_written(
     assert main([*base, "-c", "no-such-layout"]) == 1
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("migagent rollout start: error: argument --max-unavailable: 'lots': give a positive")
-    assert err[1].startswith("migagent rollout: -c no-such-layout: no such layout; valid: all-1g.10gb")
+    assert err[1] == ("migagent rollout: the migagent-layouts ConfigMap in namespace migagent: selected mig-config"
+                      " not present: no-such-layout; the file holds 8 configs: all-1g.10gb, half-balanced,"
+                      " all-balanced, all-7g, all-3g.40gb, all-disabled and 2 more")
+    assert main([*base, "-c", "all-balancd"]) == 1  # the short line with "did you mean", as apply and validate
+    assert "not present: all-balancd; did you mean all-balanced or half-balanced? the file" in capsys.readouterr().err
     assert pool.api.config_map("migagent-rollouts", "migagent-rollout-r") is None
+
+
+def test_a_rollout_that_would_change_no_node_is_refused_and_a_reused_name_must_repeat_its_flags(
+    pool: SimPool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    selector = "pool=h100,kubernetes.io/hostname!=gpu-h100-new"
+    base = ["rollout", "start", "-l", selector, "--api-server", pool.api.url]
+    nodes = api(pool).list_nodes
+    eventually(lambda: all(answer(node, "all-1g.10gb") is AgentAnswer.SUCCESS for node in nodes(selector)),
+               "both agents report all-1g.10gb applied, as a rollout reads it")
+    capsys.readouterr()
+    assert main([*base, "same", "-c", "all-1g.10gb"]) == 1  # where the nodes are: "done" would claim success
+    assert capsys.readouterr().err == ("migagent rollout: rollout same would change no node (gpu-h100-1: already at"
+                                       " the layout; gpu-h100-2: already at the layout)\n")
+    assert main([*base, "unfit", "-c", "too-many-3g"]) == 1  # fits no node: no wave could run
+    err = capsys.readouterr().err
+    assert err.startswith("migagent rollout: rollout unfit would change no node (gpu-h100-1: ")
+    assert "fit" in err
+    assert pool.api.config_map("migagent-rollouts", "migagent-rollout-same") is None
+    assert pool.api.config_map("migagent-rollouts", "migagent-rollout-unfit") is None
+    assert main([*base, "r", "-c", TARGET, "--detach"]) == 0
+    assert main([*base, "r", "-c", "all-7g", "--canary", "2", "--detach"]) == 1  # not dropped: refused, named
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"migagent rollout: rollout r exists with -c {TARGET} (not -c all-7g), --canary 1 (not --canary 2); start"
+        " it with those (it resumes), or a new NAME"
+    )
 
 
 def test_start_then_status_from_anywhere_and_resume_of_a_finished_rollout_is_refused(

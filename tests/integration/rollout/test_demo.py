@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from migagent.cli import main
+from tests.integration.demos import STUCK_DEMO
 
 
 def test_demo_rollout_halts_on_the_failed_node_and_resumes_to_the_end(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "rollout"]) == 0
+    assert main(["demo", "rollout", *STUCK_DEMO]) == 0
     out = capsys.readouterr().out
     assert "canary wave 1: gpu-h100-1" in out
     failed = next(line for line in out.splitlines() if line.startswith("gpu-h100-4 FAILED: "))

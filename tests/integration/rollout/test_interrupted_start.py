@@ -15,6 +15,7 @@ from migagent.cli import main
 from migagent.kube.rollout_api import state_object_name
 from migagent.node.names import MIG_CONFIG_LABEL, ROLLOUT_NAMESPACE
 from migagent.rollout.state import NodeStatus, Phase
+from migagent_sim.deadline import Deadline
 from migagent_sim.pool import PoolMonitor, SimPool, SimPoolConfig
 from tests.integration.rollout.support import CLOCK, TARGET, api, wait_reported
 
@@ -48,8 +49,8 @@ def test_killing_start_mid_wave_and_starting_again_finishes_with_each_node_relab
     with subprocess.Popen([sys.executable, "-m", "migagent", *command], stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"}) as child:
         try:
-            deadline = CLOCK.monotonic() + 60.0
-            while CLOCK.monotonic() < deadline and not (_in_flight(pool) and (_state(pool) or {}).get("waves") == 2):
+            deadline = Deadline(60.0)
+            while not deadline.passed() and not (_in_flight(pool) and (_state(pool) or {}).get("waves") == 2):
                 assert child.poll() is None, child.communicate()
                 CLOCK.sleep(0.02)
             assert _in_flight(pool), "the second wave never started"

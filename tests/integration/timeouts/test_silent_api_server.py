@@ -28,7 +28,7 @@ POD = PodRef("ml", "train-0", "uid-1")
 
 CALLS: dict[str, Callable[[KubeApi], object]] = {
     "get node": lambda api: api.get_node(),
-    "patch labels": lambda api: api.patch_labels({"a": "b"}),
+    "patch labels": lambda api: api.patch_metadata(labels={"a": "b"}),
     "cordon": lambda api: api.set_unschedulable(True),
     "set condition": lambda api: api.set_condition("MigConfigReady", "True", "Applied", "ok"),
     "emit event": lambda api: api._events.emit("Reason", "message", warning=False, node_uid="u"),

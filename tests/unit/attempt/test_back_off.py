@@ -97,7 +97,7 @@ def test_a_process_that_left_the_gpus_lifts_the_hold(tmp_path: Path) -> None:
 
 def test_a_node_whose_status_writes_are_refused_still_backs_off_and_further_each_time(node: MemoryNode) -> None:
     forbidden = PermanentError("patch node gpu-node-1: HTTP 403: forbidden")
-    for call in ("patch_metadata", "set_condition", "patch_annotations"):
+    for call in ("patch_metadata", "set_condition"):
         node.kube.fail(call, forbidden, times=1000)
     agent = node.agent()
     assert agent.reconcile_once() is Outcome.FAILED
@@ -116,7 +116,7 @@ def test_a_node_whose_status_writes_are_refused_still_backs_off_and_further_each
 def test_when_every_status_write_is_refused_a_mig_config_failed_event_is_still_emitted(tmp_path: Path) -> None:
     node = MemoryNode(tmp_path)
     forbidden = PermanentError("patch node gpu-node-1: HTTP 403: forbidden")
-    for call in ("patch_metadata", "set_condition", "patch_annotations"):
+    for call in ("patch_metadata", "set_condition"):
         node.kube.fail(call, forbidden, times=1000)
     node.set_label("all-balanced")
     assert node.agent().reconcile_once() is Outcome.FAILED

@@ -66,7 +66,7 @@ def test_a_pod_stuck_terminating_costs_one_cordon_episode_then_is_refused_up_fro
     assert len(refusals) >= 2, seen  # tried again on schedule, refused each time without a cordon
     message = node.condition()[2]
     assert "pod(s) ml/stuck on devices this change needs are still Terminating past their grace period" in message
-    assert "delete them with --grace-period=0 --force; nothing was cordoned" in message
+    assert "`kubectl delete --grace-period=0 --force` them; nothing was cordoned" in message
     assert node.released()
     hold = RetryHold.from_annotation(node.kube.annotations[NEXT_RETRY_ANNOTATION])
     assert hold is not None

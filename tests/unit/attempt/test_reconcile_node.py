@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from migagent.attempt.advertise.expected import expected_resources
 from migagent.attempt.phases import AgentPhase, Outcome, may_follow
 from migagent.errors import TransientError
 from migagent.layout.strategy import MigStrategy
-from migagent.node.expected import expected_resources
 from migagent.node.names import ATTEMPT_ANNOTATION, HANDED_OVER_ANNOTATION, LAST_ERROR_ANNOTATION, MIG_CONFIG_LABEL
 from migagent.node.port import NodeChangedError
 from migagent.reconcile.machine import ApplyEngine

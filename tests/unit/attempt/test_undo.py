@@ -8,6 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from migagent.attempt.advertise.expected import NotAdvertisableError
+from migagent.attempt.advertise.wait import AdvertisementTimeoutError
 from migagent.attempt.undo import AttemptMarker, UndoStack, failure_reason
 from migagent.errors import (
     DrainBlockedError,
@@ -17,8 +19,6 @@ from migagent.errors import (
     ResetRequiredError,
     TransientError,
 )
-from migagent.node.deviceplugin import AdvertisementTimeoutError
-from migagent.node.expected import NotAdvertisableError
 from migagent.node.names import ConditionReason
 from migagent.reconcile.retry import RetryPolicy
 

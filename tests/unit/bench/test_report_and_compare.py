@@ -3,6 +3,8 @@ bench.compare's table shows both trees' medians; structure only, no timing is as
 
 from __future__ import annotations
 
+from typing import Any
+
 from bench.compare import _table
 from bench.report import BLOCKS, Block, _begin, regenerate
 
@@ -58,3 +60,14 @@ def test_the_idle_probe_compares_megabytes() -> None:
     results = {name: [{"value": 100.0, "unit": "MiB", "requests": 0}] for name in ("abc (this tree)", "def (x)")}
     header = _table(results, runs=1, probe_args=["idle", "30"]).splitlines()[0]
     assert header.split()[-4:] == ["median-MiB", "min-MiB", "max-MiB", "api-requests"]
+
+
+def test_the_demo_probe_compares_cpu_seconds_with_wall_seconds_and_failed_runs() -> None:
+    results: dict[str, list[dict[str, Any]]] = {
+        "abc (this tree)": [{"value": 6.0, "unit": "cpu-s", "requests": 0, "wall_s": 15.0, "failed": False}] * 2,
+        "def (x)": [{"value": 150.0, "unit": "cpu-s", "requests": 0, "wall_s": 180.0, "failed": f} for f in (0, 1)],
+    }
+    lines = _table(results, runs=2, probe_args=["demo"]).splitlines()
+    assert lines[0].split()[-5:] == ["median-cpu-s", "min-cpu-s", "max-cpu-s", "median-wall-s", "failed-runs"]
+    assert lines[2].split()[-6:] == ["2", "6.00", "6.00", "6.00", "15.00", "0"]
+    assert lines[3].split()[-2:] == ["180.00", "1"]

@@ -1,4 +1,4 @@
-"""The GPU catalog: the 10 models of reference/mig-profiles.yaml plus the rest of NVIDIA's default config, their
+"""The GPU catalog: the 10 models captured (docs/nvml.md) plus the rest of NVIDIA's default config, their
 identity, tables and behaviour."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ PCI_IDS = {
     "PG506-96GB": (0x20B610DE,),
 }
 
-# mig-parted's names and maximum counts for every GI profile (reference/mig-parted-contract.md §1.6 table).
+# mig-parted's names and maximum counts for every GI profile (docs/mig-parted.md §3).
 MIG_PARTED_NAMES = {
     "A100-40GB": {"1g.5gb": 7, "1g.5gb+me": 1, "1g.10gb": 4, "2g.10gb": 3, "3g.20gb": 2, "4g.20gb": 1, "7g.40gb": 1},
     "A100-80GB": {"1g.10gb": 7, "1g.10gb+me": 1, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},

@@ -1,4 +1,4 @@
-"""A file shaped like mig-parted's default config (81 names, §1.6 of the contract) loads and resolves."""
+"""A file shaped like mig-parted's default config (81 names, docs/mig-parted.md §3) loads and resolves."""
 
 from __future__ import annotations
 

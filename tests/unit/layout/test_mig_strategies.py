@@ -1,4 +1,4 @@
-"""The device plugin's MIG strategies as pure rules (reference/landscape.md §3.1)."""
+"""The device plugin's MIG strategies as pure rules (docs/device-plugin.md §1)."""
 
 from __future__ import annotations
 

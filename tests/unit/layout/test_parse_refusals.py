@@ -191,6 +191,38 @@ def test_every_error_in_a_file_is_reported_together_one_per_line() -> None:
     assert all(line.startswith("layouts.yaml: ") for line in lines)
 
 
+@pytest.mark.parametrize("name", ["a b", "x" * 64, "\u0430ll-balanced", "all\u200bbalanced", "-3", "all-", ""])
+def test_a_config_name_no_node_label_can_carry_is_refused_with_its_look_alikes_spelt_out(name: str) -> None:
+    said = refusal(f"version: v1\nmig-configs:\n  {json.dumps(name)}:\n{GOOD_ENTRY}")
+    assert f"config name {json.dumps(name)} cannot be a node label value" in said  # \u0430, \u200b: shown as such
+    assert said.isascii()
+
+
+def test_a_config_name_of_63_label_characters_is_valid() -> None:
+    name = "a" + "-_." * 20 + "z1"
+    assert len(name) == 63
+    assert parse_layout(f"version: v1\nmig-configs:\n  {name}:\n{GOOD_ENTRY}", source="l.yaml").names == (name,)
+
+
+@pytest.mark.parametrize("depth", [99, 300, 5_000, 200_000])
+@pytest.mark.parametrize("opening", ["[", "{a: "])
+def test_nesting_past_100_levels_is_refused_as_yaml_not_a_recursion_error(depth: int, opening: str) -> None:
+    # 100 in all, the two mappings above included: a bound of its own, not Python's recursion limit, which
+    # would refuse a depth or not by how deep the caller's stack is.
+    closing = "]" if opening == "[" else "}"
+    said = refusal(f"version: v1\nmig-configs:\n  c: {opening * depth}1{closing * depth}\n")
+    assert said == "layouts.yaml: invalid YAML: lists and mappings nested more than 100 levels deep"
+    shallower = refusal(f"version: v1\nmig-configs:\n  c: {opening * 98}1{closing * 98}\n")
+    assert "expected a mapping with devices" in shallower or "expected a non-empty list" in shallower
+
+
+def test_a_file_larger_than_the_limit_is_refused_while_it_is_read() -> None:
+    # /dev/zero never ends: only a limit checked while reading stops it (a whole read grew to 23 GB).
+    with pytest.raises(InvalidLayoutError) as info:
+        load_layout_file("/dev/zero")
+    assert str(info.value) == "/dev/zero: cannot read layout file: larger than 16 MiB, the most migagent reads"
+
+
 def test_an_unreadable_file_is_refused_naming_its_path(tmp_path: Path) -> None:
     missing = tmp_path / "nope.yaml"
     with pytest.raises(InvalidLayoutError, match=r"nope\.yaml: cannot read layout file"):

@@ -1,4 +1,4 @@
-"""Profile names: the grammar round-trips, and GB figures follow go-nvlib's rounding (contract §1.5)."""
+"""Profile names: the grammar round-trips, and GB figures follow go-nvlib's rounding (docs/mig-parted.md §2)."""
 
 from __future__ import annotations
 

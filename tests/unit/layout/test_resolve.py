@@ -10,17 +10,11 @@ from migagent.layout.desired import DesiredGi, DesiredGpu, DesiredNode
 from migagent.layout.observed import ObservedGpu
 from migagent.layout.parse import load_layout_file, parse_layout
 from migagent.layout.profile import MigProfile, ci_profile_name
-from migagent.layout.resolve import (
-    identity_of,
-    offline_identities,
-    resolve_config,
-    resolve_entries,
-    resolve_entry,
-    validate_entries,
-)
+from migagent.layout.resolve import identity_of, resolve_config, resolve_entries, resolve_entry
 from migagent.layout.spec import ALL_DEVICES, LayoutEntry, LayoutFile, PciFilter
 from migagent.planning.offline import empty_observation
 from migagent.planning.planner import plan
+from migagent.planning.validation import ConfigStatus, validate_layout
 from tests.unit.layout.support import MIG_PARTED_STYLE, gpu
 
 # Catalog GI / CI profile ids used below (A100 family; see migagent/catalog/models.yaml).
@@ -225,48 +219,34 @@ def test_every_compute_profile_packs_its_limit_into_one_gi_and_one_more_into_a_s
                 assert len(more.gpu_instances) == 2, name
 
 
-def test_offline_identities_cover_every_model_the_filters_target(fixture_file: LayoutFile) -> None:
-    identities = offline_identities(None, fixture_file.configs["all-1g.10gb"])
-    labels = [i.label for i in identities]
-    assert labels == ["GPU 0 (A100-40GB)", "GPU 0 (A100-80GB)", "GPU 0 (H100-80GB-SXM)", "GPU 0 (H100-80GB-PCIe)"]
-    assert {i.index for i in identities} == {0}
+def test_validation_checks_a_filtered_config_on_every_model_the_filters_target(fixture_file: LayoutFile) -> None:
+    (report,) = validate_layout(fixture_file, config="all-1g.10gb", models=None)
+    assert list(report.checked) == ["A100-40GB", "A100-80GB", "H100-80GB-SXM", "H100-80GB-PCIe"]
+    assert report.status is ConfigStatus.VALID
 
 
-def test_offline_identity_uses_a_pci_id_the_filter_names() -> None:
-    h800_only = entry({"7g.80gb": 1}, device_filter=(PciFilter(0x232410DE),))
-    (identity,) = offline_identities(["h100-80gb-sxm"], [h800_only])
-    assert identity.pci_device_id == 0x232410DE
-    (unfiltered,) = offline_identities(["A30-24GB"], [entry({"4g.24gb": 1})])
-    assert unfiltered.pci_device_id == 0x20B710DE
-
-
-def test_an_entry_for_one_board_of_a_model_is_checked_offline_on_that_model() -> None:
+def test_a_filter_naming_one_board_of_a_model_is_checked_on_that_model() -> None:
+    h800_only = parse_layout(
+        'version: v1\nmig-configs:\n  c:\n    - {device-filter: "0x232410DE", devices: all, mig-enabled: true,'
+        ' mig-devices: {"7g.80gb": 1}}\n', source="l.yaml",
+    )
+    assert "H100-80GB-SXM" in validate_layout(h800_only, config="c", models=None)[0].checked
     one_board = entry({"1g.10gb": 7}, device_filter=(PciFilter(0x20B010DE, 0x134F10DE),))
-    (identity,) = offline_identities(None, [one_board])
-    assert identity.label == "GPU 0 (A100-40GB)"
-    with pytest.raises(LayoutDoesNotFitError, match=r"profile '1g\.20gb' in mig-configs\.c\["):
-        validate_entries([entry({"1g.20gb": 1}, device_filter=one_board.device_filter)], [identity], config_name="c")
+    misfit = parse_layout(
+        'version: v1\nmig-configs:\n  c:\n    - {device-filter: "0x20B010DE:0x134F10DE", devices: all,'
+        ' mig-enabled: true, mig-devices: {"1g.20gb": 1}}\n', source="l.yaml",
+    )
+    (report,) = validate_layout(misfit, config="c", models=None)
+    assert report.status is ConfigStatus.INVALID
+    assert any("A100-40GB" in problem and "1g.20gb" in problem for problem in report.problems), report.problems
     # At run time a GPU whose subsystem is unknown or different is still not selected.
     assert not one_board.selects(gpu_index=0, pci_device_id=0x20B010DE, subsystem_id=None)
 
 
-def test_offline_identities_for_an_unknown_model_list_the_valid_ones() -> None:
-    with pytest.raises(KeyError, match="valid models: A100-40GB"):
-        offline_identities(["T4"], [])
-
-
-def test_validate_entries_checks_every_entry_on_every_targeted_model(fixture_file: LayoutFile) -> None:
-    entries = fixture_file.configs["all-1g.5gb"]
-    with pytest.raises(LayoutDoesNotFitError) as info:
-        validate_entries(entries, offline_identities(None, entries), config_name="all-1g.5gb")
-    lines = str(info.value).splitlines()
-    assert len(lines) == len(all_models()) - 1
-    assert not any("A100-40GB" in line for line in lines)
-
-
-def test_validate_entries_accepts_a_config_that_fits_everything_it_targets(fixture_file: LayoutFile) -> None:
-    entries = fixture_file.configs["all-balanced"]
-    validate_entries(entries, offline_identities(None, entries), config_name="all-balanced")
+def test_validation_accepts_a_config_that_fits_everything_it_targets(fixture_file: LayoutFile) -> None:
+    (report,) = validate_layout(fixture_file, config="all-balanced", models=None)
+    assert report.status is ConfigStatus.VALID
+    assert not report.problems
 
 
 def test_an_observed_gpu_becomes_an_identity_with_its_own_table() -> None:

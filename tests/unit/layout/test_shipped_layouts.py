@@ -13,14 +13,9 @@ from migagent.catalog import GpuModel, all_models, model_by_key
 from migagent.layout.generate import config_name_for, render_layout_file
 from migagent.layout.parse import load_layout_file
 from migagent.layout.profile import gi_profile_name
-from migagent.layout.resolve import (
-    GpuIdentity,
-    models_targeted_by,
-    offline_identities,
-    resolve_entries,
-    validate_entries,
-)
-from migagent.layout.spec import ALL_DEVICES, LayoutFile
+from migagent.layout.resolve import GpuIdentity, resolve_entries
+from migagent.layout.spec import ALL_DEVICES, LayoutEntry, LayoutFile
+from migagent.planning.validation import ConfigStatus, validate_layout
 
 REPO = Path(__file__).resolve().parents[3]
 SHIPPED = REPO / "configs" / "mig-layouts" / "mig-layouts.yaml"
@@ -44,6 +39,10 @@ def load_generator() -> ModuleType:
 def identity(model: GpuModel, pci: int, index: int = 0) -> GpuIdentity:
     return GpuIdentity(index=index, pci_device_id=pci, subsystem_id=None, profiles=model.profiles,
                        label=f"GPU {index} ({model.key})")
+
+
+def models_targeted_by(entry: LayoutEntry) -> list[GpuModel]:
+    return [m for m in all_models() if any(entry.may_match_pci(pci) for pci in m.pci_device_ids)]
 
 
 def test_the_shipped_file_is_what_the_generator_writes_now() -> None:
@@ -82,7 +81,9 @@ def test_every_entry_targets_at_least_one_catalog_model(shipped: LayoutFile) -> 
 
 def test_every_config_resolves_on_every_pci_id_of_every_model_it_targets(shipped: LayoutFile) -> None:
     for name, entries in shipped.configs.items():
-        validate_entries(entries, offline_identities(None, entries), config_name=name)
+        (report,) = validate_layout(shipped, config=name, models=None)
+        assert report.status is ConfigStatus.VALID, name
+        assert not report.misfits, name
         for model in {m.key: m for e in entries for m in models_targeted_by(e)}.values():
             for pci in model.pci_device_ids:
                 desired = resolve_entries(entries, [identity(model, pci)], config_name=name)
@@ -123,7 +124,8 @@ def test_all_1g_10gb_is_four_on_a100_40gb_and_seven_on_80gb_parts(shipped: Layou
     entries = shipped.configs["all-1g.10gb"]
     for key, count in [("A100-40GB", 4), ("A100-80GB", 7), ("H100-80GB-SXM", 7), ("H100-80GB-PCIe", 7)]:
         model = model_by_key(key)
-        (target,) = resolve_entries(entries, offline_identities([key], entries), config_name="all-1g.10gb").gpus
+        pci = next(pci for pci in model.pci_device_ids if any(e.may_match_pci(pci) for e in entries))
+        (target,) = resolve_entries(entries, [identity(model, pci)], config_name="all-1g.10gb").gpus
         assert len(target.gpu_instances) == count, model.key
 
 

@@ -1,4 +1,4 @@
-"""The inferred CI-profile rule used for GPUs the catalog does not know (reference §5.6, [inf])."""
+"""The inferred CI-profile rule used for GPUs the catalog does not know (docs/nvml.md §8, inferred)."""
 
 from __future__ import annotations
 

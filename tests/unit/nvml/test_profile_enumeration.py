@@ -21,7 +21,7 @@ from migagent.reconcile.journal import MemoryJournal, desired_node_hash
 from migagent.reconcile.machine import ApplyEngine
 from migagent.sim import FakeNvml
 from migagent.sim.reset import SimResetRunner
-from migagent.sim.unlisted import unlisted_ci_profile_id, unlisted_enum, with_unlisted_gi_profile
+from migagent_sim.doubles.unlisted import unlisted_ci_profile_id, unlisted_enum, with_unlisted_gi_profile
 from tests.unit.nvml.conftest import DriverFactory
 
 

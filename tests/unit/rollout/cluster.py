@@ -1,15 +1,17 @@
 """An in-memory cluster behind the rollout's port (no HTTP, no threads): nodes whose agents answer a
-relabel on the next look (success, or failed where told), Node and state-object resourceVersions
-that refuse a stale conditional write as the API server does, and someone else who may relabel a node."""
+relabel on the next look (success, or failed where told), Node resourceVersions that refuse a stale
+conditional relabel as the API server does, someone else who may relabel a node, and the one in-memory
+fake of the state objects (migagent_sim.doubles.state_objects) with writes that get lost or a driver
+that dies on its way."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from migagent.errors import TransientError
+from migagent.kube.rollout_api import StoredState, state_object_name
 from migagent.node.names import (
     ATTEMPT_ANNOTATION,
     CONDITION_TYPE,
@@ -25,6 +27,7 @@ from migagent.rollout.scope import initial_state, one_layout
 from migagent.rollout.spec import RolloutSpec
 from migagent.rollout.state import Layouts, RolloutState
 from migagent_sim.doubles.layouts import ALL_1G_AND_BALANCED
+from migagent_sim.doubles.state_objects import StateObjects
 from tests.unit.rollout.support import report
 
 LAYOUT_TEXT = ALL_1G_AND_BALANCED
@@ -35,17 +38,14 @@ class Killed(BaseException):
     """The driver process dies here."""
 
 
-@dataclass
-class Stored:
-    data: Mapping[str, str]
-    resource_version: str
-    rollout: str = "r"
-    namespace: str = "migagent-rollouts"
-    object_name: str = "migagent-rollout-r"
+def stored(data: Mapping[str, str], resource_version: str) -> StoredState:
+    """Rollout r's state object as read at `resource_version`."""
+    return StoredState("migagent-rollouts", state_object_name("r"), data, resource_version)
 
 
-class Cluster:
+class Cluster(StateObjects):
     def __init__(self, names: Sequence[str]) -> None:
+        super().__init__()
         self._node_version = 0
         self.nodes = {name: self._node(name, "all-1g.10gb", attempt=0) for name in names}
         self.failing: set[str] = set()
@@ -54,9 +54,12 @@ class Cluster:
         self.lose_writes = 0
         self.kill_after_relabels: int | None = None
         self.dead = False
-        self.state: Stored | None = None
-        self._version = 0
         self._looks = 0
+
+    @property
+    def state(self) -> StoredState | None:
+        """Rollout r's state object as stored (edit its `data` to stand for a hand edit)."""
+        return self.read_object("rollout/r")
 
     def _node(self, name: str, layout: str | None, *, attempt: int, failed: bool = False,
               labels: Mapping[str, str] | None = None) -> NodeView:
@@ -80,7 +83,8 @@ class Cluster:
         retry_failed = retry_failed or self._looks % 2 == 0
         for name, node in self.nodes.items():
             label = node.labels.get(MIG_CONFIG_LABEL)
-            attempt = int(node.annotations[ATTEMPT_ANNOTATION])
+            marker = json.loads(node.annotations[ATTEMPT_ANNOTATION])  # JSON while an attempt runs, else a count
+            attempt = int(marker["attempt"] if isinstance(marker, dict) else marker)
             settled = json.loads(node.annotations[DESIRED_ANNOTATION])["layout"] == label
             failed = node.labels[MIG_CONFIG_STATE_LABEL] == "failed"
             if not settled or (failed and (retry_failed or name not in self.failing)):
@@ -129,33 +133,18 @@ class Cluster:
     def list_pdbs(self) -> Sequence[DisruptionBudget]:
         return []
 
-    def read_state(self, rollout: str) -> Stored | None:
+    def read_state(self, rollout: str) -> StoredState | None:
         if self.dead:  # the killed process makes no more calls (its `finally` never runs)
             self.dead = False
             raise Killed
-        return self.state
-
-    def list_states(self) -> list[Stored]:
-        return [] if self.state is None else [self.state]
-
-    def create_state(self, rollout: str, data: Mapping[str, str]) -> str | None:
-        if self.state is not None:
-            return None
-        self._version += 1
-        self.state = Stored(dict(data), str(self._version))
-        return self.state.resource_version
+        return super().read_state(rollout)
 
     def replace_state(self, rollout: str, data: Mapping[str, str], resource_version: str) -> str:
-        assert self.state is not None
-        if self.lose_writes:
-            self.lose_writes -= 1
-            self._version += 1  # someone else wrote in between
-            self.state = Stored(self.state.data, str(self._version))
-        if resource_version != self.state.resource_version:
-            raise TransientError("conflict", delay=0.0)
-        self._version += 1
-        self.state = Stored(dict(data), str(self._version))
-        return self.state.resource_version
+        current = self.read_object(f"rollout/{rollout}")
+        if self.lose_writes and current is not None:
+            self.lose_writes -= 1  # someone else wrote in between
+            super().replace_state(rollout, current.data, current.resource_version)
+        return super().replace_state(rollout, data, resource_version)
 
 
 class Quiet:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from migagent.attempt.report.status import observed_annotation
 from migagent.catalog import model_by_key
 from migagent.catalog.model import Placement
 from migagent.layout.observed import Observation, ObservedCi, ObservedGi
 from migagent.layout.parse import parse_layout
 from migagent.layout.resolve import identity_of, resolve_config
 from migagent.layout.spec import LayoutFile
-from migagent.node.status import observed_annotation
 from migagent.planning import empty_observation, plan
 from migagent_sim.doubles.layouts import ALL_1G_AND_BALANCED
 

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from migagent.kube.rollout_api import StoredState
 from migagent.rollout.codec import decode, encode
 from migagent.rollout.errors import CorruptStateError
 from migagent.rollout.state import NodeStatus
-from tests.unit.rollout.cluster import Cluster, Stored, first_state
+from tests.unit.rollout.cluster import Cluster, first_state, stored
 
 Edit = Callable[[dict[str, Any]], object]
 
@@ -21,11 +22,11 @@ def sound() -> dict[str, str]:
     return encode(first_state(Cluster(["a", "b"])))
 
 
-def edited(edit: Edit) -> Stored:
+def edited(edit: Edit) -> StoredState:
     data = sound()
     state = json.loads(data["state"])
     edit(state)
-    return Stored({**data, "state": json.dumps(state)}, "9")
+    return stored({**data, "state": json.dumps(state)}, "9")
 
 
 CASES: list[tuple[str, Edit, str]] = [
@@ -92,7 +93,7 @@ def test_each_damaged_shape_is_one_line_naming_the_object_the_field_and_the_repa
 )
 def test_a_damaged_object_as_a_whole_is_said_the_same_way(data: dict[str, str], said: str) -> None:
     with pytest.raises(CorruptStateError) as refused:
-        decode("r", Stored(data, "9"))
+        decode("r", stored(data, "9"))
     _check(refused.value, said)
 
 

@@ -5,10 +5,13 @@ someone else set (left alone, said, never undone), and a state object it cannot 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from migagent.clock import FakeClock
+from migagent.node.names import ATTEMPT_ANNOTATION, CONDITION_TYPE, MIG_CONFIG_STATE_LABEL
+from migagent.node.port import NodeCondition
 from migagent.rollout.codec import decode, encode
 from migagent.rollout.driver import RolloutDriver
 from migagent.rollout.errors import AlreadyStartedError, CorruptStateError, HeldElsewhereError
@@ -72,6 +75,35 @@ def test_a_resume_forgives_the_failure_it_saw_and_halts_again_only_on_a_new_one(
     cluster.replace_state("r", encode(resumed(state)), state.resource_version)
     final = driver(cluster, clock).run()
     assert final.phase is Phase.DONE
+    assert cluster.relabels == dict.fromkeys("abc", 1)
+
+
+def test_a_resume_forgives_the_attempt_in_flight_that_met_the_fault_before_it_was_cleared() -> None:
+    """Issue 37 item 9: `migagent demo rollout` halted again after its fault was cleared (1 run in 4):
+    the agent's retry met the fault, the fault was cleared and the rollout resumed while that retry was
+    still undoing (state pending), and its failure, reported after the resume's first look, counted as new."""
+    cluster = Cluster(["a", "b", "c"])
+    started(cluster, max_unavailable=first_state(cluster).spec.max_unavailable.parse("2"))
+    cluster.failing.add("b")
+    clock = FakeClock()
+    assert driver(cluster, clock).run().phase is Phase.HALTED
+    failed = cluster.nodes["b"]
+    retry = int(failed.annotations[ATTEMPT_ANNOTATION]) + 1
+    marker = json.dumps({"attempt": retry, "layout": "all-balanced", "startedAt": clock.wall()})
+    cluster.nodes["b"] = replace(  # the retry in flight: it calls NVML before the fault is cleared
+        failed, labels={**failed.labels, MIG_CONFIG_STATE_LABEL: "pending"},
+        annotations={**failed.annotations, ATTEMPT_ANNOTATION: marker},
+        conditions=(NodeCondition(CONDITION_TYPE, "False", "Reconfiguring", "applying"),),
+    )
+    cluster.failing.discard("b")
+    assert cluster.state is not None
+    state = decode("r", cluster.state)
+    cluster.replace_state("r", encode(resumed(state)), state.resource_version)
+    driver(cluster, clock).step()  # the resume's first look: b is still working on that retry
+    cluster.nodes["b"] = replace(failed, annotations={**failed.annotations, ATTEMPT_ANNOTATION: str(retry)})
+
+    final = driver(cluster, clock).run()
+    assert final.phase is Phase.DONE, final.reasons
     assert cluster.relabels == dict.fromkeys("abc", 1)
 
 

@@ -22,10 +22,11 @@ def listener() -> Iterator[socket.socket]:
 
 
 START = ["rollout", "start", "r", "-l", "pool=a", "-c", "all-balanced"]
+EMPTY = "an empty selector selects every node (an unset shell variable?); for that, give --all instead"
 CASES = [
     ([*START, "--canary", "0"], "argument --canary: must be at least 1, got 0"),
     ([*START, "--canary", "-1"], "argument --canary: must be at least 1, got -1"),
-    ([*START, "--canary", "two"], "argument --canary: expected a whole number of nodes, got 'two'"),
+    ([*START, "--canary", "two"], "argument --canary: expected a whole number, got 'two'"),
     ([*START, "--lease", "0"], "argument --lease: must be more than 0 seconds, got 0"),
     ([*START, "--lease", "-1"], "argument --lease: must be more than 0 seconds, got -1"),
     ([*START, "--lease", "inf"], "argument --lease: must be a finite number of seconds, got inf"),
@@ -45,6 +46,12 @@ CASES = [
     (["rollout", "undo", "r", "--poll", "-1"], "argument --poll: must be more than 0 seconds, got -1"),
     (["rollout", "status", "r" * 64], "argument NAME: '" + "r" * 64 + "': give lower-case"),
     (["rollout", "controller", "--poll", "-1"], "argument --poll: must be more than 0 seconds, got -1"),
+    # An empty selector (an unset shell variable) would take every node: that takes --all, as kubectl drain's.
+    (["rollout", "start", "r", "-l", "", "-c", "x"], f"argument -l/--selector: {EMPTY}"),
+    (["rollout", "plan", "-l", " ", "-c", "x"], f"argument -l/--selector: {EMPTY}"),
+    (["rollout", "start", "r", "--from-advice", "-l", ""], f"argument -l/--selector: {EMPTY}"),
+    (["rollout", "start", "r", "-c", "x"], "one of the arguments -l/--selector --all is required"),
+    (["rollout", "start", "r", "--all", "-l", "a=b", "-c", "x"], "argument -l/--selector: not allowed with argument"),
 ]
 
 
@@ -70,6 +77,9 @@ AUTOPILOT_CASES = [
     (["--soak", "-1"], "argument --soak: must be 0 or more seconds, got -1"),
     (["--failure-budget", "0"], "argument --failure-budget: must be at least 1, got 0"),
     (["--namespace", "Migagent"], "argument --namespace: 'Migagent': a namespace name is lower-case"),
+    (["-l", ""], f"argument -l/--selector: {EMPTY}"),
+    (["--persist", "nan"], "argument --persist: must be a finite number of seconds, got nan"),
+    (["--max-changes-per-hour", "0"], "argument --max-changes-per-hour: must be at least 1, got 0"),
 ]
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from migagent.rollout.budget import MaxUnavailable
 from migagent.rollout.codec import decode, encode
 from migagent.rollout.scope import FORGIVE_CURRENT, resumed, undo_state
 from migagent.rollout.spec import RolloutSpec
 from migagent.rollout.state import Layouts, NodeRecord, NodeStatus, Phase, RolloutState
+from tests.unit.rollout.cluster import stored
 
 LAYOUT_TEXT = """\
 version: v1
@@ -17,15 +18,6 @@ mig-configs:
     - devices: all
       mig-enabled: false
 """
-
-
-@dataclass
-class Stored:
-    data: dict[str, str]
-    resource_version: str = "7"
-    rollout: str = "r"
-    namespace: str = "migagent-rollouts"
-    object_name: str = "migagent-rollout-r"
 
 
 def state() -> RolloutState:
@@ -49,19 +41,19 @@ def state() -> RolloutState:
 
 def test_the_state_round_trips_through_its_object() -> None:
     original = state()
-    again = decode("r", Stored(encode(original)))
+    again = decode("r", stored(encode(original), "7"))
     assert again == RolloutState(**{**original.__dict__, "resource_version": "7"})
 
 
 def test_the_spec_and_layouts_are_parsed_once_while_the_object_keeps_them() -> None:
-    first = decode("r", Stored(encode(state())))
-    again = decode("r", Stored(encode(replace(state(), waves=3))), first)
+    first = decode("r", stored(encode(state()), "7"))
+    again = decode("r", stored(encode(replace(state(), waves=3)), "7"), first)
     assert again.layouts.file is first.layouts.file
     assert again.spec.max_unavailable is first.spec.max_unavailable
     assert again.waves == 3
-    changed = decode("r", Stored(encode(replace(state(), spec=replace(state().spec, canary=2)))), first)
+    changed = decode("r", stored(encode(replace(state(), spec=replace(state().spec, canary=2))), "7"), first)
     assert changed.spec.canary == 2
-    assert decode("r", Stored(encode(state()))).layouts.file is not first.layouts.file
+    assert decode("r", stored(encode(state()), "7")).layouts.file is not first.layouts.file
 
 
 def test_resume_waits_again_on_failed_nodes_forgiving_the_failure_they_show_then() -> None:

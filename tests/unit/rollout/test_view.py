@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
-from migagent.cli.rollout_view import LiveTable, evictions_report, headline, node_rows
+from migagent.cli.rollout_view import LiveTable, ending_lines, evictions_report, headline, node_rows
 from migagent.clock import FakeClock
 from migagent.rollout.budget import MaxUnavailable
 from migagent.rollout.port import LiveNode
@@ -69,3 +70,17 @@ def test_the_live_table_is_redrawn_in_place_under_each_event_line() -> None:
     assert "\x1b[6F\x1b[J" in text  # the 6 lines drawn (headline, header, 4 rows) erased before the event
     assert "a done: evicted 1 (predicted 1)" in text
     assert text.rstrip().splitlines()[-1].split()[:3] == ["-", "d", "pending"]  # then the table again
+
+
+def test_the_end_report_names_each_skipped_node_with_its_reason() -> None:
+    # A node a rollout cannot change was said only in -o json: the table ended "done" with nothing about it.
+    skipped = NodeRecord("e", NodeStatus.SKIPPED, "new", "old", gpus=8, reason="GPU 0: the layout does not fit")
+    done = replace(state(), phase=Phase.DONE, nodes={**state().nodes, "e": skipped})
+    lines = ending_lines(done)
+    assert lines[lines.index("1 node(s) skipped, not changed:") + 1] == "  e: GPU 0: the layout does not fit"
+
+
+def test_an_event_without_words_of_its_own_shows_its_lists_as_items_not_python_reprs() -> None:
+    out = io.StringIO()
+    LiveTable(FakeClock(), out, redraw=False).event("done", rollout="r", mode="rollout", failed=[], nodes=("a", "b"))
+    assert out.getvalue() == "done: mode=rollout, failed=none, nodes=a, b\n"

@@ -1,4 +1,4 @@
-"""Automatic placement (reference §5.4, inferred) and GI IDs from placement (§5.5)."""
+"""Automatic placement (docs/nvml.md §6, inferred) and GI IDs from placement (docs/nvml.md §7)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ SHORT_NAMES = {
     "1g": "1g.5gb", "1g+me": "1g.5gb+me", "1g2": "1g.10gb", "2g": "2g.10gb", "3g": "3g.20gb", "4g": "4g.20gb",
 }
 NONE = None
-# The nine A100/Hopper rows of reference/placement_heuristic_check.py; a 1-slice result is its start.
+# The nine A100/Hopper sequences of docs/nvml.md §6; a 1-slice result is its start.
 OBSERVED_ROWS = [
     (("1g",) * 7, [6, 4, 5, 0, 1, 2, 3]),
     (("3g", "3g"), [(4, 4), (0, 4)]),

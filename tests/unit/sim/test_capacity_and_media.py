@@ -1,4 +1,4 @@
-"""Remaining capacity and media-engine exclusivity (reference §5.2, §5.3, §7 vector 4)."""
+"""Remaining capacity and media-engine exclusivity (docs/nvml.md §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Compute instances inside a GI (reference §1.3, §5.6, §5.7)."""
+"""Compute instances inside a GI (docs/nvml.md §2, §8, §9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GPU-instance profiles, placements and lifecycle (reference §1.3, §2, §5.2, §5.7, §7 vectors 1-3, 5)."""
+"""GPU-instance profiles, placements and lifecycle (docs/nvml.md §2, §3, §5, §9)."""
 
 from __future__ import annotations
 

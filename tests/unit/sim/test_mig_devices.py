@@ -1,4 +1,4 @@
-"""MIG devices: one per CI, their handles, UUIDs, names, order and processes (reference §5.8)."""
+"""MIG devices: one per CI, their handles, UUIDs, names, order and processes (docs/nvml.md §10)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""MIG mode activation per architecture (reference §5.1 and §7 vector 6)."""
+"""MIG mode activation per architecture (docs/nvml.md §4)."""
 
 from __future__ import annotations
 

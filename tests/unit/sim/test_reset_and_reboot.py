@@ -1,4 +1,4 @@
-"""GPU reset (nvidia-smi -r), node reboot and the simulator's reset runner (reference §5.1, §7, §8)."""
+"""GPU reset (nvidia-smi -r), node reboot and the simulator's reset runner (docs/nvml.md §4)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,2 @@
+"""The drain: which pods a plan disturbs (scope), whether they may go (gate, gpu_processes), and
+moving them through the Eviction API (drainer)."""

@@ -1,0 +1,59 @@
+"""One real node per session for every test under tests/realnode/: the real control plane of
+tests/realkube bound to this machine's address (with the DaemonSet and node-lifecycle controllers and
+the scheduler), containerd and the kubelet (node.py), the agent's image as it ships deployed with
+`kubectl apply -k` of deploy/overlays/standalone plus a test kustomization, and NVIDIA's device plugin
+as a DaemonSet pod (cluster.py).
+
+Needs root, the binaries of scripts/control_plane.sh, scripts/real_node.sh and scripts/nvidia_tools.sh,
+and the agent's image archive from scripts/build_image.sh named by MIGAGENT_IMAGE_ARCHIVE. Without
+them every test here is skipped at collection with one line naming the script; with
+MIGAGENT_REQUIRE_REAL_NODE=1 (what .ci/run sets) that is an error instead.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from migagent_sim.gpu_node.nvidia_tools import missing_tools
+from tests.binaries_gate import BinariesGate
+from tests.realkube.control_plane import SCRIPT, binaries_built, binaries_dir
+from tests.realnode.cluster import IMAGE_ENV, Cluster, started_cluster
+from tests.realnode.node import NODE_SCRIPT, node_binaries_missing
+
+
+def _missing() -> str | None:
+    if os.geteuid() != 0:
+        return "a real node needs root (mount namespace, cgroups, containerd)"
+    if not binaries_built(binaries_dir()):
+        return f"the real control plane is not built in {binaries_dir()}: run {SCRIPT}"
+    missing = node_binaries_missing() or missing_tools()
+    if missing is not None:
+        return missing
+    archive = os.environ.get(IMAGE_ENV)
+    if not archive or not Path(archive).is_file():
+        return f"no agent image: run scripts/build_image.sh OUT.tar and set {IMAGE_ENV}=OUT.tar (after {NODE_SCRIPT})"
+    return None
+
+
+_GATE = BinariesGate(Path(__file__).resolve().parent, "MIGAGENT_REQUIRE_REAL_NODE", _missing, timeout_s=600)
+"""600 s for pytest-timeout: the first test also starts the control plane and the node, imports the
+images and deploys the agent and the device plugin (a minute or two on a loaded machine)."""
+pytest_collection_modifyitems = _GATE.collection_modifyitems
+pytest_terminal_summary = _GATE.terminal_summary
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    with started_cluster(Path(os.environ[IMAGE_ENV])) as world:
+        yield world
+
+
+@pytest.fixture
+def fresh(cluster: Cluster) -> Cluster:
+    """The node back at the start layout, the agent and the plugin running, no workload or budget."""
+    cluster.reset()
+    return cluster
