@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -31,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.idle_fleet import _requests
+from bench.idle_fleet import _requests, on_control_plane
 from bench.tables import Cell, render_table
 from migagent.autopilot.controller import Autopilot, RolloutBudgets
 from migagent.autopilot.decide import OPT_IN_SELECTOR, Guardrails
@@ -39,10 +38,9 @@ from migagent.clock import SystemClock
 from migagent.kube.demand_api import DemandApi
 from migagent.layout.parse import parse_layout
 from migagent.node.names import LAYOUTS_CONFIGMAP_KEY, MIG_CONFIG_LABEL
-from migagent.plumbing.logging import configure_logging
 from migagent.rollout.budget import MaxUnavailable
 from migagent_sim.model_node import ModelNode
-from tests.realkube.control_plane import ControlPlane, Identity, binaries_built, binaries_dir
+from tests.realkube.control_plane import ControlPlane, Identity, binaries_dir
 
 REPO = Path(__file__).resolve().parents[1]
 LAYOUTS = (REPO / "configs/mig-layouts/mig-layouts.yaml").read_text(encoding="utf-8")
@@ -210,14 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=100, help="simulated nodes (default 100)")
     parser.add_argument("--window", type=float, default=240.0, help="seconds counted per window (default 240)")
     args = parser.parse_args(argv)
-    if not binaries_built(binaries_dir()):
-        print(f"the control plane is not built in {binaries_dir()}: run scripts/control_plane.sh", file=sys.stderr)
-        return 1
-    configure_logging(json_logs=False, level=logging.ERROR)
-    logging.getLogger("urllib3").setLevel(logging.CRITICAL)
-    with tempfile.TemporaryDirectory(prefix="autopilot-requests-") as tmp:
-        print(measure(args.nodes, args.window, Path(tmp)))
-    return 0
+    return on_control_plane("autopilot-requests-", lambda tmp: measure(args.nodes, args.window, tmp))
 
 
 if __name__ == "__main__":

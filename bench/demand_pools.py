@@ -94,11 +94,11 @@ def fleet(nodes: int, *, seed: int = 35, pending_per_node: float = PENDING_PER_N
     pending: list[DemandPod] = []
     while len(pending) < round(pending_per_node * nodes):
         pod = _arriving(rng, len(bound) + len(pending), nodes, multi, profiles)
-        node = pool.bind(pod, rng)
-        if node is None:
+        host = pool.bind(pod, rng)
+        if host is None:
             pending.append(pod)
         else:
-            bound.append(DemandPod(pod.ref, pod.requests, pod.priority, node_name=node.name, phase="Running",
+            bound.append(DemandPod(pod.ref, pod.requests, pod.priority, node_name=host.name, phase="Running",
                                    labels=pod.labels, owner_kinds=pod.owner_kinds))
     pdbs = [PdbView("ml", f"app-{i}", {"app": f"app-{i}"}, disruptions_allowed=max(1, nodes // (2 + i)))
             for i in range(4)] if budgets else []

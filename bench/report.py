@@ -38,7 +38,8 @@ class Block:
     argv: tuple[str, ...]
     """After `python`: the bench command whose stdout fills the block."""
     readme: Path = README
-    """The file that holds the block's markers (bench/README.md, the project's README, docs/demand.md, docs/testing.md)."""
+    """The file that holds the block's markers (bench/README.md, the project's README, docs/demand.md,
+    docs/testing.md)."""
 
 
 BLOCKS = (

@@ -199,8 +199,8 @@ class Autopilot:
             done = Decision(self._clock.wall(), Verdict.ROLLOUT_DONE, rollout.reasons, _outcomes(rollout), rollout=name)
             return self._record(replace(state, rollout=None), done, dirty=True)
         if rollout.phase is Phase.PAUSED and not rollout.in_status(NodeStatus.IN_FLIGHT) and state.paused:
-            reasons = (PAUSED, f"rollout {name} stopped after the wave in flight; resumed, it runs on")
-            return self._record(state, Decision(self._clock.wall(), Verdict.HELD, reasons, _outcomes(rollout),
+            stopped = (PAUSED, f"rollout {name} stopped after the wave in flight; resumed, it runs on")
+            return self._record(state, Decision(self._clock.wall(), Verdict.HELD, stopped, _outcomes(rollout),
                                                 rollout=name))
         if rollout.phase is Phase.HALTED and not rollout.in_status(NodeStatus.IN_FLIGHT):
             reasons = (*rollout.reasons, f"clear the fault, then `migagent rollout resume {name}` or `undo {name}`")

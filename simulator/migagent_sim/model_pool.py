@@ -108,9 +108,9 @@ class ModelPool(StateObjects):
         """Bind what fits; returns the pods bound."""
         free = {node.name: node.free_by_resource() for node in self.nodes.values()}
         offering: dict[str, list[ModelNode]] = {}  # resource -> the nodes with one free, in order
-        for node in self.nodes.values():
-            for resource in free[node.name]:
-                offering.setdefault(resource, []).append(node)
+        for each in self.nodes.values():
+            for resource in free[each.name]:
+                offering.setdefault(resource, []).append(each)
         bound: list[str] = []
         for name, (pod, job) in sorted(self.pending.items(), key=lambda i: (-i[1][0].priority, i[1][0].created, i[0])):
             node = self._fit(pod, free, offering.get(next(iter(pod.requests), ""), []))

@@ -47,7 +47,8 @@ def _seeded(seed: int, *, profiles: bool = False) -> DemandView:
     many asking two devices of one profile (with `profiles`: two profiles)."""
     rng = random.Random(seed)
     layout = parse_layout(LAYOUTS, source="layouts")
-    nodes, pods = [], []
+    nodes: list[DemandNode] = []
+    pods: list[DemandPod] = []
     for index in range(rng.randint(2, 5)):
         node = ModelNode.empty(f"n{index}", H100, rng.randint(1, 3), {})
         node.start_change(layout, rng.choice(layout.names), done_at=0.0)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from migagent.autopilot.controller import Autopilot, load
 from migagent.autopilot.decide import OPT_IN_LABEL, Guardrails
-from migagent.autopilot.state import Verdict
+from migagent.autopilot.state import AutopilotState, Verdict
 from migagent.rollout.port import LiveNode
 from migagent.rollout.state import RolloutState
 from migagent_sim.model_pool import Job, ModelPool
@@ -269,7 +269,7 @@ def test_a_look_that_overruns_its_interval_skips_the_looks_it_overlaps_and_says_
     started: list[float] = []
     step = autopilot.step
 
-    def slow_step() -> object:
+    def slow_step() -> AutopilotState:
         started.append(pool.clock.monotonic())
         pool.clock.advance(40.0)
         if len(started) == listener.looks:
