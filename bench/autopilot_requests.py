@@ -9,12 +9,13 @@ whose agents are models (simulator/migagent_sim/model_node.py: a relabelled node
 production `Autopilot` looks every 15 s (its default) through `DemandApi`, as a client of its own, in
 two ways: with its view of nodes, pods and budgets kept by watches (`autopilot run` since issue 35), and
 re-listing them at every look (before). Three windows of `--window` seconds: both idle (no pod waits),
-then each alone under changing demand: every 60 s the pods waiting are replaced by 8 asking the next of
-3g.40gb, 7g.80gb, 1g.10gb, 2g.20gb (nothing binds them), with --persist 30, --cooldown 120 and
---max-changes-per-hour 10, so it changes, holds and drives rollouts. Per minute: each way's requests,
-and which. Projected to 5,000 nodes: no request here is made once per node (the Events of a decision
-are one per node it names, bounded by the changes the guardrails allow), so the counts stay; what grows
-is what a list carries (50 times the nodes), which the watched view lists once.
+then each alone, from every node back in all-1g.10gb, under changing demand: every 60 s the pods waiting
+are replaced by 8 asking the next of 3g.40gb, 7g.80gb, 1g.10gb, 2g.20gb (nothing binds them), with
+--persist 30, --cooldown 120 and --max-changes-per-hour 10, so it changes, holds and drives rollouts.
+Per minute: each way's requests, and which. Projected to 5,000 nodes: no request here is made once per
+node (the Events of a decision are one per node it names, bounded by the changes the guardrails allow),
+so the counts stay; what grows is what a list carries (50 times the nodes), which the watched view lists
+once.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from migagent.node.names import LAYOUTS_CONFIGMAP_KEY, MIG_CONFIG_LABEL
 from migagent.rollout.budget import MaxUnavailable
 from migagent_sim.model_node import ModelNode
 from tests.realkube.control_plane import ControlPlane, Identity, binaries_dir
+from tests.waiting import eventually
 
 REPO = Path(__file__).resolve().parents[1]
 LAYOUTS = (REPO / "configs/mig-layouts/mig-layouts.yaml").read_text(encoding="utf-8")
@@ -101,6 +103,14 @@ class ModelAgents:
                     self._write(model)
                 elif model.finish_change(now):
                     self._write(model)
+
+    def reset(self) -> None:
+        """Every node back to all-1g.10gb, reported so: each demand window starts where the first did (else
+        the second autopilot finds the first one's changes serving its pods, and has nothing to decide)."""
+        for name in self.nodes:
+            self.admin.patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": {MIG_CONFIG_LABEL: "all-1g.10gb"}}})
+        eventually(lambda: all(m.layout == "all-1g.10gb" and m.target is None for m in self.nodes.values()),
+                   "every node back in all-1g.10gb")
 
     def __enter__(self) -> ModelAgents:
         self._thread.start()
@@ -168,13 +178,14 @@ def measure(nodes: int, window_s: float, workdir: Path) -> str:
     demand = Guardrails(persist_s=30.0, cooldown_s=120.0, max_changes_per_hour=10)
     try:
         plane.rest(plane.admin).create("/api/v1/namespaces", {"metadata": {"name": "ml"}})
-        with ModelAgents(plane, nodes):
+        with ModelAgents(plane, nodes) as agents:
             offset = audit.stat().st_size
             with _looking(plane, "watched-idle", watched=True, guardrails=demand), \
                     _looking(plane, "relisted-idle", watched=False, guardrails=demand):
                 time.sleep(window_s)
             counted |= _requests(audit, offset, {"watched-idle", "relisted-idle"})
             for user, watched in (("watched-demand", True), ("relisted-demand", False)):
+                agents.reset()
                 stop = threading.Event()
                 driver = threading.Thread(target=_demand, args=(plane.rest(plane.admin), stop), daemon=True)
                 offset = audit.stat().st_size
