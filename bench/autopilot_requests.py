@@ -14,8 +14,9 @@ are replaced by 8 asking the next of 3g.40gb, 7g.80gb, 1g.10gb, 2g.20gb (nothing
 --persist 30, --cooldown 120 and --max-changes-per-hour 10, so it changes, holds and drives rollouts.
 Per minute: each way's requests, and which. Projected to 5,000 nodes: no request here is made once per
 node (the Events of a decision are one per node it names, bounded by the changes the guardrails allow),
-so the counts stay; what grows is what a list carries (50 times the nodes), which the watched view lists
-once.
+so the counts stay; what grows is what a list carries (50 times the nodes): the watched view lists the
+nodes and pods once, but while it drives a rollout the rollout's driver lists the opted-in nodes at each
+look, as `migagent rollout` does (the `list nodes` of the demand rows beyond the first).
 """
 
 from __future__ import annotations
@@ -211,7 +212,8 @@ def _table(counted: dict[str, Counter[str]], nodes: int, window_s: float) -> str
     return render_table(headers, rows) + (
         f"\ncounted in kube-apiserver's audit log over {window_s:g} s each (a watch counts once, when opened);"
         f" looks every {POLL_S:g} s. At {NODES_PROJECTED} nodes: the same counts (see the module's docstring);"
-        f" each list then carries {NODES_PROJECTED // nodes} times the nodes")
+        f" each list of nodes or pods then carries {NODES_PROJECTED // nodes} times the nodes (a watched autopilot"
+        f" lists nodes again only while it drives a rollout)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
