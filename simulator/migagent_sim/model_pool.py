@@ -14,7 +14,7 @@ It plays the rest of the cluster for the demand bench and the autopilot's fast t
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from migagent.clock import FakeClock
@@ -75,6 +75,7 @@ class ModelPool(StateObjects):
         self.reconfigure_s = reconfigure_s
         self.namespace = namespace
         self.pending: dict[str, tuple[DemandPod, Job]] = {}
+        self._queue: list[tuple[int, float, str]] = []  # the scheduler's order, kept from one tick to the next
         self.running: dict[str, RunningPod] = {}
         self.budgets: list[PdbView] = []
         self.events: list[RecordedEvent] = []
@@ -111,9 +112,16 @@ class ModelPool(StateObjects):
         for each in self.nodes.values():
             for resource in free[each.name]:
                 offering.setdefault(resource, []).append(each)
+        for nodes in offering.values():
+            nodes.reverse()
         bound: list[str] = []
-        for name, (pod, job) in sorted(self.pending.items(), key=lambda i: (-i[1][0].priority, i[1][0].created, i[0])):
-            node = self._fit(pod, free, offering.get(next(iter(pod.requests), ""), []))
+        for name in self._queued():
+            pod, job = self.pending[name]
+            first = next(iter(pod.requests), "")
+            nodes = offering.get(first, [])
+            while nodes and not free[nodes[-1].name][first]:  # kept reversed: the first node to try last
+                nodes.pop()  # none left there: no later pod asking it fits there either
+            node = self._fit(pod, free, reversed(nodes))
             if node is None:
                 continue
             gis = [free[node.name][resource].pop() for resource, count in pod.requests.items() for _ in range(count)]
@@ -127,8 +135,18 @@ class ModelPool(StateObjects):
             bound.append(name)
         return bound
 
+    def _queued(self) -> list[str]:
+        """The pending pods, highest priority first, then oldest: last tick's order (one run to Timsort) with
+        the new pods added, so a long queue is not sorted from scratch at every tick."""
+        queued = {key[2] for key in self._queue}
+        self._queue = [key for key in self._queue if key[2] in self.pending]
+        self._queue += [(-pod.priority, pod.created, name) for name, (pod, _) in self.pending.items()
+                        if name not in queued]
+        self._queue.sort()
+        return [key[2] for key in self._queue]
+
     def _fit(self, pod: DemandPod, free: Mapping[str, Mapping[str, list[ModelGi]]],
-             offering: Sequence[ModelNode]) -> ModelNode | None:
+             offering: Iterable[ModelNode]) -> ModelNode | None:
         for node in offering:
             devices = free[node.name]
             if all(len(devices.get(r, ())) >= n for r, n in pod.requests.items()) and (
