@@ -62,8 +62,7 @@ BLOCKS = (
     Block("loader", ("-m", "bench.loader_bench", "--quick")),
     Block("eviction", ("-m", "bench.eviction_bench",)),
     Block("real-node", ("-m", "bench.real_node", "--runs", "3")),
-    Block("suite", ("-m", "bench.suite_time", "--tiers"), readme=PROJECT_README),
-    Block("suite-where", ("-m", "bench.suite_time", "--where"), readme=TESTING),
+    Block("suite", ("-m", "bench.suite_time", "--tiers", "--where"), readme=PROJECT_README),
     Block("suite-beside", ("-m", "bench.suite_time", "--beside", "3"), readme=TESTING),
     Block("ci-warm", ("-m", "bench.ci_time",), readme=TESTING),
     Block("ci-cold", ("-m", "bench.ci_time", "--cold"), readme=TESTING),
@@ -88,11 +87,12 @@ def run_block(block: Block, *, base: str | None) -> str:
     argv = [arg.format(base=base or "") for arg in block.argv]
     load_before = os.getloadavg()[0]
     started = datetime.datetime.now(datetime.UTC)
+    measured = _commit()  # before the run: a commit made while a long bench runs is not what it measured
     done = subprocess.run([sys.executable, *argv], cwd=REPO, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"`python {' '.join(argv)}` failed: {done.stderr.strip()[-2000:]}")
     where = (
-        f"`python {' '.join(argv)}` at {_commit()}, {started:%Y-%m-%d %H:%M} UTC; Python {platform.python_version()},"
+        f"`python {' '.join(argv)}` at {measured}, {started:%Y-%m-%d %H:%M} UTC; Python {platform.python_version()},"
         f" {os.cpu_count()} CPU cores shared with other jobs, load average {load_before:.1f} at the start and"
         f" {os.getloadavg()[0]:.1f} at the end"
     )

@@ -106,7 +106,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Order the items slowest suites first, and keep each module whose fixtures outlive a test (a control
     plane's deployment, a pool: `_outlives_a_test`) on one worker (`--dist loadgroup` sends
     an xdist_group to one worker, in this order), so those fixtures are set up once, not once per worker.
-    Runs before xdist's own hook, which reads the groups."""
+    A test that names its group keeps it alone (two group names would make a third group: tests/realnode
+    split across two workers, two nodes on one machine). Runs before xdist's own hook, which reads them."""
     paths = {item: Path(str(item.path)).resolve().relative_to(config.rootpath).as_posix() for item in items}
 
     def rank(item: pytest.Item) -> int:
@@ -117,8 +118,39 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         defs = info.name2fixturedefs.values() if info is not None else ()
-        if any(_outlives_a_test(d[-1], paths[item]) for d in defs if d):
+        outlives = any(_outlives_a_test(d[-1], paths[item]) for d in defs if d)
+        if outlives and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(paths[item]))
+
+
+class GroupsKept:
+    """Fails every test whose xdist_group `--dist loadgroup` lost, before its fixtures start anything:
+    xdist marks an item's group by suffixing its node id with `@NAME`, and a pytest that ignores that
+    change makes xdist spread each group over the workers silently (pytest-dev/pytest-xdist#1386), so
+    two real nodes would run on one machine at once. Registered in a worker only; its collection hook
+    runs after xdist's own."""
+
+    def __init__(self) -> None:
+        self.lost: set[str] = set()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if config.getvalue("loadgroup"):
+            self.lost = {i.nodeid for i in items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid}
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if item.nodeid in self.lost:
+            pytest.fail(
+                f"pytest-xdist lost this test's xdist_group: pytest {pytest.__version__} with this "
+                "pytest-xdist spreads groups over workers; install the test extras' versions (pyproject.toml)",
+                pytrace=False,
+            )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # this process is an xdist worker (not a child run inside one)
+        config.pluginmanager.register(GroupsKept(), "migagent-groups-kept")
 
 
 def _outlives_a_test(fixture: pytest.FixtureDef[object], module: str) -> bool:

@@ -23,8 +23,10 @@ _SHARED_PROCESSORS: tuple[structlog.typing.Processor, ...] = (
 )
 
 
-def _stderr_logger(*_args: object) -> structlog.PrintLogger:
-    return structlog.PrintLogger(file=sys.stderr)
+def _stderr_logger(*_args: object) -> structlog.WriteLogger:
+    """One write per line (PrintLogger's `print` makes two: the text, then the newline), so a line another
+    thread writes at that moment (apply's "stopping after the step in progress") never lands inside it."""
+    return structlog.WriteLogger(file=sys.stderr)
 
 
 class _StderrHandler(logging.Handler):

@@ -8,10 +8,17 @@ Needs root, the binaries of scripts/control_plane.sh, scripts/real_node.sh and s
 and the agent's image archive from scripts/build_image.sh named by MIGAGENT_IMAGE_ARCHIVE. Without
 them every test here is skipped at collection with one line naming the script; with
 MIGAGENT_REQUIRE_REAL_NODE=1 (what .ci/run sets) that is an error instead.
+
+One real node on the machine at a time, whatever runs them: two would share the pod subnet's route
+and the kubelet's iptables chains, and a pod's connection to the API server then times out. Within
+one run the tests are one xdist group; two runs at once (the suite beside itself, a developer's run
+beside CI) take turns through a lock file, the second waiting (under its first test's timeout) until
+the first's node has stopped.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,10 +53,16 @@ pytest_collection_modifyitems = _GATE.collection_modifyitems
 pytest_terminal_summary = _GATE.terminal_summary
 
 
+HOST_LOCK = Path("/run/lock/migagent-real-node.lock")
+
+
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
-    with started_cluster(Path(os.environ[IMAGE_ENV])) as world:
-        yield world
+    HOST_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with HOST_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process ends
+        with started_cluster(Path(os.environ[IMAGE_ENV])) as world:
+            yield world
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ What it takes here (docs/testing.md, "A real node", has the messages):
   containers included) is under it and stopping kills them all, then removes the tree.
 - cgroup v1: `failCgroupV1: false`; no CAP_SYS_RESOURCE: containerd's `restrict_oom_score_adj`;
   no registry: local images only, the sandbox image included (images.py); a CNI bridge with its own
-  name, removed at the end.
+  name, removed at the end, and the kubelet's iptables chains too (firewall.py).
 
 `reboot()` is the closest thing to a node's reboot: every process of the node killed, /run emptied,
 then containerd and the kubelet started again on the same disk (the kubelet's and the agent's
@@ -36,6 +36,7 @@ import yaml
 
 from tests.realkube.control_plane import REPO, ControlPlane, free_port
 from tests.realkube.rest import HttpError
+from tests.realnode import firewall
 from tests.waiting import eventually
 
 CGROUPS = Path("/sys/fs/cgroup")
@@ -96,6 +97,7 @@ class RealNode:
         self.socket = workdir / "containerd.sock"
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: list[IO[bytes]] = []
+        self._chains_before = firewall.kube_chains()
         self._write_configs()
 
     # -- configuration ------------------------------------------------------------------------
@@ -177,6 +179,7 @@ class RealNode:
         self._kill_cgroup_members()
         if Path(f"/sys/class/net/{self.bridge}").exists():
             subprocess.run(["ip", "link", "delete", self.bridge], check=False)
+        firewall.remove_new_chains(self._chains_before)
         self._remove_cgroups()
         for log in self._logs:
             log.close()

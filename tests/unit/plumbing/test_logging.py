@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -93,3 +95,31 @@ def test_without_a_choice_the_format_follows_whether_stderr_is_a_terminal(capsys
     configure_logging(level=logging.INFO)
     structlog.get_logger("migagent.test").info("started")
     assert json.loads(_lines(capsys, mentioning="started")[0])["event"] == "started"
+
+
+class _Writes(io.StringIO):
+    """A stderr that keeps each write call apart."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.calls.append(text)
+        return super().write(text)
+
+
+def test_each_log_line_is_one_write_so_another_threads_line_never_lands_inside_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # apply's "stopping after the step in progress" is written by the signal's own thread while the main
+    # thread logs its steps: a line written as text then newline (two writes) could take it in between.
+    stderr = _Writes()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    configure_logging(json_logs=True, level=logging.INFO)
+    structlog.get_logger("migagent.test").info("step_started", step="GPU 0: destroy")
+    logging.getLogger("urllib3").warning("a library line")
+    lines = [call for call in stderr.calls if "step_started" in call or "a library line" in call]
+    assert len(lines) == 2
+    assert all(call.endswith("\n") and call.count("\n") == 1 for call in lines), stderr.calls
+    assert "\n" not in stderr.calls  # no newline written on its own
