@@ -30,6 +30,8 @@ COMMANDS: tuple[tuple[str, ...], ...] = (
     ("--version",),
     ("validate", "-f", SHIPPED),
     ("plan", "-f", SHIPPED, "-c", "all-balanced", "--gpu-model", "H100-80GB-SXM"),
+    ("advise", "--help"),
+    ("autopilot", "run", "--help"),
 )
 # `python -c` with this prefix, then `main(argv)`: the eager import every command paid before.
 KUBERNETES_FIRST = "import sys, kubernetes.client; from migagent.cli import main; sys.exit(main(sys.argv[1:]))"

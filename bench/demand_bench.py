@@ -3,6 +3,7 @@
     python -m bench.demand_bench                      # the built-in traces (bench/demand_traces.py)
     python -m bench.demand_bench --trace FILE.json    # any trace in that format (held-out ones too)
     python -m bench.demand_bench --write-trace day day.json
+    python -m bench.demand_bench --scale 16 --hours 6 # 16 times the nodes and the pods (96 nodes)
 
 The pool is the in-memory model (simulator/migagent_sim/model_pool.py): nodes of 8 H100 whose GPU
 instances, pods and agents are modelled, on a fake clock, so a day of trace time replays in minutes.
@@ -191,6 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reconfigure", type=float, default=60.0, metavar="SECONDS",
                         help="how long a relabelled node is out of service")
     parser.add_argument("--hours", type=float, help="replay only the first HOURS of each trace")
+    parser.add_argument("--scale", type=int, default=1, metavar="N", help="N times the nodes and the pods")
     args = parser.parse_args(argv)
     if args.write_trace:
         name, path = args.write_trace
@@ -201,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     traces = [load(path) for path in args.trace] if args.trace else [build() for build in BUILT_IN.values()]
     layouts = LAYOUTS.read_text(encoding="utf-8")
     for full in traces:
-        trace = full.first(args.hours * 3600) if args.hours else full
+        trace = (full.first(args.hours * 3600) if args.hours else full).scaled(args.scale)
         results = [replay(trace, policy, layouts=layouts, reconfigure_s=args.reconfigure)
                    for policy in args.policies.split(",")]
         print(table(trace, results), end="\n\n", flush=True)

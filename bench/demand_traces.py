@@ -58,6 +58,11 @@ class Trace:
         """The trace cut after `seconds`."""
         return replace(self, seconds=seconds, arrivals=tuple(a for a in self.arrivals if a.at < seconds))
 
+    def scaled(self, factor: int) -> Trace:
+        """`factor` times the nodes and the pods: each arrival `factor` times, a second apart."""
+        arrivals = sorted((replace(a, at=a.at + i) for a in self.arrivals for i in range(factor)), key=lambda a: a.at)
+        return replace(self, name=f"{self.name} x{factor}", nodes=self.nodes * factor, arrivals=tuple(arrivals))
+
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name, "seconds": self.seconds, "nodes": self.nodes, "gpus": self.gpus, "model": self.model,

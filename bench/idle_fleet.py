@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,13 +192,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fleet", type=int, default=100, help="agents in the fleet group (default 100)")
     parser.add_argument("--window", type=float, default=600.0, help="seconds counted (default 600)")
     args = parser.parse_args(argv)
+    return on_control_plane("idle-fleet-", lambda tmp: measure((Group("one", 1), Group("fleet", args.fleet)),
+                                                                args.window, tmp))
+
+
+def on_control_plane(prefix: str, bench: Callable[[Path], str]) -> int:
+    """Print what `bench` measures in a fresh temporary folder, quietly; 1 when the control plane is not built."""
     if not binaries_built(binaries_dir()):
         print(f"the control plane is not built in {binaries_dir()}: run scripts/control_plane.sh", file=sys.stderr)
         return 1
     configure_logging(json_logs=False, level=logging.ERROR)
     logging.getLogger("urllib3").setLevel(logging.CRITICAL)
-    with tempfile.TemporaryDirectory(prefix="idle-fleet-") as tmp:
-        print(measure((Group("one", 1), Group("fleet", args.fleet)), args.window, Path(tmp)))
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        print(bench(Path(tmp)))
     return 0
 
 

@@ -1,7 +1,7 @@
 """Regenerate the docs' figures from the benches' own output: `python -m bench.report [--write]`.
 
-Each figures block (bench/README.md's, the suite's time in the README, the suite's and CI's in
-docs/testing.md) sits between
+Each figures block (bench/README.md's, docs/demand.md's, the suite's time in the README, the suite's and
+CI's in docs/testing.md) sits between
 `<!-- bench:NAME begin ... -->` and `<!-- bench:NAME end -->`; this runs that block's bench as a
 fresh process and puts its stdout there verbatim, under one line saying when, at which commit, on
 how many cores and at what load it ran. Without `--write` the new blocks are printed and the files
@@ -28,6 +28,7 @@ from pathlib import Path
 README = Path(__file__).with_name("README.md")
 REPO = README.parents[1]
 PROJECT_README = REPO / "README.md"
+DEMAND_DOC = REPO / "docs" / "demand.md"
 TESTING = REPO / "docs" / "testing.md"
 
 
@@ -37,7 +38,8 @@ class Block:
     argv: tuple[str, ...]
     """After `python`: the bench command whose stdout fills the block."""
     readme: Path = README
-    """The file that holds the block's markers (bench/README.md, the project's README, docs/testing.md)."""
+    """The file that holds the block's markers (bench/README.md, the project's README, docs/demand.md,
+    docs/testing.md)."""
 
 
 BLOCKS = (
@@ -46,6 +48,9 @@ BLOCKS = (
     Block("idle-fleet", ("-m", "bench.idle_fleet")),
     Block("journal", ("-m", "bench.journal_bench")),
     Block("demand", ("-m", "bench.demand_bench")),
+    Block("advise-scaling", ("-m", "bench.advise_scaling"), readme=DEMAND_DOC),
+    Block("autopilot-requests", ("-m", "bench.autopilot_requests"), readme=DEMAND_DOC),
+    Block("demand-fleet", ("-m", "bench.demand_bench", "--scale", "16"), readme=DEMAND_DOC),
     Block("compare", ("-m", "bench.compare", "{base}", "--runs", "7")),
     Block("compare-journal", ("-m", "bench.compare", "{base}", "--runs", "3", "--probe", "journal", "--gpus", "16")),
     Block("compare-version", ("-m", "bench.compare", "{base}", "--runs", "5", "--probe", "version")),

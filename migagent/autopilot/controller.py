@@ -9,23 +9,26 @@
 
 The object is written before the rollout is created: an autopilot killed in between finds a rollout
 name without a rollout next time and clears it, rather than starting a second rollout over the
-same nodes. `autopilot pause` stops new changes; a rollout already started runs on (pause it with
-`migagent rollout pause NAME`).
+same nodes. `autopilot pause` stops new changes, and the rollout it drives stops after the wave in
+flight (its nodes in flight finish); `autopilot resume` lets that rollout run on. Looks start every
+--poll seconds; a look that overruns its interval makes the looks it overlapped skipped, and says so.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, replace
 
 import structlog
 
-from migagent.autopilot.decide import Guardrails, decide
+from migagent.autopilot.decide import PAUSED, Guardrails, decide
 from migagent.autopilot.port import STATE_KEY, AutopilotPort
 from migagent.autopilot.state import AutopilotState, Decision, Verdict
 from migagent.clock import Clock
 from migagent.demand.advise import CandidateCache
-from migagent.errors import MigAgentError
+from migagent.errors import MigAgentError, TransientError
 from migagent.rollout.budget import MaxUnavailable
+from migagent.rollout.codec import encode
 from migagent.rollout.driver import RolloutDriver
 from migagent.rollout.errors import HeldElsewhereError, RolloutError
 from migagent.rollout.port import RolloutListener, create, new_holder
@@ -44,6 +47,7 @@ EVENT_REASONS = {
     Verdict.ROLLOUT_HALTED: "MigAutopilotRolloutHalted",
 }
 _CACHE_KEPT = 4096
+_STOPPED_BY_PAUSE = "the autopilot is paused (migagent autopilot resume)"
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,24 @@ class Autopilot:
         self.holder = holder or new_holder()
         self._cache: CandidateCache = {}
         self._layouts: Layouts | None = None
+
+    def run(self, stop: threading.Event, poll_s: float) -> None:
+        """A look every `poll_s` until `stop`. A look that runs past its interval makes the looks it overlaps
+        skipped, never queued: the next starts on the interval after, and the skip is said."""
+        due = self._clock.monotonic()
+        while not stop.is_set():
+            started = self._clock.monotonic()
+            try:
+                self.step()
+            except TransientError as error:  # a conflicting write (pause), an API hiccup: look again next poll
+                self._listener.event("autopilot_step_retried", error=str(error))
+            due += poll_s
+            if (late := self._clock.monotonic() - due) > 0:
+                skipped = int(late // poll_s) + 1
+                due += skipped * poll_s
+                self._listener.event("autopilot_looks_skipped", looks=skipped, poll_s=poll_s,
+                                     took_s=round(self._clock.monotonic() - started, 1))
+            self._clock.wait(stop, due - self._clock.monotonic())
 
     def step(self) -> AutopilotState:
         state = load(self._port)
@@ -165,6 +187,7 @@ class Autopilot:
         assert name is not None
         driver = RolloutDriver(self._port, name, clock=self._clock, listener=self._listener, holder=self.holder)
         try:
+            self._hold(driver, name, paused=state.paused)
             rollout = driver.step()
         except HeldElsewhereError:
             return state  # a person drives it now (rollout resume/undo); look again later
@@ -175,11 +198,27 @@ class Autopilot:
             driver.release()
             done = Decision(self._clock.wall(), Verdict.ROLLOUT_DONE, rollout.reasons, _outcomes(rollout), rollout=name)
             return self._record(replace(state, rollout=None), done, dirty=True)
+        if rollout.phase is Phase.PAUSED and not rollout.in_status(NodeStatus.IN_FLIGHT) and state.paused:
+            stopped = (PAUSED, f"rollout {name} stopped after the wave in flight; resumed, it runs on")
+            return self._record(state, Decision(self._clock.wall(), Verdict.HELD, stopped, _outcomes(rollout),
+                                                rollout=name))
         if rollout.phase is Phase.HALTED and not rollout.in_status(NodeStatus.IN_FLIGHT):
             reasons = (*rollout.reasons, f"clear the fault, then `migagent rollout resume {name}` or `undo {name}`")
             halted = Decision(self._clock.wall(), Verdict.ROLLOUT_HALTED, reasons, _outcomes(rollout), rollout=name)
             return self._record(state, halted)
         return state
+
+
+    def _hold(self, driver: RolloutDriver, name: str, *, paused: bool) -> None:
+        """Paused: the rollout starts no new wave (those in flight finish); resumed: one it paused runs on."""
+        rollout = driver.load()
+        if paused and rollout.phase is Phase.RUNNING:
+            held = replace(rollout, phase=Phase.PAUSED, reasons=(_STOPPED_BY_PAUSE,))
+        elif not paused and rollout.phase is Phase.PAUSED and rollout.reasons == (_STOPPED_BY_PAUSE,):
+            held = replace(rollout, phase=Phase.RUNNING, reasons=())
+        else:
+            return
+        self._port.replace_state(name, encode(held), rollout.resource_version)
 
 
 def _outcomes(rollout: RolloutState) -> dict[str, dict[str, object]]:

@@ -2,11 +2,13 @@
 
 Guardrails, in the order they apply:
 - demand persists: a pending pod counts only once it has waited --persist seconds (a demand that
-  comes and goes faster changes nothing);
+  comes and goes faster changes nothing), or once a pod of its owner asking the same has (a burst is
+  one demand: the change is sized for all of it, not for its first pods);
 - opt-in: only nodes selected by --selector (the label `migagent.io/autopilot=enabled`) are seen;
 - cool-down: a node the autopilot changed less than --cooldown seconds ago may not change again;
 - at most --max-changes-per-hour node changes per pool (nodes sharing the --pool-label value) in any
-  trailing hour; when the advice wants more, those serving the most pods go first;
+  trailing hour, and at most --max-gpus-per-look GPUs changed by the changes one look starts; when the
+  advice wants more, those serving the most pods go first;
 - the pause switch (`migagent autopilot pause`): the decision is recorded as held, nothing changes;
 - --dry-run: recorded as what it would have done, nothing changes.
 A change that would serve waiting pods but is stopped by a guardrail is `held` (with that guardrail as
@@ -15,6 +17,7 @@ the reason); pods no allowed change can serve give `no-change` with the advice's
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +32,7 @@ from migagent.rollout.budget import DisruptionBudget
 HOUR_S = 3600.0
 OPT_IN_LABEL = "migagent.io/autopilot"
 OPT_IN_SELECTOR = f"{OPT_IN_LABEL}=enabled"
+PAUSED = "paused (migagent autopilot resume)"
 _REASONS_SHOWN = 5
 
 
@@ -38,6 +42,7 @@ class Guardrails:
     pool_label: str | None = None
     persist_s: float = 300.0
     max_changes_per_hour: int = 2
+    max_gpus_per_look: int = 16
     cooldown_s: float = 3600.0
     dry_run: bool = False
 
@@ -60,8 +65,8 @@ def _frozen(now: float, guardrails: Guardrails, state: AutopilotState, nodes: Se
     for node in nodes:
         last = state.last_change(node.name)
         if last is not None and now - last.at < guardrails.cooldown_s:
-            left = guardrails.cooldown_s - (now - last.at)
-            frozen[node.name] = f"cool-down: changed to {last.layout} {now - last.at:.0f}s ago, {left:.0f}s left"
+            frozen[node.name] = (f"cool-down: changed to {last.layout} at {_utc(last.at)}, may change again at"
+                                 f" {_utc(last.at + guardrails.cooldown_s)} (--cooldown)")
             continue
         pool = pool_of(node, guardrails)
         used = state.changes_since(pool, now - HOUR_S)
@@ -72,21 +77,43 @@ def _frozen(now: float, guardrails: Guardrails, state: AutopilotState, nodes: Se
     return frozen
 
 
-def _within_hourly_limit(
+def _utc(at: float) -> str:
+    return datetime.datetime.fromtimestamp(at, tz=datetime.UTC).strftime("%H:%M:%SZ")
+
+
+def _allowed(
     advice: Advice, now: float, guardrails: Guardrails, state: AutopilotState, nodes: Sequence[DemandNode]
-) -> dict[str, str]:
-    """The advised changes, at most what each pool has left this hour, those serving most pods first."""
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The advised changes within what each pool has left this hour and the look's GPU budget, those serving
+    most pods first; and why each other waits."""
     pools = {node.name: pool_of(node, guardrails) for node in nodes}
     left = {pool: guardrails.max_changes_per_hour - state.changes_since(pool, now - HOUR_S) for pool in pools.values()}
-    ranked = sorted((n for n in advice.nodes if n.changes),
+    gpus_left = guardrails.max_gpus_per_look
+    ranked = sorted((n for n in advice.nodes if n.changes and n.impact is not None),
                     key=lambda n: (-len(n.serves), len(n.impact.evicts) if n.impact else 0, n.node))
     targets: dict[str, str] = {}
+    waits: dict[str, str] = {}
     for node in ranked:
-        pool = pools[node.node]
-        if left[pool] > 0 and node.target is not None:
+        pool, gpus = pools[node.node], len(node.impact.gpus_changed) if node.impact else 0
+        if left[pool] <= 0:
+            waits[node.node] = f"{'pool ' + pool if pool else 'the pool'} has no change left this hour" \
+                               f" (--max-changes-per-hour {guardrails.max_changes_per_hour})"
+        elif gpus > gpus_left:
+            waits[node.node] = (f"{gpus} GPU(s) to change, {gpus_left} left of this look's"
+                                f" --max-gpus-per-look {guardrails.max_gpus_per_look}")
+        elif node.target is not None:
             targets[node.node] = node.target
             left[pool] -= 1
-    return targets
+            gpus_left -= gpus
+    return targets, waits
+
+
+def _persisting(pods: Sequence[DemandPod], now: float, persist_s: float) -> list[DemandPod]:
+    """The pending pods that are demand: waited --persist, or a pod of their owner asking the same has."""
+    pending = [p for p in pods if p.pending and is_mig_demand(p.requests)]
+    lasting = {(p.owner, tuple(sorted(p.requests.items()))) for p in pending if now - p.created >= persist_s}
+    return [p for p in pending if now - p.created >= persist_s
+            or (p.owner and (p.owner, tuple(sorted(p.requests.items()))) in lasting)]
 
 
 def _node_record(advice: Advice, name: str) -> dict[str, Any]:
@@ -114,32 +141,33 @@ def decide(
     budgets: Sequence[DisruptionBudget],
     cache: CandidateCache | None = None,
 ) -> Outcome:
-    waited = [p for p in pods if p.pending and is_mig_demand(p.requests) and now - p.created >= guardrails.persist_s]
+    waited = _persisting(pods, now, guardrails.persist_s)
     if not waited:
         return Outcome(None)
     bound = [p for p in pods if p.node_name]
     view = DemandView(nodes=nodes, pods=[*bound, *waited], layout=layout, budgets=budgets, now=now)
     frozen = _frozen(now, guardrails, state, nodes)
     advice = advise(view, AdviseOptions(frozen=frozen), cache=cache)
-    targets = _within_hourly_limit(advice, now, guardrails, state, nodes)
+    targets, waits = _allowed(advice, now, guardrails, state, nodes)
+    paused = (PAUSED,) if state.paused else ()
     if not targets:
-        return _without_change(now, advice, view, frozen, cache, waiting=len(waited))
+        return _without_change(now, advice, view, {**frozen, **waits}, cache, waiting=len(waited), paused=paused)
     records = {name: _node_record(advice, name) for name in targets}
+    waiting = tuple(f"{name}: {why}" for name, why in sorted(waits.items()))
     if state.paused:
-        return Outcome(Decision(now, Verdict.HELD, ("paused (migagent autopilot resume)",), records,
-                                waiting=len(waited)))
+        return Outcome(Decision(now, Verdict.HELD, (*paused, *waiting), records, waiting=len(waited)))
     if guardrails.dry_run:
-        return Outcome(Decision(now, Verdict.DRY_RUN, ("--dry-run",), records, waiting=len(waited)))
+        return Outcome(Decision(now, Verdict.DRY_RUN, ("--dry-run", *waiting), records, waiting=len(waited)))
     pools = {node.name: pool_of(node, guardrails) for node in nodes}
     by_name = {node.name: node for node in nodes}
     changes = tuple(Change(name, pools[name], now, layout_name, by_name[name].layout)
                     for name, layout_name in sorted(targets.items()))
-    return Outcome(Decision(now, Verdict.CHANGED, (), records, waiting=len(waited)), targets, changes)
+    return Outcome(Decision(now, Verdict.CHANGED, waiting, records, waiting=len(waited)), targets, changes)
 
 
 def _without_change(
     now: float, advice: Advice, view: DemandView, frozen: Mapping[str, str], cache: CandidateCache | None,
-    *, waiting: int,
+    *, waiting: int, paused: tuple[str, ...],
 ) -> Outcome:
     """No change allowed now: nothing to record when all that waits fits where it is (the scheduler
     places it); `held` when a change would serve it but a guardrail stops it; else `no-change`."""
@@ -148,7 +176,7 @@ def _without_change(
     unfrozen = advise(view, cache=cache) if frozen else advice
     held = sorted(n.node for n in unfrozen.nodes if n.changes)
     if held:
-        reasons = tuple(f"{name}: {frozen[name]}" for name in held if name in frozen)
+        reasons = (*paused, *(f"{name}: {frozen[name]}" for name in held if name in frozen))
         return Outcome(Decision(now, Verdict.HELD, reasons, {name: _node_record(unfrozen, name) for name in held},
                                 waiting=waiting))
     return Outcome(Decision(now, Verdict.NO_CHANGE, _unserved_reasons(advice), waiting=waiting))

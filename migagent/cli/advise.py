@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 from contextlib import closing
+from typing import TYPE_CHECKING
 
 from migagent.cli.advise_view import render
 from migagent.cli.commands import summary
@@ -24,13 +25,15 @@ from migagent.clock import Clock, SystemClock
 from migagent.demand.advice import Advice
 from migagent.demand.advise import AdviseOptions, DemandView, advise
 from migagent.errors import UsageError
-from migagent.kube.demand_api import DemandApi
 from migagent.layout.strategy import MigStrategy
 from migagent.node.scheduling import DemandNode
 from migagent.rollout.errors import RolloutError
 from migagent.rollout.scope import initial_state
 from migagent.rollout.spec import RolloutSpec
 from migagent.rollout.state import Layouts, RolloutState
+
+if TYPE_CHECKING:
+    from migagent.kube.demand_api import DemandApi
 
 STRATEGIES = ("auto", MigStrategy.MIXED.value, MigStrategy.SINGLE.value)
 

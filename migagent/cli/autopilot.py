@@ -4,7 +4,7 @@
              seconds are the demand; the advice for the opted-in nodes not in their --cooldown, in a
              pool with changes left this hour (--max-changes-per-hour), becomes one rollout it drives
     history  every decision, acted on or not, with its reasons (-o json for all of it)
-    pause    no new change starts (a rollout already started runs on); `resume` lifts it
+    pause    no new change starts, and a rollout it drives stops after the wave in flight; `resume` lifts it
 
 Opt a node in with `kubectl label node NODE migagent.io/autopilot=enabled`; out by removing the label.
 """
@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable
 from contextlib import closing
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from migagent.autopilot.controller import Autopilot, RolloutBudgets, load, save
 from migagent.autopilot.decide import OPT_IN_SELECTOR, Guardrails
@@ -42,8 +43,10 @@ from migagent.cli.signals import signals_handled
 from migagent.cli.values import COUNT, POSITIVE_SECONDS, SECONDS
 from migagent.clock import SystemClock
 from migagent.errors import TransientError
-from migagent.kube.demand_api import DemandApi
 from migagent.node.names import AUTOPILOT_NAMESPACE
+
+if TYPE_CHECKING:
+    from migagent.kube.demand_api import DemandApi
 
 _CONFLICT_TRIES = 10
 
@@ -51,7 +54,8 @@ _CONFLICT_TRIES = 10
 def _guardrails(args: argparse.Namespace) -> Guardrails:
     return Guardrails(
         selector=args.selector, pool_label=args.pool_label, persist_s=args.persist,
-        max_changes_per_hour=args.max_changes_per_hour, cooldown_s=args.cooldown, dry_run=args.dry_run,
+        max_changes_per_hour=args.max_changes_per_hour, max_gpus_per_look=args.max_gpus_per_look,
+        cooldown_s=args.cooldown, dry_run=args.dry_run,
     )
 
 
@@ -61,17 +65,13 @@ def _run(args: argparse.Namespace) -> int:
     budgets = RolloutBudgets(max_unavailable=args.max_unavailable, canary=args.canary, soak_s=args.soak,
                              failure_budget=args.failure_budget, lease_s=args.lease)
     api = pool_api(args, clock)
+    api.watch(args.selector)  # nodes, pods and budgets: one list, then their events
     autopilot = Autopilot(api, _guardrails(args), clock=clock, listener=listener, budgets=budgets)
     stop = threading.Event()
     if args.run_for is not None:
         threading.Timer(args.run_for, stop.set).start()
     with closing(api), signals_handled({signal.SIGTERM: stop.set, signal.SIGINT: stop.set}):
-        while not stop.is_set():
-            try:
-                autopilot.step()
-            except TransientError as error:  # a conflicting write (pause), an API hiccup: look again next poll
-                listener.event("autopilot_step_retried", error=str(error))
-            clock.wait(stop, args.poll)
+        autopilot.run(stop, args.poll)
     return 0
 
 
@@ -127,7 +127,7 @@ def _update(api: DemandApi, change: Callable[[AutopilotState], AutopilotState]) 
 def _pause(args: argparse.Namespace) -> int:
     with closing(pool_api(args, SystemClock())) as api:
         _update(api, lambda state: replace(state, paused=True))
-    print("autopilot paused: no new change starts (a rollout already started runs on: `migagent rollout pause`)")
+    print("autopilot paused: no new change starts; a rollout it drives stops after the wave in flight")
     return 0
 
 
@@ -152,6 +152,8 @@ def _run_flags(parser: argparse.ArgumentParser) -> None:
                         help="a pending pod counts as demand once it has waited this long")
     parser.add_argument("--max-changes-per-hour", type=COUNT, default=2, metavar="N",
                         help="node changes per pool in any trailing hour")
+    parser.add_argument("--max-gpus-per-look", type=COUNT, default=16, metavar="N",
+                        help="GPUs the changes one look starts may change, across the pool")
     parser.add_argument("--cooldown", type=SECONDS, default=3600.0, metavar="SECONDS",
                         help="after a node changes, it may not change again for this long")
     parser.add_argument("--dry-run", action="store_true", help="record and announce decisions; change nothing")

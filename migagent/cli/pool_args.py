@@ -7,18 +7,25 @@ from __future__ import annotations
 
 import argparse
 import logging
+from typing import TYPE_CHECKING
 
-from migagent.cli.status import _default_kubeconfig
 from migagent.clock import Clock
-from migagent.kube.client import make_api_client
-from migagent.kube.demand_api import DemandApi
-from migagent.kube.rollout_api import RolloutApi
 from migagent.node.names import ROLLOUT_NAMESPACE
 from migagent.rollout.state import Layouts
+
+if TYPE_CHECKING:
+    from migagent.kube.demand_api import DemandApi
+    from migagent.kube.rollout_api import RolloutApi
 
 
 def pool_api(args: argparse.Namespace, clock: Clock) -> DemandApi:
     """The pool's API (the rollout's, and the demand's reads besides)."""
+    # Imported here: the Kubernetes client takes over a second to import, and `--help`, a refused flag or
+    # an unreadable -f need none of it.
+    from migagent.cli.status import _default_kubeconfig  # noqa: PLC0415
+    from migagent.kube.client import make_api_client  # noqa: PLC0415
+    from migagent.kube.demand_api import DemandApi  # noqa: PLC0415
+
     if not args.debug:  # urllib3 logs each connection retry; the one error line says it all
         logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     client = make_api_client(kubeconfig=_default_kubeconfig(args.kubeconfig), api_server=args.api_server)

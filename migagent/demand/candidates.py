@@ -8,7 +8,7 @@ capacity under the node's MIG strategy, less what the pods that stay request.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from migagent.demand.nodes import free, under_strategy
@@ -37,17 +37,13 @@ class Candidate:
     """Units of each resource left for pending pods once the change is done and the evicted pods gone."""
     floor: int = NO_EVICTION
     """The highest priority among the pods it evicts: only pods above it may be served by it."""
+    victims: tuple[int, ...] = ()
+    """The priorities of the pods it evicts, highest first."""
     problem: str = ""
 
     @property
     def evictions(self) -> int:
         return len(self.impact.evicts)
-
-
-def bound_names(pods: Sequence[DemandPod]) -> tuple[str, ...]:
-    """The pods a drain may evict, as `rollout.driver.gpu_pods` lists them."""
-    return tuple(sorted(p.name for p in pods if not p.finished and "DaemonSet" not in p.owner_kinds
-                        and not p.is_mirror))
 
 
 def evaluate(
@@ -57,45 +53,25 @@ def evaluate(
     name: str,
     *,
     strategy: MigStrategy,
-    bound: Sequence[DemandPod],
+    bound: Mapping[str, DemandPod],
 ) -> Candidate:
-    """`node` changed to layout `name`: its price, what it frees, or the problem that rules it out."""
-    impact = with_pods_now(predict(node.name, reported, layout, name), bound_names(bound))
+    """`node` changed to layout `name`: its price, what it frees, or the problem that rules it out.
+    `bound`: the GPU pods on the node by name."""
+    drained = (n for n, p in bound.items() if not p.finished and "DaemonSet" not in p.owner_kinds and not p.is_mirror)
+    impact = with_pods_now(predict(node.name, reported, layout, name), drained)  # as rollout.driver.gpu_pods lists
     if not impact.plannable:
         return Candidate(node.name, name, impact, problem=impact.problem)
     capacity, refused = under_strategy(impact.capacity_after, strategy)
     if refused:
         return Candidate(node.name, name, impact, problem=refused)
     priced = Candidate(node.name, name, impact, capacity=capacity)
-    by_name = {pod.name: pod for pod in bound}
-    evicted = [by_name[pod] for pod in impact.evicts if pod in by_name]
+    evicted = [bound[pod] for pod in impact.evicts if pod in bound]
     stuck = next(((pod, why) for pod in evicted if (why := pod.movable) is not None), None)
     if stuck is not None:
         return replace(priced, problem=f"it would evict {stuck[0].name}, {stuck[1]}")
-    staying = [pod for pod in bound if pod.name not in impact.evicts and not pod.finished]
-    floor = max((pod.priority for pod in evicted), default=NO_EVICTION)
-    return replace(priced, free=free(capacity, staying), floor=floor)
-
-
-def fill(
-    units: Mapping[str, int],
-    pods: Sequence[DemandPod],
-    *,
-    above: int = NO_EVICTION,
-    may_run: Callable[[DemandPod], bool] = lambda _: True,
-) -> tuple[list[DemandPod], dict[str, int]]:
-    """Pods (in the order given) whose whole request fits what is left, those of priority above `above`
-    only; returns them and the units left."""
-    left = dict(units)
-    placed: list[DemandPod] = []
-    for pod in pods:
-        if pod.priority <= above or not may_run(pod):
-            continue
-        if all(left.get(resource, 0) >= count for resource, count in pod.requests.items()):
-            for resource, count in pod.requests.items():
-                left[resource] -= count
-            placed.append(pod)
-    return placed, left
+    staying = [pod for n, pod in bound.items() if n not in impact.evicts and not pod.finished]
+    victims = tuple(sorted((pod.priority for pod in evicted), reverse=True))
+    return replace(priced, free=free(capacity, staying), floor=victims[0] if victims else NO_EVICTION, victims=victims)
 
 
 _OFFERED: dict[tuple[object, ...], frozenset[str] | None] = {}

@@ -4,7 +4,7 @@
 2. the nodes it may run on cannot be changed now (no agent report, a change under way, opted out...);
 3. no layout offers what it asks for on those nodes (with a hint to --generate);
 4. every layout that offers it would evict pods of its priority or higher, or a pod no drain moves,
-   or draw a PodDisruptionBudget below what it allows;
+   or draw a PodDisruptionBudget below what it allows (each rule that rules a layout out is named);
 5. the capacity those layouts offer went to pods of higher priority or that waited longer.
 """
 
@@ -39,8 +39,7 @@ class SearchView(Protocol[S]):
     @property
     def changed(self) -> Mapping[str, Candidate]: ...
 
-    @property
-    def pdb_refusals(self) -> Mapping[tuple[str, str], str]: ...
+    def overdraws(self, candidate: Candidate) -> str: ...
 
     @property
     def generating(self) -> bool: ...
@@ -58,12 +57,12 @@ def _offers(candidate: Candidate, pod: DemandPod) -> bool:
     return all(candidate.capacity.get(resource, 0) >= count for resource, count in pod.requests.items())
 
 
-def explain(search: SearchView[S], pod: DemandPod) -> str:
+def explain(search: SearchView[S], pod: DemandPod, nodes: Sequence[S]) -> str:
+    """Why `pod` waits; `nodes`: the slots it may run on."""
     asks = describe_requests(pod.requests)
-    refused = [(s.name, why) for s in search.slots if (why := s.may_run(pod)) is not None]
-    nodes = [s for s in search.slots if s.may_run(pod) is None]
     if not nodes:
-        return f"no node it may run on ({_listed(f'{n}: {why}' for n, why in refused)})" if refused else "no GPU node"
+        refused = (f"{s.name}: {s.may_run(pod)}" for s in search.slots)
+        return f"no node it may run on ({_listed(refused)})" if search.slots else "no GPU node"
     open_nodes = [s for s in nodes if not s.not_changed and s.name not in search.changed]
     if not open_nodes:
         held = (f"{s.name}: {s.not_changed or 'changed for other pods'}" for s in nodes)
@@ -76,28 +75,23 @@ def explain(search: SearchView[S], pod: DemandPod) -> str:
 def _why_not_open(search: SearchView[S], pod: DemandPod, open_nodes: Sequence[S]) -> str:
     """Why the nodes that may change do not serve the pod."""
     asks = describe_requests(pod.requests)
-    offering = [c for s in open_nodes for c in search.candidates_of(s) if c.capacity and _offers(c, pod)]
     hint = "" if search.generating else (
         " (`migagent advise --generate` builds layouts per node around the busy GPU instances)"
     )
-    if not offering:
+    higher: list[str] = []
+    other: list[str] = []
+    offering = (c for s in open_nodes for c in search.candidates_of(s) if c.capacity and _offers(c, pod))
+    for candidate in offering:  # every rule that rules each out
+        where = f"{candidate.node} -> {candidate.layout}"
+        blocked = candidate.problem or (search.overdraws(candidate) if candidate.evictions else "")
+        other += [f"{where}: {blocked}"] if blocked else []
+        if not candidate.problem and candidate.floor >= pod.priority:
+            higher.append(where)
+        elif not blocked:  # one offers it and nothing rules it out
+            return f"the {asks} a change could offer went to pods of higher priority or that waited longer"
+    if not higher and not other:
         names = ", ".join(s.name for s in open_nodes)
         return f"no layout in the file offers {asks} on the nodes it may run on ({names}){hint}"
-    higher = [f"{c.node} -> {c.layout}" for c in offering if not c.problem and c.floor >= pod.priority]
-    other = [b for c in offering if (b := _blocker(search, c, pod))]
-    if len(higher) + len(other) == len(offering):
-        ruled = ([f"they evict pods of priority >= {pod.priority}, and pods are never evicted for pods of equal or"
-                  f" lower priority ({_listed(higher)})"] if higher else []) + sorted(set(other))
-        return f"every layout offering {asks} is ruled out: {_listed(ruled)}{hint}"
-    return f"the {asks} a change could offer went to pods of higher priority or that waited longer"
-
-
-def _blocker(search: SearchView[S], candidate: Candidate, pod: DemandPod) -> str:
-    """Why this candidate cannot serve the pod, other than priority ("" when nothing else rules it out)."""
-    where = f"{candidate.node} -> {candidate.layout}"
-    if candidate.problem:
-        return f"{where}: {candidate.problem}"
-    if candidate.floor >= pod.priority:
-        return ""
-    refusal = search.pdb_refusals.get((candidate.node, candidate.layout))
-    return f"{where}: {refusal}" if refusal else ""
+    ruled = ([f"they evict pods of priority >= {pod.priority}, and pods are never evicted for pods of equal or"
+              f" lower priority ({_listed(higher)})"] if higher else []) + sorted(set(other))
+    return f"every layout offering {asks} is ruled out: {_listed(ruled)}{hint}"

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import logging
+import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Generic, TypeVar
 
 from kubernetes.client import (
     ApiClient,
@@ -26,11 +29,15 @@ from kubernetes.client import (
     V1Pod,
 )
 from kubernetes.client.exceptions import ApiException
+from kubernetes.informer import ADDED, DELETED, ERROR, MODIFIED, SharedInformer
 
 from migagent.clock import Clock
+from migagent.errors import TransientError
 from migagent.kube.classify import call_with_retries, classified
 from migagent.kube.convert import node_view, whole_quantities
+from migagent.kube.pdbs import pdb_view
 from migagent.kube.rollout_api import RolloutApi, StoredState
+from migagent.node.budgets import PdbView
 from migagent.node.names import (
     AUTOPILOT_NAMESPACE,
     EVENT_COMPONENT,
@@ -50,6 +57,10 @@ from migagent.node.scheduling import (
 
 AUTOPILOT_OBJECT = "migagent-autopilot"
 _TIMEOUT_S = (5.0, 30.0)
+_WATCH_S = 300
+"""How long each watch request stays open (the agent's too): then the next one resumes where it ended."""
+T = TypeVar("T")
+_INFORMER: Callable[..., Any] = SharedInformer  # the client's own informer (untyped)
 _HTTP_NOT_FOUND = 404
 _MAX_MESSAGE = 1024
 
@@ -82,6 +93,7 @@ def demand_pod(model: V1Pod) -> DemandPod:
     meta, spec, status = model.metadata, model.spec, model.status
     containers = [_container_requests(c) for c in (spec.containers if spec else None) or ()]
     inits = [_container_requests(c) for c in (spec.init_containers if spec else None) or ()]
+    owners = (meta.owner_references if meta else None) or ()
     affinity = spec.affinity.node_affinity if spec and spec.affinity else None
     required = affinity.required_during_scheduling_ignored_during_execution if affinity else None
     return DemandPod(
@@ -99,10 +111,85 @@ def demand_pod(model: V1Pod) -> DemandPod:
             Toleration(t.key or "", t.operator or "Equal", t.value or "", t.effect or "")
             for t in (spec.tolerations if spec else None) or ()
         ),
-        owner_kinds=tuple(o.kind for o in ((meta.owner_references if meta else None) or ())),
+        owner_kinds=tuple(o.kind for o in owners),
+        owner=next((o.uid for o in owners if o.controller), owners[0].uid if owners else ""),
         is_mirror=MIRROR_POD_ANNOTATION in ((meta.annotations if meta else None) or {}),
         deleting=meta is not None and meta.deletion_timestamp is not None,
     )
+
+
+def _demand_node(item: Any) -> DemandNode:
+    taints = tuple(Taint(t.key, t.effect, t.value or "") for t in (item.spec.taints if item.spec else None) or ())
+    return DemandNode(node_view(item), taints)
+
+
+def _gpu_pod(item: Any) -> DemandPod | None:
+    pod = demand_pod(item)
+    return pod if pod.requests else None
+
+
+class _Stopping(logging.Filter):
+    """Drops what the informer's thread logs once its watch was stopped: the connection it reads was shut
+    to stop it, not broken."""
+
+    threads: ClassVar[set[int]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread not in self.threads
+
+
+logging.getLogger("kubernetes.informer.informer").addFilter(_Stopping())
+
+
+class _Kept(Generic[T]):
+    """One kind listed once, then kept by its watch (kubernetes.informer.SharedInformer, on its thread), each
+    object converted as its event comes (None: not kept)."""
+
+    def __init__(self, call: Callable[..., Any], kind: str, convert: Callable[[Any], T | None], **query: str) -> None:
+        self.kind, self._convert, self._error, self._thread = kind, convert, "", 0
+        self._objects: dict[str, T] = {}
+        self._lock, self._synced, self._stopping = threading.Lock(), threading.Event(), threading.Event()
+
+        def listed(**args: Any) -> Any:
+            self._thread = threading.get_ident()
+            if args.get("watch"):  # the informer lists, fires the list's events, then watches
+                self._synced.set()
+                args["timeout_seconds"] = 1 if self._stopping.is_set() else _WATCH_S
+            return call(_request_timeout=(_TIMEOUT_S[0], _WATCH_S + _TIMEOUT_S[1]), **args)
+
+        listed.__doc__ = f":rtype: {kind}List"  # how the client's Watch finds the type of each event
+        self._informer = _INFORMER(listed, **query)
+        for event, handler in ((ADDED, self._put), (MODIFIED, self._put), (DELETED, self._drop), (ERROR, self._failed)):
+            self._informer.add_event_handler(event, handler)
+        self._informer.start()
+
+    def _put(self, item: Any, *, drop: bool = False) -> None:
+        converted = None if drop else self._convert(item)
+        with self._lock:
+            key = f"{item.metadata.namespace or ''}/{item.metadata.name}"
+            if converted is None:
+                self._objects.pop(key, None)
+            else:
+                self._objects[key] = converted
+
+    def _drop(self, item: Any) -> None:
+        self._put(item, drop=True)
+
+    def _failed(self, error: object) -> None:
+        self._error = f": {error}"
+
+    def items(self) -> list[T]:
+        """What the watch has seen; TransientError until the first list is in (the next look tries again)."""
+        if not self._synced.wait(_TIMEOUT_S[1]):
+            raise TransientError(f"list {self.kind.lower()}s: no answer yet{self._error}")
+        with self._lock:
+            return list(self._objects.values())
+
+    def stop(self) -> None:
+        self._stopping.set()
+        _Stopping.threads.add(self._thread)
+        self._informer.stop()  # its watch shuts the open connection
+        _Stopping.threads.discard(self._thread)
 
 
 class DemandApi(RolloutApi):
@@ -123,34 +210,49 @@ class DemandApi(RolloutApi):
         super().__init__(api_client, clock=clock, namespace=namespace, layouts_namespace=layouts_namespace,
                          layouts_text=layouts_text)
         self._client = api_client
+        self._watched: tuple[_Kept[DemandNode], _Kept[DemandPod], _Kept[PdbView]] | None = None
+        self._selector = ""
 
     def close(self) -> None:
-        """Close the client's connections (a command that is done with the cluster)."""
+        """Stop the watches and close the client's connections (a command that is done with the cluster)."""
+        for kept in self._watched or ():
+            kept.stop()
         self._client.close()  # type: ignore[no-untyped-call]
 
+    def watch(self, selector: str) -> None:
+        """From now on, the nodes `selector` selects, every GPU pod and every budget come from watches: one
+        list each, then their events (the autopilot's view between its looks)."""
+        self._selector = selector
+        self._watched = (
+            _Kept(self._core.list_node, "V1Node", _demand_node, **({"label_selector": selector} if selector else {})),
+            _Kept(self._core.list_pod_for_all_namespaces, "V1Pod", _gpu_pod),
+            _Kept(self._policy.list_pod_disruption_budget_for_all_namespaces, "V1PodDisruptionBudget", pdb_view),
+        )
+
+    def list_pdbs(self) -> list[PdbView]:
+        return self._watched[2].items() if self._watched else super().list_pdbs()
+
     def list_demand_nodes(self, selector: str) -> list[DemandNode]:
+        if self._watched and selector == self._selector:
+            return sorted(self._watched[0].items(), key=lambda n: n.name)
         call = f"list nodes -l {selector}"
 
         def read() -> list[DemandNode]:
             with classified(call):
                 listing = self._core.list_node(label_selector=selector or None, _request_timeout=_TIMEOUT_S)
-            nodes = []
-            for item in listing.items or ():
-                taints = tuple(Taint(t.key, t.effect, t.value or "") for t in (item.spec.taints if item.spec else None)
-                               or ())
-                nodes.append(DemandNode(node_view(item), taints))
-            return sorted(nodes, key=lambda n: n.name)
+            return sorted((_demand_node(item) for item in listing.items or ()), key=lambda n: n.name)
 
         return call_with_retries(call, read, clock=self._clock)
 
     def list_gpu_pods(self) -> list[DemandPod]:
+        if self._watched:
+            return self._watched[1].items()
         call = "list pods in all namespaces"
 
         def read() -> list[DemandPod]:
             with classified(call):
                 listing = self._core.list_pod_for_all_namespaces(_request_timeout=_TIMEOUT_S)
-            pods = (demand_pod(item) for item in listing.items or ())
-            return [pod for pod in pods if pod.requests]
+            return [pod for item in listing.items or () if (pod := _gpu_pod(item)) is not None]
 
         return call_with_retries(call, read, clock=self._clock)
 

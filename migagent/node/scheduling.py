@@ -107,6 +107,8 @@ class DemandPod:
     """Required node-affinity terms (ORed); empty: no requirement."""
     tolerations: tuple[Toleration, ...] = ()
     owner_kinds: tuple[str, ...] = ()
+    owner: str = ""
+    """Its controller's uid: pods of one owner asking alike are one demand (a burst)."""
     is_mirror: bool = False
     deleting: bool = False
 

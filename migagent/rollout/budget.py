@@ -124,10 +124,15 @@ def pdb_overdraws(
     nodes: Sequence[NodeImpact], budgets: Sequence[DisruptionBudget], pod_labels: Mapping[str, Mapping[str, str]]
 ) -> list[str]:
     """Each budget the wave's predicted evictions would drive below its minimum, said in one line."""
+    return pdb_overdrawn(pdb_draws(nodes, budgets, pod_labels), budgets)
+
+
+def pdb_overdrawn(draws: Mapping[str, int], budgets: Sequence[DisruptionBudget]) -> list[str]:
+    """Each budget `draws` (as `pdb_draws` counts them) drives below its minimum, said in one line."""
     allowed = {f"{b.namespace}/{b.name}": b.disruptions_allowed or 0 for b in budgets}
     return [
         f"PodDisruptionBudget {key} allows {allowed[key]} disruption(s), the wave would evict {drawn}"
-        for key, drawn in sorted(pdb_draws(nodes, budgets, pod_labels).items())
+        for key, drawn in sorted(draws.items())
         if drawn > allowed[key]
     ]
 

@@ -9,17 +9,20 @@ capacity is what the device plugin advertises under the mixed strategy, before a
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar, cast
 
 from migagent.errors import MigAgentError
+from migagent.layout.desired import DesiredGpu, DesiredNode
 from migagent.layout.observed import Observation, ObservedGpu
 from migagent.layout.profile import MigProfile, ci_profile_name
 from migagent.layout.resolve import identity_of, resolve_config
 from migagent.layout.spec import LayoutFile
 from migagent.layout.strategy import GpuDevices, MigStrategy, advertised_counts, desired_devices
-from migagent.planning import plan
+from migagent.planning import GpuPlan, plan
+from migagent.planning.planner import GiWorkloads
 from migagent.rollout.reported import ReportedNode
 
 
@@ -91,17 +94,21 @@ def capacity(observation: Observation) -> dict[str, int]:
 
 
 def predict(node: str, reported: ReportedNode, layout: LayoutFile, name: str) -> NodeImpact:
-    """The change `name` makes on `node`; a layout that does not resolve or fit is a `problem`."""
+    """The change `name` makes on `node`; a layout that does not resolve or fit is a `problem`. Across a
+    fleet most nodes are alike: the layout resolved and the capacities are worked out once per shape of
+    node, each GPU's plan once per GPU alike with the same pods per instance (the planner plans GPUs one
+    by one); only the pods evicted are the node's own."""
     observation = reported.observation
-    before = capacity(observation)
+    shapes, loads, before = _node_shape(reported)
     try:
-        desired = resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus])
-        steps = plan(observation, desired, workloads=reported.workloads())
+        desired, after = _remembered(("layout", id(layout), name, shapes), (layout,),
+                                     partial(_resolved, layout, name, observation))
+        gpu_plans = _gpu_plans(observation, desired, reported.workloads(), loads)
     except MigAgentError as error:
         return NodeImpact(node=node, gpus=len(observation.gpus), capacity_before=before, problem=str(error))
     evicts: set[str] = set()
     changed: list[int] = []
-    for gpu_plan in steps.gpus:
+    for gpu_plan in gpu_plans:
         if gpu_plan.is_unchanged:
             continue
         changed.append(gpu_plan.gpu)
@@ -109,23 +116,86 @@ def predict(node: str, reported: ReportedNode, layout: LayoutFile, name: str) ->
             evicts.update(reported.pods_on_gpu(gpu_plan.gpu))
         for gi in gpu_plan.destroy:
             evicts.update(reported.pods.get((gpu_plan.gpu, gi.placement), ()))
-    after_devices = [  # each device named by its own profile, as `_devices` names them before
-        replace(desired_devices(gpu, want), patterns=()) if (want := desired.gpu(gpu.index)) else _devices(gpu)
-        for gpu in observation.gpus
-    ]
     return NodeImpact(
         node=node,
         gpus=len(observation.gpus),
         gpus_changed=tuple(changed),
-        gis_kept=sum(len(g.keep) for g in steps.gpus),
-        gis_destroyed=sum(len(g.destroy) for g in steps.gpus),
-        gis_created=sum(len(g.create) for g in steps.gpus),
-        resets=sum(1 for g in steps.gpus if g.reset),
+        gis_kept=sum(len(g.keep) for g in gpu_plans),
+        gis_destroyed=sum(len(g.destroy) for g in gpu_plans),
+        gis_created=sum(len(g.create) for g in gpu_plans),
+        resets=sum(1 for g in gpu_plans if g.reset),
         evicts=tuple(sorted(evicts)),
         reported_pods=tuple(sorted({pod for held in reported.pods.values() for pod in held})),
         capacity_before=before,
-        capacity_after=advertised_counts(MigStrategy.MIXED, after_devices),
+        capacity_after=after,
     )
+
+
+def _resolved(layout: LayoutFile, name: str, observation: Observation) -> tuple[DesiredNode, dict[str, int]]:
+    desired = resolve_config(layout, name, [identity_of(gpu) for gpu in observation.gpus])
+    return desired, advertised_counts(MigStrategy.MIXED, [  # each device named by its own profile, as before
+        replace(desired_devices(gpu, want), patterns=()) if (want := desired.gpu(gpu.index)) else _devices(gpu)
+        for gpu in observation.gpus
+    ])
+
+
+_T = TypeVar("_T")
+_KEPT = 65536
+_REMEMBERED: dict[tuple[object, ...], tuple[tuple[object, ...], object]] = {}
+_SHAPES: dict[tuple[object, ...], tuple[int, object]] = {}
+_LAST: list[tuple[ReportedNode, tuple[int, ...], tuple[int, ...], dict[str, int]]] = []
+
+
+def _remembered(key: tuple[object, ...], keep: tuple[object, ...], compute: Callable[[], _T]) -> _T:
+    """`compute()`, or what it gave (or raised) for `key` before. The objects whose ids `key` holds are kept
+    with it: no other object can take their ids meanwhile."""
+    if key not in _REMEMBERED:
+        try:
+            value: object = compute()
+        except MigAgentError as error:
+            value = error
+        _REMEMBERED[key] = (keep, value)
+    value = _REMEMBERED[key][1]
+    if isinstance(value, MigAgentError):
+        raise type(value)(*value.args)
+    return cast(_T, value)
+
+
+def _node_shape(reported: ReportedNode) -> tuple[tuple[int, ...], tuple[int, ...], dict[str, int]]:
+    """Per GPU a number for what its layouts depend on (uuid, bus id, processes aside), one for that and
+    the pods per instance (what its plan depends on); the capacity now. For the node priced last: its
+    layouts come one after another."""
+    if _LAST and _LAST[0][0] is reported:
+        return _LAST[0][1:]
+    if len(_SHAPES) >= _KEPT or len(_REMEMBERED) >= 4 * _KEPT:
+        _SHAPES.clear()
+        _REMEMBERED.clear()  # its keys hold the numbers, which start again
+    gpus, workloads = reported.observation.gpus, reported.workloads()
+    shapes = tuple(_SHAPES.setdefault(
+        (g.index, g.name, g.pci_device_id, g.pci_subsystem_id, g.mig_capable, g.mig_current, g.mig_pending,
+         g.mode_change_needs_reset, g.gpu_instances, id(g.profiles)), (len(_SHAPES), g.profiles))[0] for g in gpus)
+    loads = tuple(_SHAPES.setdefault((shape, *sorted((p, n) for (i, p), n in workloads.items() if i == g.index)),
+                                     (len(_SHAPES), None))[0] for shape, g in zip(shapes, gpus, strict=True))
+    before = _remembered(("before", shapes), (), partial(capacity, reported.observation))
+    _LAST[:] = [(reported, shapes, loads, before)]
+    return shapes, loads, before
+
+
+def _gpu_plans(
+    observation: Observation, desired: DesiredNode, workloads: GiWorkloads, loads: tuple[int, ...]
+) -> tuple[GpuPlan, ...]:
+    """`plan(observation, desired, workloads=workloads).gpus`, one GPU at a time (see `predict`)."""
+    present = {gpu.index: (gpu, load) for gpu, load in zip(observation.gpus, loads, strict=True)}
+    indices = [want.index for want in desired.gpus]
+    if len(set(indices)) < len(indices) or not set(indices) <= present.keys():
+        return plan(observation, desired, workloads=workloads).gpus  # refused, in the planner's words
+    return tuple(_remembered(("plan", present[want.index][1], id(want)), (want,),
+                             partial(_plan_gpu, present[want.index][0], want, workloads))
+                 for want in sorted(desired.gpus, key=lambda g: g.index))
+
+
+def _plan_gpu(gpu: ObservedGpu, want: DesiredGpu, workloads: GiWorkloads) -> GpuPlan:
+    return plan(Observation((gpu,)), DesiredNode((want,)), workloads=workloads).gpus[0]
 
 
 def with_pods_now(impact: NodeImpact, gpu_pods: Iterable[str]) -> NodeImpact:

@@ -9,6 +9,7 @@ catalog, by the GPU's PCI device id. A GPU of a model the catalog lacks makes th
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,18 +39,26 @@ class ReportedNode:
         return tuple(sorted({pod for (gpu, _), held in self.pods.items() if gpu == index for pod in held}))
 
 
+@functools.lru_cache(maxsize=4096)
 def _placement(text: str) -> Placement:
     start, _, size = text.partition(":")
     return Placement(int(start), int(size))
 
 
 def _gi(entry: Mapping[str, Any], gpu_index: int) -> ObservedGi:
-    placement = _placement(str(entry["placement"]))
+    return _reported_gi(gpu_index, str(entry["placement"]), int(entry["profile_id"]),
+                        tuple(int(ci) for ci in entry.get("ci_profile_ids") or ()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _reported_gi(gpu_index: int, placement_text: str, profile_id: int, ci_profile_ids: tuple[int, ...]) -> ObservedGi:
+    """One GI as reported (alike on every node that reports it: one object for all, across a fleet)."""
+    placement = _placement(placement_text)
     cis = tuple(
-        ObservedCi(id=i, profile_id=int(ci), placement=Placement(0, 0), uuid=f"reported-{gpu_index}-{placement}-{i}")
-        for i, ci in enumerate(entry.get("ci_profile_ids") or ())
+        ObservedCi(id=i, profile_id=ci, placement=Placement(0, 0), uuid=f"reported-{gpu_index}-{placement}-{i}")
+        for i, ci in enumerate(ci_profile_ids)
     )
-    return ObservedGi(id=0, profile_id=int(entry["profile_id"]), placement=placement, compute_instances=cis)
+    return ObservedGi(id=0, profile_id=profile_id, placement=placement, compute_instances=cis)
 
 
 def _gpu(entry: Mapping[str, Any]) -> ObservedGpu:

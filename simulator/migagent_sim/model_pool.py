@@ -14,7 +14,7 @@ It plays the rest of the cluster for the demand bench and the autopilot's fast t
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from migagent.clock import FakeClock
@@ -40,6 +40,8 @@ class Job:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     patience_s: float | None = None
     """How long its owner lets a pod of it wait before withdrawing it (None: for ever)."""
+    owner: str = ""
+    """The controller its pods belong to (several jobs may share one: a burst); "" for the job's own."""
     remaining_s: float = 0.0
     waits: list[float] = field(default_factory=list)
     """Seconds each of its pods waited before it ran."""
@@ -73,6 +75,7 @@ class ModelPool(StateObjects):
         self.reconfigure_s = reconfigure_s
         self.namespace = namespace
         self.pending: dict[str, tuple[DemandPod, Job]] = {}
+        self._queue: list[tuple[int, float, str]] = []  # the scheduler's order, kept from one tick to the next
         self.running: dict[str, RunningPod] = {}
         self.budgets: list[PdbView] = []
         self.events: list[RecordedEvent] = []
@@ -91,7 +94,7 @@ class ModelPool(StateObjects):
         pod = DemandPod(
             ref=PodRef(self.namespace, name, f"uid-{name}"), requests=dict(job.requests), priority=job.priority,
             created=self.clock.wall(), labels=dict(job.labels), node_selector=dict(job.node_selector),
-            owner_kinds=("ReplicaSet",),
+            owner_kinds=("ReplicaSet",), owner=job.owner or job.name,
         )
         self.pending[pod.name] = (pod, job)
         return pod
@@ -105,9 +108,20 @@ class ModelPool(StateObjects):
     def schedule(self) -> list[str]:
         """Bind what fits; returns the pods bound."""
         free = {node.name: node.free_by_resource() for node in self.nodes.values()}
+        offering: dict[str, list[ModelNode]] = {}  # resource -> the nodes with one free, in order
+        for each in self.nodes.values():
+            for resource in free[each.name]:
+                offering.setdefault(resource, []).append(each)
+        for nodes in offering.values():
+            nodes.reverse()
         bound: list[str] = []
-        for name, (pod, job) in sorted(self.pending.items(), key=lambda i: (-i[1][0].priority, i[1][0].created, i[0])):
-            node = self._fit(pod, free)
+        for name in self._queued():
+            pod, job = self.pending[name]
+            first = next(iter(pod.requests), "")
+            nodes = offering.get(first, [])
+            while nodes and not free[nodes[-1].name][first]:  # kept reversed: the first node to try last
+                nodes.pop()  # none left there: no later pod asking it fits there either
+            node = self._fit(pod, free, reversed(nodes))
             if node is None:
                 continue
             gis = [free[node.name][resource].pop() for resource, count in pod.requests.items() for _ in range(count)]
@@ -121,8 +135,19 @@ class ModelPool(StateObjects):
             bound.append(name)
         return bound
 
-    def _fit(self, pod: DemandPod, free: Mapping[str, Mapping[str, list[ModelGi]]]) -> ModelNode | None:
-        for node in self.nodes.values():
+    def _queued(self) -> list[str]:
+        """The pending pods, highest priority first, then oldest: last tick's order (one run to Timsort) with
+        the new pods added, so a long queue is not sorted from scratch at every tick."""
+        queued = {key[2] for key in self._queue}
+        self._queue = [key for key in self._queue if key[2] in self.pending]
+        self._queue += [(-pod.priority, pod.created, name) for name, (pod, _) in self.pending.items()
+                        if name not in queued]
+        self._queue.sort()
+        return [key[2] for key in self._queue]
+
+    def _fit(self, pod: DemandPod, free: Mapping[str, Mapping[str, list[ModelGi]]],
+             offering: Iterable[ModelNode]) -> ModelNode | None:
+        for node in offering:
             devices = free[node.name]
             if all(len(devices.get(r, ())) >= n for r, n in pod.requests.items()) and (
                 pod.may_run_on(node.name, node.labels, ()) is None

@@ -14,7 +14,7 @@ from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from migagent.autopilot.controller import Autopilot, load
-from migagent.autopilot.decide import OPT_IN_LABEL, Guardrails
+from migagent.autopilot.decide import OPT_IN_LABEL, OPT_IN_SELECTOR, Guardrails
 from migagent.autopilot.state import Verdict
 from migagent.node.names import MIG_CONFIG_LABEL
 from migagent_sim.apiserver.access import AccessControl
@@ -55,8 +55,9 @@ def test_the_component_grants_exactly_what_the_autopilot_calls(objects: list[Obj
         for p in permissions_of(objects, service_account=("migagent", "migagent-autopilot"))
     }
     assert granted == {
-        ("list", "", "nodes", None), ("patch", "", "nodes", None), ("list", "", "pods", None),
-        ("list", "policy", "poddisruptionbudgets", None),
+        ("list", "", "nodes", None), ("watch", "", "nodes", None), ("patch", "", "nodes", None),
+        ("list", "", "pods", None), ("watch", "", "pods", None),
+        ("list", "policy", "poddisruptionbudgets", None), ("watch", "policy", "poddisruptionbudgets", None),
         ("opted-in-layout-label-only", "migagent.io", "autopilots", None),
         ("get", "", "configmaps", "migagent"), ("list", "", "configmaps", "migagent"),
         ("create", "", "configmaps", "migagent"), ("update", "", "configmaps", "migagent"),
@@ -74,7 +75,9 @@ def test_the_autopilot_follows_the_demand_under_its_own_rbac_and_admission(pool:
     monitor = PoolMonitor(pool)
     waiting = [submit(pool, f"train-{i}", THREE_G) for i in range(2)]
     recorder = Recorder()
-    autopilot = Autopilot(demand_api(pool, AUTOPILOT), Guardrails(persist_s=1.0), clock=CLOCK, listener=recorder)
+    api = demand_api(pool, AUTOPILOT)
+    api.watch(OPT_IN_SELECTOR)  # as `autopilot run` does: its watches are under its RBAC too
+    autopilot = Autopilot(api, Guardrails(persist_s=1.0), clock=CLOCK, listener=recorder)
     stop = threading.Event()
 
     def run() -> None:
@@ -91,6 +94,7 @@ def test_the_autopilot_follows_the_demand_under_its_own_rbac_and_admission(pool:
         finally:
             stop.set()
             thread.join(10.0)
+            api.close()
     changed = [name for name, count in monitor.relabels.items() if count]
     assert len(changed) == 1
     assert changed[0] not in (FULL_NODE, NOT_OPTED)  # an idle opted-in node; the full one's pods stay

@@ -178,3 +178,30 @@ def test_a_pod_no_layout_serves_says_so() -> None:
     (pending,) = wait(pool, 1, "nvidia.com/mig-4g.40gb")
     reason = advise(view(pool)).pod(pending).reason  # type: ignore[union-attr]
     assert reason.startswith("no layout in the file offers nvidia.com/mig-4g.40gb=1 on the nodes it may run on (a)")
+
+
+def test_as_many_evictions_the_change_evicting_the_lowest_priorities_wins() -> None:
+    """Issue 37 item 17: a and b would each evict the seven pods of one GPU for the 7g pod; b's are of lower
+    priority. Before: a, the first by name."""
+    pool = make_pool(model_node("a"), model_node("b"))
+    run(pool, "a", 14, priority=10, prefix="ten")
+    run(pool, "b", 14, priority=5, prefix="five")
+    (pending,) = wait(pool, 1, SEVEN_G, priority=100)
+    advice = advise(view(pool))
+    assert set(advice.changes) == {"b"}, advice.changes
+    assert advice.pod(pending).node == "b"  # type: ignore[union-attr]
+
+
+def test_a_pod_blocked_by_a_budget_and_by_the_priority_rule_hears_of_both() -> None:
+    """Issue 37 item 18: the change that would serve it evicts pods of its priority and overdraws a budget;
+    before, its reason named the priority rule only."""
+    pool = make_pool(model_node("a"))
+    run(pool, "a", 14, priority=5)
+    for running in pool.running.values():
+        running.pod = replace(running.pod, labels={"app": "train"})
+    wait(pool, 1, THREE_G, priority=10, prefix="urgent")
+    (equal,) = wait(pool, 1, THREE_G, priority=5, prefix="equal")
+    closed = PdbView("ml", "train", match_labels={"app": "train"}, disruptions_allowed=0)
+    reason = advise(view(pool, budgets=[closed])).pod(equal).reason  # type: ignore[union-attr]
+    assert "they evict pods of priority >= 5" in reason, reason
+    assert "PodDisruptionBudget ml/train allows 0 disruption(s)" in reason, reason
