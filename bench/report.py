@@ -50,7 +50,7 @@ BLOCKS = (
     Block("demand", ("-m", "bench.demand_bench")),
     Block("advise-scaling", ("-m", "bench.advise_scaling"), readme=DEMAND_DOC),
     Block("autopilot-requests", ("-m", "bench.autopilot_requests"), readme=DEMAND_DOC),
-    Block("demand-fleet", ("-m", "bench.demand_bench", "--scale", "16"), readme=DEMAND_DOC),
+    Block("demand-fleet", ("-m", "bench.demand_bench", "--scale", "16", "--hours", "6"), readme=DEMAND_DOC),
     Block("compare", ("-m", "bench.compare", "{base}", "--runs", "7")),
     Block("compare-journal", ("-m", "bench.compare", "{base}", "--runs", "3", "--probe", "journal", "--gpus", "16")),
     Block("compare-version", ("-m", "bench.compare", "{base}", "--runs", "5", "--probe", "version")),
