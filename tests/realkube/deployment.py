@@ -197,6 +197,10 @@ def ensure_owner(plane: ControlPlane, kind: str, namespace: str, name: str, *, r
         found = admin.create(
             collection, {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
         )
+    if kind != "DaemonSet" and found["spec"].get("replicas") != replicas:
+        # An earlier test on this worker's control plane made it with another count: the budget's
+        # expected pods follow this test's (else a budget meant to block allows a disruption).
+        found = admin.patch(f"{collection}/{name}", {"spec": {"replicas": replicas}})
     uid: str = found["metadata"]["uid"]
     return uid
 
