@@ -29,7 +29,10 @@ def test_demo_autopilot_follows_the_demand_and_leaves_the_node_not_opted_in_alon
     # Priority 0 pods evicted for the priority 1000 ones. Each pod must have waited --persist, and a
     # creationTimestamp has whole seconds: when the two were created either side of a second, a look
     # between the two waits serves the first alone (the second then runs on the same node's other GPU).
-    assert re.search(r"gpu-h100-2: all-1g\.10gb -> all-7g; serves [12] pod\(s\), evicts 7: ml/infer-3, ", out)
+    # Which seven inference pods the node holds is the simulated scheduler's placement, which a loaded
+    # machine may make otherwise; that the change evicts its seven, priority 0, is the autopilot's choice.
+    evicted = r"evicts 7: (ml/infer-\d+(, |\n)){7}"
+    assert re.search(rf"gpu-h100-2: all-1g\.10gb -> all-7g; serves [12] pod\(s\), {evicted}", out)
     assert "they run on gpu-h100-2\n" in out
     history = out[out.index("== migagent autopilot history"):]
     assert history.count(" changed  rollout autopilot-") == 2
