@@ -30,6 +30,7 @@ COLD_FOLDERS = {
     "PIP_CACHE_DIR": "pip",
     "MIGAGENT_CONTROL_PLANE_DIR": "control-plane",
     "MIGAGENT_NVIDIA_TOOLS_DIR": "nvidia-tools",
+    "MIGAGENT_NVIDIA_CTK_DIR": "nvidia-ctk",
     "MIGAGENT_REAL_NODE_DIR": "real-node",
 }
 

@@ -23,9 +23,8 @@ etcd_version=$(sed -n 's/^require go.etcd.io\/etcd\/server\/v3 \(v[0-9.]*\)$/\1/
 stamp="kubernetes $k8s_version etcd $etcd_version"
 
 dir=${1:-${MIGAGENT_CONTROL_PLANE_DIR:-$HOME/.cache/migagent/control-plane/kubernetes-$k8s_version-etcd-$etcd_version}}
-if [ -f "$dir/STAMP" ] && [ "$(cat "$dir/STAMP")" = "$stamp" ] \
-  && [ -x "$dir/kube-apiserver" ] && [ -x "$dir/kube-controller-manager" ] && [ -x "$dir/kube-scheduler" ] \
-  && [ -x "$dir/etcd" ]; then
+source "$here/built.sh"
+if built "$dir" "$stamp" kube-apiserver kube-controller-manager kube-scheduler etcd; then
   echo "$dir"
   exit 0
 fi

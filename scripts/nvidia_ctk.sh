@@ -15,7 +15,8 @@ version=${NVIDIA_CTK_VERSION:-v1.20.2}
 module=github.com/NVIDIA/nvidia-container-toolkit
 stamp="nvidia-container-toolkit $version"
 dir=${1:-${MIGAGENT_NVIDIA_CTK_DIR:-$HOME/.cache/migagent/nvidia-ctk/nvidia-container-toolkit-$version}}
-if [ -f "$dir/STAMP" ] && [ "$(cat "$dir/STAMP")" = "$stamp" ] && [ -x "$dir/nvidia-ctk" ]; then
+source "$(dirname "$0")/built.sh"
+if built "$dir" "$stamp" nvidia-ctk; then
   echo "$dir"
   exit 0
 fi

@@ -21,11 +21,8 @@ stamp="mig-parted $mig_parted_version k8s-device-plugin $device_plugin_version"
 binaries=(nvidia-mig-parted nvidia-mig-manager nvidia-device-plugin gpu-feature-discovery config-manager)
 
 dir=${1:-${MIGAGENT_NVIDIA_TOOLS_DIR:-$HOME/.cache/migagent/nvidia-tools/mig-parted-$mig_parted_version-k8s-device-plugin-$device_plugin_version}}
-have_all() {
-  [ -f "$dir/STAMP" ] && [ "$(cat "$dir/STAMP")" = "$stamp" ] || return 1
-  for binary in "${binaries[@]}"; do [ -x "$dir/$binary" ] || return 1; done
-}
-if have_all; then
+source "$(dirname "$0")/built.sh"
+if built "$dir" "$stamp" "${binaries[@]}"; then
   echo "$dir"
   exit 0
 fi

@@ -33,11 +33,8 @@ esac
 stamp="kubelet $k8s_version runtime $runtime"
 dir=${1:-${MIGAGENT_REAL_NODE_DIR:-$HOME/.cache/migagent/real-node/kubernetes-$k8s_version-$runtime}}
 needed=(kubelet pause busybox bin/containerd bin/containerd-shim-runc-v2 bin/ctr bin/runc cni/bridge cni/host-local cni/loopback)
-have_all() {
-  [ -f "$dir/STAMP" ] && [ "$(cat "$dir/STAMP")" = "$stamp" ] || return 1
-  for file in "${needed[@]}"; do [ -x "$dir/$file" ] || return 1; done
-}
-if have_all; then
+source "$here/built.sh"
+if built "$dir" "$stamp" "${needed[@]}"; then
   echo "$dir"
   exit 0
 fi
