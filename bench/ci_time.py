@@ -3,8 +3,8 @@
 Clones this repository's HEAD into a temporary folder (a clean clone, as CI has), runs its `.ci/run`,
 and prints the seconds of each stage (the `-- NAME: Ns` lines `.ci/run` prints) and the total. With
 `--cold`, every cache the run would find is replaced by an empty folder of its own: the Go build and
-module caches, pip's cache, the fake NVML library's, and the folders the control plane, NVIDIA's tools
-and the real node are built into, so the run builds everything as a new machine does (the Debian
+module caches, pip's cache, the fake NVML library's, and the folders the control plane, NVIDIA's tools,
+nvidia-ctk and the real node are built into, so the run builds everything as a new machine does (the Debian
 packages installed on this machine stay installed). Exits with `.ci/run`'s status; its output is kept
 in the printed log file.
 """
