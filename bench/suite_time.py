@@ -43,13 +43,18 @@ class Run:
 
 
 def start(argv: Sequence[str], junit: Path) -> tuple[subprocess.Popen[str], float]:
+    """pytest's output goes to a file beside its junit report, not a pipe: with two runs at once, a pipe
+    that nobody reads while the other run is awaited would fill and stall the second run's controller."""
     command = [sys.executable, "-m", "pytest", "-q", f"--junitxml={junit}", *argv]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True), time.perf_counter()
+    with junit.with_suffix(".log").open("w", encoding="utf-8") as output:
+        child = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, text=True)
+    return child, time.perf_counter()
 
 
 def finish(argv: Sequence[str], junit: Path, child: subprocess.Popen[str], started: float) -> Run:
-    out, _ = child.communicate()
+    child.wait()
     seconds = time.perf_counter() - started
+    out = junit.with_suffix(".log").read_text(encoding="utf-8")
     lines = [line for line in out.splitlines() if line.strip()]
     summary = lines[-1].strip("= ") if lines else "(no output)"
     if child.returncode != 0:  # the whole output kept: a failure under load is the one worth reading
@@ -107,6 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for i, done in enumerate(runs, 1):
                     print(f"round {round_}, run {i} of 2 at once: {done.line()}")
                     failed |= done.returncode != 0
+                if failed:  # the goal is consecutive clean rounds: a failed one ends the count
+                    print(f"round {round_} failed: stopped after {round_} of {args.beside} rounds")
+                    break
             return int(failed)
         runs = [run(FAST_TIERS, work, "fast")] if args.tiers else []
         runs.append(run((), work, "all"))
