@@ -178,11 +178,14 @@ class OwnedAgent(Agent):
 
     def reconcile_once(self, stop: threading.Event | None = None) -> Outcome:
         """Read without the Lease; an attempt that must write runs again, from fresh reads, holding it."""
+        # One event for the attempt and the Lease's renewer, also when the caller gave none: a renewer
+        # that cannot renew sets it, and the attempt in flight must be the one to see that.
+        stop = stop if stop is not None else threading.Event()
         try:
             return super().reconcile_once(stop)
         except LeaseNeeded:
             pass
-        if not self.ownership.claim(stop or threading.Event()):
+        if not self.ownership.claim(stop):
             return Outcome.STOPPED
         try:
             return super().reconcile_once(stop)

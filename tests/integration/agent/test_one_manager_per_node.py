@@ -11,6 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from migagent.attempt.listener import Outcome
+from migagent.attempt.phases import AgentPhase
+from migagent.loops.ownership import OwnedAgent
 from migagent.nvml.driver import GpuDriver
 from migagent.reconcile.ports import NodeDriver
 from migagent_sim.cluster import SimCluster, SimClusterConfig
@@ -84,6 +86,31 @@ def test_a_lease_left_by_a_killed_agent_is_taken_only_after_it_expires(
     eventually(lambda: not _holder(cluster), what="the successor to release the Lease after writing")
     lease = cluster.api.lease(*LEASE) or {}
     assert lease["spec"]["leaseTransitions"] == 1, "taken over once: from the dead agent, after it expired"
+
+
+def test_an_agent_that_cannot_renew_its_lease_mid_change_stops_before_touching_the_gpus(
+    make_cluster: Callable[[SimClusterConfig], SimCluster],
+) -> None:
+    """Called without a stop event (as `apply` and tests do): the renewer's "someone else may own the
+    node now" must still reach the attempt in flight, not an event nobody reads."""
+    cluster = make_cluster(SMALL)
+    mutations: Counter[str] = Counter()
+    agents: list[OwnedAgent] = []
+
+    def renewals_refused_as_the_drain_starts(phase: AgentPhase) -> None:
+        if phase is AgentPhase.DRAIN:
+            cluster.api.inject_fault("PUT", r"/leases/", 503, times=10_000)
+            eventually(agents[0].ownership.lost.is_set, what="the renewer to give the Lease up", timeout_s=10.0)
+
+    options = replace(cluster.options(), lease_duration_s=1)
+    agent, _ = cluster.build_agent(
+        options, phase_hook=renewals_refused_as_the_drain_starts, wrap_driver=_counting(mutations, "a")
+    )
+    agents.append(agent)
+    cluster.label("all-balanced")
+
+    assert agent.reconcile_once() is Outcome.STOPPED
+    assert not mutations, "the GPUs were changed after the Lease was lost"
 
 
 def test_nvidia_mig_manager_on_the_node_is_refused_by_name_and_nothing_is_touched(
