@@ -48,7 +48,13 @@ from migagent.node.names import (
     deploy_label,
 )
 from migagent.plumbing.health import HealthState
-from migagent_sim.cluster import PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig, time_slicing_config
+from migagent_sim.cluster import (
+    PDB_BLOCKING_FOR_NOW,
+    RunningAgent,
+    SimCluster,
+    SimClusterConfig,
+    time_slicing_config,
+)
 
 # The demo is a real-time show: one wall clock, through the seam like everything else.
 _CLOCK = SystemClock()
@@ -95,6 +101,7 @@ class _Watcher:
     lines: queue.Queue[str] = field(default_factory=queue.Queue)
     lock: threading.Lock = field(default_factory=threading.Lock)
     quiet: bool = True
+    agent: DaemonSetAgent | None = None
 
     def say(self, text: str) -> None:
         if not self.quiet:
@@ -126,6 +133,8 @@ class _Watcher:
         self.say(f"pod {pod['metadata']['namespace']}/{pod['metadata']['name']} is gone")
 
     def poll(self) -> JsonDict:
+        if self.agent is not None:
+            self.agent.keep_running(self.say)
         self._print_events()
         self._print_blocked_evictions()
         while not self.lines.empty():
@@ -153,6 +162,26 @@ class _Watcher:
                 self.first_block_at = self.first_block_at or _CLOCK.monotonic()
                 self.say(f"eviction of {request.namespace}/{request.name} refused (429): its PodDisruptionBudget"
                          " allows no disruption; the agent keeps retrying")
+
+
+@dataclass
+class DaemonSetAgent:
+    """The demo's agent as its DaemonSet keeps it: an agent that stops on its own (it could not renew the
+    node's Lease for a whole duration, as on a heavily loaded machine, so someone else may own the node)
+    exits, and the kubelet starts it again; the successor finishes the change from the node's journal."""
+
+    start: Callable[[], RunningAgent]
+    running: RunningAgent | None = None
+    restarts: int = 0
+
+    def __post_init__(self) -> None:
+        self.running = self.start()
+
+    def keep_running(self, say: Callable[[str], None]) -> None:
+        if self.running is not None and not self.running.alive:
+            self.restarts += 1
+            say(f"the agent stopped on its own; restarted as its DaemonSet's pod would be (restart {self.restarts})")
+            self.running = self.start()
 
 
 def _setup(cluster: SimCluster) -> dict[str, str]:
@@ -323,7 +352,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         if metrics_url is not None:
             print(f"  metrics, health and readiness at {metrics_url}/metrics, /healthz, /readyz")
         watcher.say("agent started")
-        cluster.start_agent(listener=listener, health=health)
+        watcher.agent = DaemonSetAgent(lambda: cluster.start_agent(listener=listener, health=health))
         deadline = _CLOCK.monotonic() + args.timeout
         if not _wait_for_state(cluster, watcher, START_LAYOUT, deadline):
             print("the agent did not report the starting layout in time", file=sys.stderr)

@@ -93,6 +93,30 @@ def test_the_demo_reconfigures_the_node_and_exits_zero(capsys: pytest.CaptureFix
     assert f"-f configs/mig-layouts/mig-layouts.yaml -c {demo.TARGET_LAYOUT[MigStrategy.MIXED]}" in out
 
 
+def test_the_demos_agent_that_stops_on_its_own_is_restarted_as_its_daemonset_would_and_then_applies(
+    cluster: SimCluster,
+) -> None:
+    pod = demo.DaemonSetAgent(cluster.start_agent)
+    first = pod.running
+    assert first is not None
+    said: list[str] = []
+    pod.keep_running(said.append)
+    assert (pod.restarts, pod.running, said) == (0, first, []), "a running agent is left alone"
+
+    first.stop_event.set()  # what the Lease's renewer does when it cannot renew: the agent's loop ends
+    eventually(lambda: not first.alive, what="the first agent's loop to end")
+    pod.keep_running(said.append)
+
+    assert pod.restarts == 1
+    restarted = pod.running
+    assert restarted is not None
+    assert restarted is not first
+    assert restarted.alive
+    assert said == ["the agent stopped on its own; restarted as its DaemonSet's pod would be (restart 1)"]
+    cluster.label("all-balanced")
+    eventually(lambda: condition_reason(cluster) == "Applied", what="the restarted agent to apply all-balanced")
+
+
 def test_the_demos_layouts_are_the_shipped_files_on_its_node() -> None:
     """What the demo applies is what `migagent plan -f configs/mig-layouts/mig-layouts.yaml` resolves."""
     demo_file = parse_layout(DEMO_LAYOUTS, source="demo")
