@@ -8,14 +8,13 @@ import signal
 import subprocess
 import sys
 import tomllib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from migagent.cli import build_parser, main
 from migagent.cli.commands import all_commands
+from tests.ctrl_c import children_start_with_ctrl_c_on
 
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = str(ROOT / "configs/mig-layouts/mig-layouts.yaml")
@@ -91,7 +90,7 @@ def test_each_command_registers_under_its_own_name_with_its_summary() -> None:
 def test_ctrl_c_while_a_command_waits_on_its_input_exits_130_with_one_line(tmp_path: Path) -> None:
     fifo = tmp_path / "layouts.fifo"
     os.mkfifo(fifo)
-    with _children_start_with_ctrl_c_on():
+    with children_start_with_ctrl_c_on():
         child = subprocess.Popen(
             [sys.executable, "-m", "migagent", "validate", "-f", str(fifo)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
@@ -121,21 +120,6 @@ def test_ctrl_c_while_a_command_waits_on_its_input_exits_130_with_one_line(tmp_p
     assert child.returncode == 130
     assert out == ""
     assert err.splitlines() == ["migagent validate: interrupted"]
-
-
-@contextmanager
-def _children_start_with_ctrl_c_on() -> Iterator[None]:
-    """While it runs, a child starts with SIGINT at its default, even if this suite ignores it.
-
-    A suite started in the background by a shell without job control (`(pytest &)`, `nohup` in a
-    script) ignores SIGINT, its children inherit that, and a Python child then leaves Ctrl-C ignored,
-    as a background job should: the test would wait forever. A handler, unlike an ignored signal, is
-    not inherited across exec."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _wait_until_sleeping_in_pipe_read(child: subprocess.Popen[str]) -> None:
@@ -238,7 +222,7 @@ def test_ctrl_c_while_the_console_script_imports_the_cli_is_one_line_and_130(tmp
     script = f"import sys\nfrom {module} import {function}\nsys.exit({function}())\n"  # what pip writes, in short
     (tmp_path / "sitecustomize.py").write_text(_CTRL_C_DURING_CLI_IMPORT, encoding="utf-8")
     paths = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
-    with _children_start_with_ctrl_c_on():
+    with children_start_with_ctrl_c_on():
         done = subprocess.run([sys.executable, "-c", script, "--version"], capture_output=True, text=True,
                               check=False, cwd=ROOT, timeout=120, env={**os.environ, "PYTHONPATH": paths})
     assert (done.returncode, done.stderr, done.stdout) == (130, "migagent: interrupted\n", "")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from migagent.cli import main
+from tests.ctrl_c import children_start_with_ctrl_c_on
 from tests.integration.demos import STUCK_DEMO
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -46,8 +47,9 @@ def test_rollout_advise_and_the_autopilot_can_be_tried_against_the_lingering_dem
 ) -> None:
     # As the README says: `migagent demo --linger` keeps its fake API server up for these commands, with -f
     # (the demo deploys no layouts ConfigMap); `autopilot run -f` did not exist.
-    demo = subprocess.Popen([sys.executable, "-m", "migagent", "demo", "--linger", "600"], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    with children_start_with_ctrl_c_on():  # the SIGINT below must stop it, also in a suite run with it ignored
+        demo = subprocess.Popen([sys.executable, "-m", "migagent", "demo", "--linger", "600"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
     try:
         assert demo.stdout is not None
         first = demo.stdout.readline()
@@ -66,4 +68,9 @@ def test_rollout_advise_and_the_autopilot_can_be_tried_against_the_lingering_dem
         assert capsys.readouterr().out.startswith("autopilot: active")
     finally:
         demo.send_signal(signal.SIGINT)  # its temporary directory is removed on the way out
-        demo.communicate(timeout=60)
+        try:
+            demo.communicate(timeout=60)
+        finally:
+            if demo.poll() is None:  # not left running past this test, whatever failed
+                demo.kill()
+                demo.communicate()
