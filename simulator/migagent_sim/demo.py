@@ -11,7 +11,8 @@ layout that mixes profiles, so the agent first refuses `all-balanced` with nothi
 node is then labelled `all-3g.40gb`. With --time-slicing N the plugin replicates every MIG resource N
 times (its sharing config in a ConfigMap the agent reads), so the node advertises instances x N
 (`nvidia.com/mig-1g.10gb: 112` for 56 instances x 2; `.shared` with --rename-shared).
-Exit 0 on success within --timeout, 1 otherwise.
+Exit 0 on success within --timeout, 1 otherwise; Ctrl-C (130) and SIGTERM (143) stop it with its servers
+stopped and its temporary directories removed.
 
 `migagent demo rollout` is the pool-level show instead (demo_rollout.py): six such nodes rolled to a
 new layout by `migagent rollout` in waves, one made to fail, the halt, and the resume.
@@ -23,13 +24,16 @@ import argparse
 import json
 import logging
 import queue
+import signal
 import sys
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from migagent.attempt.report.fleet_rows import gpu_holdings
@@ -327,6 +331,38 @@ def _pool_demo(args: argparse.Namespace) -> int:
     return run_autopilot_demo(args)
 
 
+class DemoTerminated(BaseException):
+    """SIGTERM arrived: raised in the main thread, like KeyboardInterrupt, so every `with` unwinds. A
+    BaseException, so that no `except Exception` on the way swallows it."""
+
+
+@contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """SIGTERM (`kill`, `timeout`, a container's stop) ends the demo as Ctrl-C does: its servers stop and
+    its temporary directory is removed, which the signal's default action would leave behind."""
+    if threading.current_thread() is not threading.main_thread():  # Python allows handlers only there
+        yield
+        return
+
+    def terminated(_signum: int, _frame: FrameType | None) -> None:
+        raise DemoTerminated
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _demo_command(args: argparse.Namespace) -> int:
+    try:
+        with _sigterm_unwinds():
+            return _run_demo(args)
+    except DemoTerminated:
+        print("migagent demo: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
+
+
 def _run_demo(args: argparse.Namespace) -> int:
     if args.scenario != "node":
         return _pool_demo(args)
@@ -426,4 +462,4 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--linger", type=SECONDS, default=0.0, metavar="SECONDS",
         help="keep the simulated node and /metrics up this long after success (to scrape it)",
     )
-    parser.set_defaults(handler=_run_demo)
+    parser.set_defaults(handler=_demo_command)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -29,10 +31,13 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _scrape_until_the_target_layout_is_reported(url: str, demo: subprocess.Popen[bytes]) -> Samples:
+def _scrape_until_the_target_layout_is_reported(url: str, demo: subprocess.Popen[bytes], log: Path) -> Samples:
     deadline = Deadline(WAIT_S)
     while not deadline.passed():
-        assert demo.poll() is None, "the demo exited before its metrics showed the new layout"
+        if demo.poll() is not None:
+            output = log.read_text(encoding="utf-8", errors="replace")[-3000:]
+            said = f"the demo exited ({demo.returncode}) before its metrics showed the new layout"
+            raise AssertionError(f"{said}:\n{output}")
         try:
             samples = scrape(url)
         except (urllib.error.URLError, ConnectionError):
@@ -43,19 +48,34 @@ def _scrape_until_the_target_layout_is_reported(url: str, demo: subprocess.Popen
     raise AssertionError("gave up waiting for migagent_layout_info{layout=all-balanced}")
 
 
-def test_the_demo_serves_every_listed_series_and_both_probes_while_it_runs(tmp_path: Path) -> None:
+def test_the_demo_serves_every_listed_series_and_both_probes_while_it_runs_and_a_sigterm_cleans_up(
+    tmp_path: Path,
+) -> None:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     argv = ["demo", "--metrics-address", "127.0.0.1", "--metrics-port", str(port), "--linger", "120"]
+    temporary = tmp_path / "tmp"  # the demo's own temporary directory goes here, to be looked for after
+    temporary.mkdir()
     with open(tmp_path / "demo.log", "wb") as log:
-        demo = subprocess.Popen([sys.executable, "-c", MAIN, *argv], stdout=log, stderr=log)
+        demo = subprocess.Popen(
+            [sys.executable, "-c", MAIN, *argv], stdout=log, stderr=log, env={**os.environ, "TMPDIR": str(temporary)}
+        )
         try:
-            samples = _scrape_until_the_target_layout_is_reported(url, demo)
+            samples = _scrape_until_the_target_layout_is_reported(url, demo, tmp_path / "demo.log")
             healthz, readyz = status_of(url + "/healthz"), status_of(url + "/readyz")
+            made = sorted(p.name.split("-")[0] for p in temporary.iterdir())
         finally:
             demo.terminate()
-            demo.wait(WAIT_S)
+            try:
+                stopped = demo.wait(WAIT_S)
+            finally:
+                if demo.poll() is None:
+                    demo.kill()
+                    demo.wait()
     output = (tmp_path / "demo.log").read_text(encoding="utf-8")
+    assert (stopped, output.splitlines()[-1]) == (128 + signal.SIGTERM, "migagent demo: terminated"), output[-2000:]
+    assert "migagent" in made, f"the demo's temporary directory was not under TMPDIR: {made}"
+    assert not list(temporary.iterdir()), "SIGTERM left the demo's temporary directories behind"
     names = {name for name, _ in samples}
     assert set(LISTED_SERIES) <= names, f"missing: {set(LISTED_SERIES) - names}\n{output}"
     assert (healthz, readyz) == (200, 200)
