@@ -59,12 +59,20 @@ HOST_LOCK = Path("/run/lock/migagent-real-node.lock")
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[Cluster]:
+def host_lock() -> Iterator[None]:
+    """This machine's real node, kubelet chains and pod subnet route for this session: another run of the
+    suite beside this one (a developer beside CI) waits here for its turn. One open file per session, so
+    the tests of this worker that need it (the node, the firewall test) share the one lock."""
     HOST_LOCK.parent.mkdir(parents=True, exist_ok=True)
     with HOST_LOCK.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process ends
-        with started_cluster(Path(os.environ[IMAGE_ENV])) as world:
-            yield world
+        yield
+
+
+@pytest.fixture(scope="session")
+def cluster(host_lock: None) -> Iterator[Cluster]:
+    with started_cluster(Path(os.environ[IMAGE_ENV])) as world:
+        yield world
 
 
 @pytest.fixture
