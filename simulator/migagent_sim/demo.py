@@ -183,6 +183,7 @@ class DaemonSetAgent:
 
     def keep_running(self, say: Callable[[str], None]) -> None:
         if self.running is not None and not self.running.alive:
+            self.running.stop()  # its label source still watches: a restarted pod starts a fresh one
             self.restarts += 1
             say(f"the agent stopped on its own; restarted as its DaemonSet's pod would be (restart {self.restarts})")
             self.running = self.start()

@@ -112,6 +112,7 @@ def test_the_demos_agent_that_stops_on_its_own_is_restarted_as_its_daemonset_wou
     assert restarted is not None
     assert restarted is not first
     assert restarted.alive
+    assert not first.source.watching, "the stopped agent's label watch was left running"
     assert said == ["the agent stopped on its own; restarted as its DaemonSet's pod would be (restart 1)"]
     cluster.label("all-balanced")
     eventually(lambda: condition_reason(cluster) == "Applied", what="the restarted agent to apply all-balanced")
