@@ -4,13 +4,18 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from migagent_sim.deadline import Deadline
 from tests.integration.health.test_metrics_while_the_agent_reconfigures import (
@@ -48,14 +53,21 @@ def _scrape_until_the_target_layout_is_reported(url: str, demo: subprocess.Popen
     raise AssertionError("gave up waiting for migagent_layout_info{layout=all-balanced}")
 
 
+@pytest.fixture
+def temporary() -> Iterator[Path]:
+    """The demo's TMPDIR, to look for what it leaves: a short path, since the simulated kubelet's sockets
+    live under it (a unix socket's path is at most 107 bytes, and tmp_path under xdist is long)."""
+    path = Path(tempfile.mkdtemp(prefix="demo-tmp-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def test_the_demo_serves_every_listed_series_and_both_probes_while_it_runs_and_a_sigterm_cleans_up(
-    tmp_path: Path,
+    tmp_path: Path, temporary: Path
 ) -> None:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     argv = ["demo", "--metrics-address", "127.0.0.1", "--metrics-port", str(port), "--linger", "120"]
-    temporary = tmp_path / "tmp"  # the demo's own temporary directory goes here, to be looked for after
-    temporary.mkdir()
     with open(tmp_path / "demo.log", "wb") as log:
         demo = subprocess.Popen(
             [sys.executable, "-c", MAIN, *argv], stdout=log, stderr=log, env={**os.environ, "TMPDIR": str(temporary)}
