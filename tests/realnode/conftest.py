@@ -21,11 +21,15 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
+from migagent_sim.deadline import Deadline
 from migagent_sim.gpu_node.nvidia_tools import missing_tools
 from tests.binaries_gate import BinariesGate
 from tests.realkube.control_plane import SCRIPT, binaries_built, binaries_dir
@@ -56,17 +60,40 @@ pytest_terminal_summary = _GATE.terminal_summary
 
 
 HOST_LOCK = Path("/run/lock/migagent-real-node.lock")
+HOST_LOCK_WAIT_S = 3600.0
+"""How long a run waits for another run's real node: that run holds the lock for its whole real-node
+session (10 tests, minutes alone, tens of minutes on a loaded machine). Generous: it bounds a hang."""
 
 
 @pytest.fixture(scope="session")
 def host_lock() -> Iterator[None]:
     """This machine's real node, kubelet chains and pod subnet route for this session: another run of the
     suite beside this one (a developer beside CI) waits here for its turn. One open file per session, so
-    the tests of this worker that need it (the node, the firewall test) share the one lock."""
+    the tests of this worker that need it (the node, the firewall test) share the one lock.
+
+    The wait is not the test's: pytest-timeout's timer (SIGALRM) is paused while it lasts and re-armed
+    with what was left, or a test that waited for another run's node would time out in its setup."""
     HOST_LOCK.parent.mkdir(parents=True, exist_ok=True)
-    with HOST_LOCK.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process ends
+    with HOST_LOCK.open("a") as lock:  # the lock goes when the file closes, or the process ends
+        left, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+        try:
+            deadline = Deadline(HOST_LOCK_WAIT_S)
+            while not _locked(lock):
+                if deadline.passed():
+                    pytest.fail(f"another run held {HOST_LOCK} for {deadline.describe()}: its real node never ended")
+                time.sleep(1.0)
+        finally:
+            if left > 0:
+                signal.setitimer(signal.ITIMER_REAL, left)
         yield
+
+
+def _locked(lock: IO[str]) -> bool:
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 @pytest.fixture(scope="session")
