@@ -65,11 +65,13 @@ HOST_LOCK_WAIT_S = 3600.0
 session (10 tests, minutes alone, tens of minutes on a loaded machine). Generous: it bounds a hang."""
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def host_lock() -> Iterator[None]:
-    """This machine's real node, kubelet chains and pod subnet route for this session: another run of the
-    suite beside this one (a developer beside CI) waits here for its turn. One open file per session, so
-    the tests of this worker that need it (the node, the firewall test) share the one lock.
+    """This machine's real node, kubelet chains and pod subnet route while tests/realnode runs: another run
+    of the suite beside this one (a developer beside CI) waits here for its turn. Package-scoped, with the
+    node: both go when this worker's last tests/realnode test is done (one xdist group, run as a block),
+    not when the worker's whole session ends, which kept the other run waiting for every later test here.
+    One open file, so the tests here that need it (the node, the firewall test) share the one lock.
 
     The wait is not the test's: pytest-timeout's timer (SIGALRM) is paused while it lasts and re-armed
     with what was left, or a test that waited for another run's node would time out in its setup."""
@@ -96,7 +98,7 @@ def _locked(lock: IO[str]) -> bool:
     return True
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster(host_lock: None) -> Iterator[Cluster]:
     with started_cluster(Path(os.environ[IMAGE_ENV])) as world:
         yield world
