@@ -139,6 +139,15 @@ class Simulation(Generic[Api_co]):
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> Simulation[Api_co]:
+        """Everything up, or (when a part cannot start: a socket path too long, a port) everything started
+        so far stopped again and its folders removed, then the error."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> Simulation[Api_co]:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.layout_file.write_text(self.config.layouts_yaml, encoding="utf-8")
         if self.config.start_layout is not None:

@@ -8,17 +8,24 @@ from pathlib import Path
 
 import grpc
 
+from migagent.errors import UsageError
+
 # sockaddr_un.sun_path is 108 bytes on Linux, one of them the terminating NUL.
 MAX_UNIX_PATH_BYTES = 107
 
 
+class SocketPathTooLongError(UsageError, ValueError):
+    """A simulated node's socket cannot live where it was asked to: a setting (most often TMPDIR, under
+    which the demo and the simulator make their folders), so a one-line refusal, not an internal error."""
+
+
 def check_socket_path(socket_path: str, what: str) -> None:
-    """ValueError naming `what` when the path cannot be a unix socket address."""
+    """SocketPathTooLongError naming `what` when the path cannot be a unix socket address."""
     size = len(os.fsencode(socket_path))
     if size > MAX_UNIX_PATH_BYTES:
-        raise ValueError(
+        raise SocketPathTooLongError(
             f"{what} socket path {socket_path} is {size} bytes; unix sockets allow at most"
-            f" {MAX_UNIX_PATH_BYTES}: choose a shorter path"
+            f" {MAX_UNIX_PATH_BYTES}: choose a shorter path (a shorter TMPDIR, where it is under TMPDIR)"
         )
 
 

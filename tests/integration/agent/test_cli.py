@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,6 +117,23 @@ def test_the_demos_agent_that_stops_on_its_own_is_restarted_as_its_daemonset_wou
     assert said == ["the agent stopped on its own; restarted as its DaemonSet's pod would be (restart 1)"]
     cluster.label("all-balanced")
     eventually(lambda: condition_reason(cluster) == "Applied", what="the restarted agent to apply all-balanced")
+
+
+def test_a_tmpdir_too_long_for_the_demos_sockets_is_refused_in_one_line_and_nothing_is_left_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    long = tmp_path / ("t" * 90)  # the simulated kubelet's sockets under it pass the 107 bytes of sun_path
+    long.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(long))
+
+    assert main(["demo"]) == 1
+
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 1
+    assert said[0].startswith("migagent demo: ")
+    assert "unix sockets allow at most 107" in said[0]
+    assert "TMPDIR" in said[0]
+    assert not list(long.iterdir()), "the simulated node that could not start left its folders"
 
 
 def test_the_demos_layouts_are_the_shipped_files_on_its_node() -> None:
