@@ -116,6 +116,9 @@ class Drainer:
             if checkpoint is not None:
                 checkpoint()
             pending = [p for p in progress if not p.done]
+            if pending and stop is not None and stop.is_set():  # no eviction once asked to stop: the successor's
+                names = ", ".join(str(p.pod.ref) for p in pending)
+                raise DrainInterruptedError(f"drain interrupted by a stop request; still on the node: {names}")
             for item in pending:
                 self._advance(item, force_delete=force_delete)
             self._check_gone([p for p in pending if p.requested and not p.done])
@@ -128,9 +131,7 @@ class Drainer:
                 raise self._blocked(remaining, timeout_s)
             wait_s = max(_MIN_SLEEP_S, self._next_wake(remaining, now, deadline, poll_s) - now)
             poll_s = min(self._poll_interval_s, poll_s * 2)
-            if pause(self._clock, stop, wait_s):
-                names = ", ".join(str(p.pod.ref) for p in remaining)
-                raise DrainInterruptedError(f"drain interrupted by a stop request; still on the node: {names}")
+            pause(self._clock, stop, wait_s)  # a stop ends the wait; the next turn raises, before any eviction
 
     def _backoff(self) -> Doubling:
         return Doubling(self._retry_initial_s, self._retry_max_s)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
-from migagent.attempt.drain.drainer import Drainer
+from migagent.attempt.drain.drainer import Drainer, DrainInterruptedError
 from migagent.clock import FakeClock
 from migagent.errors import DrainBlockedError, TransientError
 from migagent.node.budgets import PdbView
@@ -119,3 +121,22 @@ def test_the_polls_start_fast_and_slow_down_to_the_poll_interval() -> None:
     clock = FakeClock()
     Drainer(cluster, clock=clock, poll_interval_s=1.0).drain([_pod(cluster, "a")], timeout_s=60)
     assert clock.sleeps == pytest.approx([0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0])
+
+
+def test_a_stop_requested_before_the_drain_evicts_nothing_and_names_every_pod_still_there() -> None:
+    # SIGTERM as the drain starts: the successor evicts, and waits for what it evicted, itself. An eviction
+    # sent on the way out left a terminating pod whose process the successor could not place (its plan saw
+    # a process no pod held, and refused the change).
+    cluster = _cluster("a", "b")
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(DrainInterruptedError, match=r"still on the node: team/a, team/b"):
+        Drainer(cluster, clock=FakeClock()).drain([_pod(cluster, "a"), _pod(cluster, "b")], timeout_s=60, stop=stop)
+    assert _evicted(cluster) == []
+
+
+def test_a_stop_with_nothing_left_to_drain_is_a_finished_drain() -> None:
+    stop = threading.Event()
+    stop.set()
+    result = Drainer(_cluster(), clock=FakeClock()).drain([], timeout_s=60, stop=stop)
+    assert result.removed == ()
