@@ -116,7 +116,8 @@ class Drainer:
             if checkpoint is not None:
                 checkpoint()
             pending = [p for p in progress if not p.done]
-            if pending and stop is not None and stop.is_set():  # no eviction once asked to stop: the successor's
+            # No eviction once asked to stop: the successor evicts, and waits for what it evicted, itself.
+            if pending and stop is not None and stop.is_set():
                 names = ", ".join(str(p.pod.ref) for p in pending)
                 raise DrainInterruptedError(f"drain interrupted by a stop request; still on the node: {names}")
             for item in pending:
