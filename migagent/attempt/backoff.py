@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from migagent.attempt.blockers import Blocker
 from migagent.attempt.undo import AttemptMarker
+from migagent.jsontext import decode_json
 from migagent.layout.observed import Observation
 from migagent.node.names import is_gpu_resource
 from migagent.node.port import PodView
@@ -58,7 +59,7 @@ class RetryHold:
         if not text:
             return None
         try:
-            data = json.loads(text)
+            data = decode_json(text)
             blockers = data.get("blockers")
             return cls(
                 at=float(data["at"]),

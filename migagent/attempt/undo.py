@@ -31,6 +31,7 @@ from migagent.errors import (
     ResetRequiredError,
     StorageError,
 )
+from migagent.jsontext import decode_json
 from migagent.node.names import ConditionReason
 
 log = structlog.get_logger(__name__)
@@ -115,7 +116,7 @@ class AttemptMarker:
         if not text:
             return None
         try:
-            data = json.loads(text)
+            data = decode_json(text)
         except ValueError:
             return None
         if isinstance(data, int):

@@ -23,7 +23,7 @@ import structlog
 
 from migagent.autopilot.decide import PAUSED, Guardrails, decide
 from migagent.autopilot.port import STATE_KEY, AutopilotPort
-from migagent.autopilot.state import AutopilotState, Decision, Verdict
+from migagent.autopilot.state import AutopilotState, CorruptAutopilotStateError, Decision, Verdict
 from migagent.clock import Clock
 from migagent.demand.advise import CandidateCache
 from migagent.errors import MigAgentError, TransientError
@@ -65,7 +65,15 @@ def load(port: AutopilotPort) -> AutopilotState:
     stored = port.read_autopilot()
     if stored is None:
         return AutopilotState()
-    return AutopilotState.loads(stored.data.get(STATE_KEY, ""), resource_version=stored.resource_version)
+    try:
+        return AutopilotState.loads(stored.data.get(STATE_KEY, ""), resource_version=stored.resource_version)
+    except (ValueError, TypeError, KeyError, AttributeError) as error:  # a hand edit: said, never guessed past
+        where = f"-n {stored.namespace} configmap {stored.object_name}"
+        raise CorruptAutopilotStateError(
+            f"the autopilot's state (configmap {stored.namespace}/{stored.object_name}, key {STATE_KEY!r}) cannot"
+            f" be read: {error}; repair it with `kubectl edit {where}`, or remove it with `kubectl delete {where}`"
+            " (that forgets its pause, its history and the changes its cool-downs count)"
+        ) from None
 
 
 def save(port: AutopilotPort, state: AutopilotState) -> AutopilotState:

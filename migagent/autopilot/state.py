@@ -10,9 +10,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from migagent.errors import PermanentError
+from migagent.jsontext import decode_json
+
 HISTORY_KEPT = 200
 CHANGES_KEPT_S = 7 * 24 * 3600.0
 """Changes older than this are dropped (longer than any sensible cool-down)."""
+
+
+class CorruptAutopilotStateError(PermanentError):
+    """The autopilot's object cannot be read as its state: names the object, what is wrong, how to repair it."""
 
 
 class Verdict(enum.StrEnum):
@@ -108,7 +115,7 @@ class AutopilotState:
 
     @classmethod
     def loads(cls, text: str, *, resource_version: str) -> AutopilotState:
-        data = json.loads(text) if text else {}
+        data = decode_json(text) if text else {}
         return cls(
             paused=bool(data.get("paused", False)),
             rollout=data.get("rollout"),

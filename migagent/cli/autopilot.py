@@ -68,10 +68,16 @@ def _run(args: argparse.Namespace) -> int:
     api.watch(args.selector)  # nodes, pods and budgets: one list, then their events
     autopilot = Autopilot(api, _guardrails(args), clock=clock, listener=listener, budgets=budgets)
     stop = threading.Event()
-    if args.run_for is not None:
-        threading.Timer(args.run_for, stop.set).start()
+    timer = None if args.run_for is None else threading.Timer(args.run_for, stop.set)
     with closing(api), signals_handled({signal.SIGTERM: stop.set, signal.SIGINT: stop.set}):
-        autopilot.run(stop, args.poll)
+        if timer is not None:
+            timer.start()
+        try:
+            autopilot.run(stop, args.poll)
+        finally:
+            if timer is not None:  # a run that ends early (its state unreadable) does not wait out --run-for
+                timer.cancel()
+                timer.join()
     return 0
 
 

@@ -7,7 +7,6 @@ are not (PermanentError). Messages name the call, so a log line says what failed
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
@@ -18,6 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from migagent.clock import Clock
 from migagent.errors import MigAgentError, PermanentError, TransientError
+from migagent.jsontext import decode_json
 from migagent.retrying import transient_retrying
 
 log = structlog.get_logger(__name__)
@@ -35,7 +35,7 @@ def status_message(error: ApiException) -> str:
     body = error.body
     if body:
         try:
-            decoded = json.loads(body)
+            decoded = decode_json(body)
         except ValueError:
             decoded = None
         if isinstance(decoded, dict) and isinstance(decoded.get("message"), str):

@@ -7,7 +7,6 @@ PodDisruptionBudget that refuses an eviction is named from the 429 the API serve
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -20,6 +19,7 @@ from kubernetes.client import (
 from kubernetes.client.exceptions import ApiException
 
 from migagent.clock import Clock
+from migagent.jsontext import decode_json
 from migagent.kube.classify import call_with_retries, classified, retry_after_s, status_message
 from migagent.kube.convert import pod_view
 from migagent.kube.core_v1 import CoreV1Calls
@@ -161,7 +161,7 @@ def eviction_refusal(error: ApiException) -> EvictionOutcome:
 def _status_causes(error: ApiException) -> list[dict[str, Any]]:
     """`details.causes` of the Status in the error's body; empty when the body is not such a Status."""
     try:
-        decoded = json.loads(error.body or "")
+        decoded = decode_json(error.body or "")
     except ValueError:
         return []
     details = decoded.get("details") if isinstance(decoded, dict) else None

@@ -33,9 +33,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from migagent.errors import PermanentError
+from migagent.layout.strict_yaml import YamlSyntaxError, load_plain
 
 SHARED_SUFFIX = ".shared"
 SHARING_KINDS = ("timeSlicing", "mps")
@@ -130,9 +129,9 @@ def parse_plugin_config(text: str, *, where: str) -> SharingConfig:
     """The sharing section of a device plugin config file (YAML or JSON); SharingConfigError naming
     `where` and the field when the plugin would refuse it."""
     try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SharingConfigError(f"{where}: not valid YAML: {exc}") from exc
+        document = load_plain(text)
+    except YamlSyntaxError as exc:
+        raise SharingConfigError(f"{where}: {exc}") from exc
     if document is None:
         return NO_SHARING
     if not isinstance(document, dict):

@@ -202,6 +202,19 @@ def _load_strict(text: str, *, libyaml: bool) -> tuple[object, tuple[LoadProblem
     return data, tuple(converter.problems)
 
 
+def load_plain(text: str) -> object:
+    """A file that is not a layout (hooks, a device plugin config), read as PyYAML's safe loader reads
+    it; YamlSyntaxError for malformed text. libyaml's loader where installed: it refuses 1,000 levels of
+    nesting and builds the values without recursion, so how deep a file may be does not depend on the
+    caller's stack; the Python loader's RecursionError is said as any other refusal."""
+    try:
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        raise YamlSyntaxError(f"not valid YAML: {' '.join(str(exc).split())}") from exc
+    except RecursionError as exc:
+        raise YamlSyntaxError(TOO_DEEP) from exc
+
+
 def _single_document(loader: GoYamlV2Loader) -> yaml.Node | None:
     loader.get_event()  # type: ignore[no-untyped-call]  # stream start
     root = None if loader.check_event(yaml.StreamEndEvent) else loader.compose_document()

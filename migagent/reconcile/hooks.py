@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-import yaml
 
 from migagent.durable import read_bounded
 from migagent.errors import InvalidLayoutError, PermanentError
-from migagent.layout.strict_yaml import TOO_DEEP
+from migagent.layout.strict_yaml import YamlSyntaxError, load_plain
 
 HOOK_NAMES = ("apply-start", "pre-apply-mode", "pre-apply-config", "apply-exit")
 _HOOK_KEYS = {"command", "args", "envs", "workdir"}
@@ -65,13 +64,9 @@ class HooksFile:
 
 def parse_hooks(text: str, *, source: str) -> HooksFile:
     try:
-        # libyaml's loader: it refuses 1,000 levels of nesting and builds the values without recursion,
-        # so how deep a file may be does not depend on Python's recursion limit (the caller's stack).
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        raise HooksFileError(f"{source}: not valid YAML: {' '.join(str(exc).split())}") from exc
-    except RecursionError as exc:  # the Python loader, where libyaml is missing
-        raise HooksFileError(f"{source}: {TOO_DEEP}") from exc
+        data = load_plain(text)
+    except YamlSyntaxError as exc:
+        raise HooksFileError(f"{source}: {exc}") from exc
     if not isinstance(data, dict):
         raise HooksFileError(f"{source}: expected a mapping with keys 'version' and 'hooks'")
     _warn_unknown(data, _FILE_KEYS, where=source)

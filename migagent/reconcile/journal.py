@@ -42,6 +42,7 @@ from migagent.durable import (
     sweep_stale_temp_files,
     write_atomically,
 )
+from migagent.jsontext import decode_json
 from migagent.layout.desired import DesiredNode
 from migagent.planning import Plan
 from migagent.reconcile.states import Phase
@@ -168,7 +169,7 @@ class FileJournal:
         except OSError as exc:
             raise storage_error("the journal", self.path, exc) from exc
         try:
-            data = json.loads(text)
+            data = decode_json(text)
             record = JournalRecord.from_json(data)
         except Exception as exc:
             # Safe to drop: the engine re-observes and re-plans without it.
@@ -192,7 +193,7 @@ class FileJournal:
             if not line.strip():
                 continue  # a slot not written yet
             try:
-                entry = json.loads(line)
+                entry = decode_json(line)
             except ValueError:
                 continue  # a line a crash tore: the one before it stands
             if isinstance(entry, dict) and entry.get(_PROGRESS_KEY) == token:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from migagent.errors import InvalidLayoutError
+from migagent.jsontext import decode_json
 from migagent.rollout.budget import BudgetSpecError, MaxUnavailable
 from migagent.rollout.errors import CorruptStateError
 from migagent.rollout.spec import RolloutSpec, SpecValueError, node_count, positive_seconds, seconds
@@ -204,7 +205,7 @@ def _state(rollout: str, stored: StoredObject, known: RolloutState | None) -> Ro
     if STATE_KEY not in stored.data:
         raise _WrongFieldError(f"no {STATE_KEY!r} key")
     try:
-        top = _Fields(json.loads(stored.data[STATE_KEY]), STATE_KEY)
+        top = _Fields(decode_json(stored.data[STATE_KEY]), STATE_KEY)
     except ValueError as error:
         raise _WrongFieldError(f"key {STATE_KEY!r} is not JSON ({error})") from None
     name = top.text("name")

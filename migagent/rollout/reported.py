@@ -10,13 +10,13 @@ catalog, by the GPU's PCI device id. A GPU of a model the catalog lacks makes th
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from migagent.catalog import model_by_pci_device_id
 from migagent.catalog.model import Placement
+from migagent.jsontext import decode_json
 from migagent.layout.observed import Observation, ObservedCi, ObservedGi, ObservedGpu
 
 
@@ -95,7 +95,7 @@ def read_report(annotation: str | None) -> ReportedNode:
     if not annotation:
         raise UnreadableReportError("no agent has reported this node's GPUs (no migagent.io/observed)")
     try:
-        entries = json.loads(annotation)
+        entries = decode_json(annotation)
         gpus = tuple(_gpu(entry) for entry in entries)
         pods = {
             (int(entry["index"]), _placement(str(gi["placement"]))): tuple(sorted(gi["pods"]))

@@ -8,8 +8,8 @@ Failed is state `failed` while `migagent.io/desired` names the target.
 from __future__ import annotations
 
 import enum
-import json
 
+from migagent.jsontext import decode_json
 from migagent.node.names import (
     ATTEMPT_ANNOTATION,
     CONDITION_TYPE,
@@ -33,7 +33,7 @@ class AgentAnswer(enum.StrEnum):
 def desired_layout(node: NodeView) -> str | None:
     """The layout name in the agent's `migagent.io/desired` (None when absent or unreadable)."""
     try:
-        value = json.loads(node.annotations.get(DESIRED_ANNOTATION, ""))
+        value = decode_json(node.annotations.get(DESIRED_ANNOTATION, ""))
     except ValueError:
         return None
     layout = value.get("layout") if isinstance(value, dict) else None
@@ -58,7 +58,7 @@ def attempt(node: NodeView) -> str | None:
     """The agent's attempt number (`migagent.io/attempt`: JSON while an attempt runs, a count after it failed)."""
     text = node.annotations.get(ATTEMPT_ANNOTATION)
     try:
-        marker = json.loads(text or "null")
+        marker = decode_json(text or "null")
     except ValueError:
         return text
     return str(marker.get("attempt") if isinstance(marker, dict) else marker) if marker is not None else None

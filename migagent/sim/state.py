@@ -16,6 +16,7 @@ from typing import Any
 
 from migagent.catalog import GpuModel, Placement
 from migagent.durable import read_bounded, sweep_stale_temp_files, write_atomically
+from migagent.jsontext import decode_json
 
 STATE_FORMAT_VERSION = 1
 GI_ID_MAPS = ("standard", "xor4")
@@ -279,7 +280,7 @@ class SimNodeState:
     def load(cls, path: Path) -> SimNodeState:
         sweep_stale_temp_files(path)  # left by a writer killed mid-save
         try:
-            raw = json.loads(read_bounded(path))
+            raw = decode_json(read_bounded(path))
         except json.JSONDecodeError as exc:
             raise StateFormatError(f"simulator state file {path} is not JSON: {exc}") from exc
         return cls.from_dict(raw)

@@ -6,11 +6,11 @@ Pure: no API calls here, so a row can be built from a listed Node or a watch eve
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from migagent.jsontext import decode_json
 from migagent.node.names import (
     CONDITION_TYPE,
     GPU_RESOURCE,
@@ -92,7 +92,7 @@ def gpu_holdings(annotation: str | None) -> tuple[GpuHolding, ...] | None:
     if not annotation:
         return None
     try:
-        entries = json.loads(annotation)
+        entries = decode_json(annotation)
         return tuple(_gpu_holding(entry) for entry in entries)
     except (ValueError, TypeError, AttributeError):
         return None

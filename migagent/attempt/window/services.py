@@ -25,6 +25,7 @@ import structlog
 
 from migagent.durable import read_bounded
 from migagent.errors import PermanentError
+from migagent.jsontext import decode_json
 
 log = structlog.get_logger(__name__)
 
@@ -205,7 +206,7 @@ class HostClients:
         if self._state_file is None:
             return ()
         try:
-            data = json.loads(read_bounded(self._state_file))
+            data = decode_json(read_bounded(self._state_file))
             return tuple(str(unit) for unit in data["stopped"])
         except FileNotFoundError:
             return ()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -75,3 +76,20 @@ def test_paused_the_run_records_what_it_would_do_and_resumed_it_does_it(
     assert text.splitlines()[0] == "autopilot: active"
     assert "  reason: paused (migagent autopilot resume)" in text
     assert load(demand_api(pool)).rollout is None
+
+
+def test_an_unreadable_state_is_one_line_and_exit_1_for_every_command_and_the_run_ends_at_once(
+    pool: SimPool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A hand edit that broke the autopilot's object: no command guesses past it, and a run does not
+    wait out its --run-for (its timer is gone when it returns)."""
+    demand_api(pool).write_autopilot({"state": "[" * 100_000}, "")  # nested deeper than json.loads recurses
+    server = ["--api-server", pool.api.url]
+    capsys.readouterr()
+    for command in (["history"], ["pause"], ["run", "--run-for", "600"]):
+        assert main(["autopilot", *command, *server]) == 1, command
+        said = capsys.readouterr().err.strip()
+        assert "\n" not in said
+        assert said.startswith("migagent autopilot: the autopilot's state (configmap "), said
+        assert "key 'state') cannot be read: JSON nested deeper than the decoder allows; repair it with" in said
+    assert not [t for t in threading.enumerate() if isinstance(t, threading.Timer)]
