@@ -60,7 +60,10 @@ pyver=$(in_root python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.versi
 
 step "wheels for Python $pyver (host pip, PyPI)"
 wheels=$rootfs/tmp/wheels
-"$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$wheels" "$repo"
+# From a copy: pip builds in the folder it is given (build/, migagent.egg-info), and a test may be
+# installing from this checkout at the same time (scripts/install_host.sh builds its own copy too).
+mkdir "$work/source" && cp -R "$repo/pyproject.toml" "$repo/README.md" "$repo/migagent" "$work/source/"
+"$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$wheels" "$work/source"
 arch=$(uname -m)
 platforms=(--platform "manylinux2014_$arch" --platform "linux_$arch")
 for minor in $(seq 17 39); do platforms+=(--platform "manylinux_2_${minor}_$arch"); done

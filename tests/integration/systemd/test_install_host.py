@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from migagent.sources.files import read_selected_layout
@@ -29,8 +30,12 @@ def _current(root: Path) -> Path:
 
 def test_install_host_lays_out_everything_the_units_name_and_selects_no_layout(tmp_path: Path) -> None:
     root = tmp_path / "root"
-    first = _install(root)
+    # With a second install from this checkout at the same time: pip builds in the folder it installs
+    # from, so each builds its own copy (two builds in the checkout's build/ failed with "File exists").
+    with ThreadPoolExecutor(2) as both:
+        first, beside = both.map(_install, (root, tmp_path / "beside"))
     assert first.returncode == 0, first.stderr
+    assert beside.returncode == 0, beside.stderr
     link = root / "usr" / "local" / "bin" / "migagent"
     assert os.readlink(link) == LINK_TARGET
     program = root / "opt" / "migagent" / "current" / "bin" / "migagent"
