@@ -90,7 +90,8 @@ def run_block(block: Block, *, base: str | None) -> str:
     measured = _commit()  # before the run: a commit made while a long bench runs is not what it measured
     done = subprocess.run([sys.executable, *argv], cwd=REPO, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"`python {' '.join(argv)}` failed: {done.stderr.strip()[-2000:]}")
+        said = "\n".join(text for text in (done.stdout.strip()[-2000:], done.stderr.strip()[-2000:]) if text)
+        raise RuntimeError(f"`python {' '.join(argv)}` failed:\n{said}")  # stdout too: the rounds that passed
     where = (
         f"`python {' '.join(argv)}` at {measured}, {started:%Y-%m-%d %H:%M} UTC; Python {platform.python_version()},"
         f" {os.cpu_count()} CPU cores shared with other jobs, load average {load_before:.1f} at the start and"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from bench.compare import _table
 from bench.report import BLOCKS, Block, _begin, regenerate
 
@@ -29,6 +31,14 @@ def test_a_block_is_replaced_by_the_bench_output_and_the_prose_around_it_is_kept
     assert "python -c print('figure 1.23')" in text  # says which command wrote it
     again, _ = regenerate(text, [block], base=None)
     assert again.count("bench:demo begin") == 1
+
+
+def test_a_failed_bench_says_its_stdout_and_its_stderr_and_nothing_is_written() -> None:
+    """A long bench prints what passed before it failed (bench.suite_time's rounds): the error keeps it."""
+    failing = Block("demo", ("-c", "import sys; print('round 1 passed'); sys.exit('round 2 failed')"))
+    with pytest.raises(RuntimeError) as failed:
+        regenerate(README, [failing], base=None)
+    assert str(failed.value).endswith(":\nround 1 passed\nround 2 failed")
 
 
 def test_a_block_without_markers_is_reported_missing_and_nothing_changes() -> None:
