@@ -62,7 +62,7 @@ step "wheels for Python $pyver (host pip, PyPI)"
 wheels=$rootfs/tmp/wheels
 # From a copy: pip builds in the folder it is given (build/, migagent.egg-info), and a test may be
 # installing from this checkout at the same time (scripts/install_host.sh builds its own copy too).
-mkdir "$work/source" && cp -R "$repo/pyproject.toml" "$repo/README.md" "$repo/migagent" "$work/source/"
+mkdir "$work/source" && (cd "$repo" && cp -R pyproject.toml README.md migagent "$work/source/")
 "$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$wheels" "$work/source"
 arch=$(uname -m)
 platforms=(--platform "manylinux2014_$arch" --platform "linux_$arch")

@@ -56,7 +56,7 @@ install -d -m 0755 "$base/releases"
 # builds a private copy, so a read-only checkout installs and two installs at once share no build folder.
 source=$(mktemp -d "${TMPDIR:-/tmp}/migagent-source.XXXXXX")
 trap 'rm -rf "$source"' EXIT
-cp -R "$repo/pyproject.toml" "$repo/README.md" "$repo/migagent" "$source/"
+(cd "$repo" && cp -R pyproject.toml README.md migagent "$source/")
 # The versions the image ships (requirements.lock's pins, constraints.txt): the host's Python may differ
 # from the image's 3.11, so the wheels' hashes are not enforced here.
 # shellcheck disable=SC2086
