@@ -54,13 +54,13 @@ install -d -m 0755 "$base/releases"
 "$PYTHON" -m venv "$venv"
 # pip builds in the folder it installs from (setuptools writes build/ and migagent.egg-info there): it
 # builds a private copy, so a read-only checkout installs and two installs at once share no build folder.
-source=$(mktemp -d "${TMPDIR:-/tmp}/migagent-source.XXXXXX")
-trap 'rm -rf "$source"' EXIT
-(cd "$repo" && cp -R pyproject.toml README.md migagent "$source/")
+build_copy=$(mktemp -d "${TMPDIR:-/tmp}/migagent-source.XXXXXX")
+trap 'rm -rf "$build_copy"' EXIT
+(cd "$repo" && cp -R pyproject.toml README.md migagent "$build_copy/")
 # The versions the image ships (requirements.lock's pins, constraints.txt): the host's Python may differ
 # from the image's 3.11, so the wheels' hashes are not enforced here.
 # shellcheck disable=SC2086
-"$venv/bin/pip" install --quiet --disable-pip-version-check --constraint "$repo/constraints.txt" ${PIP_ARGS:-} "$source" \
+"$venv/bin/pip" install --quiet --disable-pip-version-check --constraint "$repo/constraints.txt" ${PIP_ARGS:-} "$build_copy" \
   || { rm -rf "$venv"; die "pip could not install migagent into $venv; nothing was switched"; }
 version=$("$venv/bin/migagent" --version) || { rm -rf "$venv"; die "$venv/bin/migagent does not run; nothing was switched"; }
 

@@ -28,7 +28,7 @@ from migagent.clock import Clock
 from migagent.demand.advise import CandidateCache
 from migagent.errors import MigAgentError, TransientError
 from migagent.rollout.budget import MaxUnavailable
-from migagent.rollout.codec import encode
+from migagent.rollout.codec import encode, repair_or_remove
 from migagent.rollout.driver import RolloutDriver
 from migagent.rollout.errors import HeldElsewhereError, RolloutError
 from migagent.rollout.port import RolloutListener, create, new_holder
@@ -68,11 +68,10 @@ def load(port: AutopilotPort) -> AutopilotState:
     try:
         return AutopilotState.loads(stored.data.get(STATE_KEY, ""), resource_version=stored.resource_version)
     except (ValueError, TypeError, KeyError, AttributeError) as error:  # a hand edit: said, never guessed past
-        where = f"-n {stored.namespace} configmap {stored.object_name}"
+        forgets = "that forgets its pause, its history and the changes its cool-downs count"
         raise CorruptAutopilotStateError(
             f"the autopilot's state (configmap {stored.namespace}/{stored.object_name}, key {STATE_KEY!r}) cannot"
-            f" be read: {error}; repair it with `kubectl edit {where}`, or remove it with `kubectl delete {where}`"
-            " (that forgets its pause, its history and the changes its cool-downs count)"
+            f" be read: {error}; {repair_or_remove(stored, forgets)}"
         ) from None
 
 

@@ -242,12 +242,16 @@ def decode(rollout: str, stored: StoredObject, known: RolloutState | None = None
     try:
         return _state(rollout, stored, known)
     except _WrongFieldError as wrong:
-        where = f"-n {stored.namespace} configmap {stored.object_name}"
         raise CorruptStateError(
             f"rollout {rollout}: its state object (configmap {stored.namespace}/{stored.object_name}) cannot be"
-            f" read: {wrong}; repair it with `kubectl edit {where}`, or remove it with `kubectl delete {where}`"
-            " (that forgets the rollout; the nodes keep their labels)"
+            f" read: {wrong}; {repair_or_remove(stored, 'that forgets the rollout; the nodes keep their labels')}"
         ) from None
+
+
+def repair_or_remove(stored: StoredObject, removing: str) -> str:
+    """How an admin mends a state object that cannot be read, and what `removing` it costs."""
+    where = f"-n {stored.namespace} configmap {stored.object_name}"
+    return f"repair it with `kubectl edit {where}`, or remove it with `kubectl delete {where}` ({removing})"
 
 
 def encode(state: RolloutState) -> dict[str, str]:
