@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import TextIO, cast
 
 import structlog
 
@@ -23,10 +24,34 @@ _SHARED_PROCESSORS: tuple[structlog.typing.Processor, ...] = (
 )
 
 
+class _CurrentStderr:
+    """sys.stderr as it is at each write. A logger is made once per `bind` (an attempt binds its node and
+    layout when it starts), so a logger made with the stream itself kept it for the whole attempt, and
+    wrote into it after it was swapped and closed (pytest's capsys at the end of a test): the attempt's
+    thread died on "I/O operation on closed file"."""
+
+    def write(self, text: str) -> int:
+        stream = sys.stderr
+        try:
+            return stream.write(text)
+        except ValueError:
+            if sys.stderr is stream:  # closed and still the stream: a real failure, said as it is
+                raise
+            return sys.stderr.write(text)  # swapped and closed between the look and the write
+
+    def flush(self) -> None:
+        stream = sys.stderr
+        if not stream.closed:
+            stream.flush()
+
+
+_CURRENT_STDERR = cast(TextIO, _CurrentStderr())
+
+
 def _stderr_logger(*_args: object) -> structlog.WriteLogger:
     """One write per line (PrintLogger's `print` makes two: the text, then the newline), so a line another
     thread writes at that moment (apply's "stopping after the step in progress") never lands inside it."""
-    return structlog.WriteLogger(file=sys.stderr)
+    return structlog.WriteLogger(file=_CURRENT_STDERR)
 
 
 class _StderrHandler(logging.Handler):
@@ -58,7 +83,7 @@ def configure_logging(*, json_logs: bool | None = None, level: int = logging.WAR
         ],
         # INFO at least, so that progress events reach `keep_progress_events`, which drops the rest below `level`.
         wrapper_class=structlog.make_filtering_bound_logger(min(level, logging.INFO)),
-        # Resolved at each log call, not at configure time: sys.stderr may be swapped (tests, daemons).
+        # sys.stderr at each write, not at configure time: it may be swapped (tests, daemons).
         logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )

@@ -123,3 +123,51 @@ def test_each_log_line_is_one_write_so_another_threads_line_never_lands_inside_i
     assert len(lines) == 2
     assert all(call.endswith("\n") and call.count("\n") == 1 for call in lines), stderr.calls
     assert "\n" not in stderr.calls  # no newline written on its own
+
+
+def test_a_logger_bound_before_stderr_was_swapped_and_closed_writes_to_the_new_stderr(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An attempt binds its logger when it starts; pytest's capsys swapped in its stream and closed it when
+    the test ended, while the attempt's thread still ran: the next line raised "I/O operation on closed
+    file" and the thread died (once, in a whole-suite run beside a second one)."""
+    first, second = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    configure_logging(json_logs=True, level=logging.INFO)
+    attempt_log = structlog.get_logger("migagent.test").bind(node="gpu-h100-2")
+    monkeypatch.setattr(sys, "stderr", second)
+    first.close()
+    attempt_log.info("layout_already_applied")
+    assert json.loads(second.getvalue())["event"] == "layout_already_applied"
+
+
+class _SwappedWhileWriting(io.StringIO):
+    """A stream that is swapped for `then` and closed between the logger's look at sys.stderr and its write."""
+
+    def __init__(self, then: io.StringIO) -> None:
+        super().__init__()
+        self.then = then
+
+    def write(self, text: str) -> int:
+        sys.stderr = self.then
+        self.close()
+        return super().write(text)
+
+
+def test_a_line_whose_stream_is_swapped_and_closed_mid_write_lands_in_the_new_stream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    replacement = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", _SwappedWhileWriting(replacement))
+    configure_logging(json_logs=True, level=logging.INFO)
+    structlog.get_logger("migagent.test").info("attempt_failed")
+    assert json.loads(replacement.getvalue())["event"] == "attempt_failed"
+
+
+def test_a_closed_stderr_that_is_still_stderr_is_an_error_not_a_lost_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    closed = io.StringIO()
+    closed.close()
+    monkeypatch.setattr(sys, "stderr", closed)
+    configure_logging(json_logs=True, level=logging.INFO)
+    with pytest.raises(ValueError, match="closed file"):
+        structlog.get_logger("migagent.test").info("attempt_failed")
