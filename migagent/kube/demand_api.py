@@ -9,6 +9,7 @@ namespace (its object and the rollouts it starts).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import itertools
 import logging
@@ -149,13 +150,21 @@ class _Kept(Generic[T]):
         self.kind, self._convert, self._error, self._thread = kind, convert, "", 0
         self._objects: dict[str, T] = {}
         self._lock, self._synced, self._stopping = threading.Lock(), threading.Event(), threading.Event()
+        self._watching: Any = None  # the open watch's HTTP response (urllib3), to shut when stopped
 
         def listed(**args: Any) -> Any:
             self._thread = threading.get_ident()
-            if args.get("watch"):  # the informer lists, fires the list's events, then watches
-                self._synced.set()
-                args["timeout_seconds"] = 1 if self._stopping.is_set() else _WATCH_S
-            return call(_request_timeout=(_TIMEOUT_S[0], _WATCH_S + _TIMEOUT_S[1]), **args)
+            timeout = (_TIMEOUT_S[0], _WATCH_S + _TIMEOUT_S[1])
+            if not args.get("watch"):
+                return call(_request_timeout=timeout, **args)
+            self._synced.set()  # the informer lists, fires the list's events, then watches
+            args["timeout_seconds"] = 1 if self._stopping.is_set() else _WATCH_S
+            response = call(_request_timeout=timeout, **args)
+            with self._lock:
+                self._watching, stopping = response, self._stopping.is_set()
+            if stopping:  # stopped while the watch was being opened: stop() saw no response to shut
+                _shut(response)
+            return response
 
         listed.__doc__ = f":rtype: {kind}List"  # how the client's Watch finds the type of each event
         self._informer = _INFORMER(listed, **query)
@@ -186,10 +195,22 @@ class _Kept(Generic[T]):
             return list(self._objects.values())
 
     def stop(self) -> None:
-        self._stopping.set()
+        with self._lock:
+            self._stopping.set()
+            watching = self._watching
         _Stopping.threads.add(self._thread)
-        self._informer.stop()  # its watch shuts the open connection
+        if watching is not None:
+            _shut(watching)
+        self._informer.stop()  # its Watch shuts the connection it reads, then the thread is joined
         _Stopping.threads.discard(self._thread)
+
+
+def _shut(response: Any) -> None:
+    """End a watch's read now. The client's Watch.stop shuts the connection it reads, but not one still being
+    opened: the informer's thread then read that watch for its 300 s, and `stop` joined it (`autopilot run`
+    took five minutes to end under load, where opening is slow)."""
+    with contextlib.suppress(ValueError, RuntimeError, OSError):  # already ended, released, or closed
+        response.shutdown()
 
 
 class DemandApi(RolloutApi):
