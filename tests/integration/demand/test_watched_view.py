@@ -65,7 +65,6 @@ def test_other_nodes_than_the_watched_selector_are_listed(server: FakeApiServer,
     assert sorted(n.name for n in api.list_demand_nodes("")) == ["opted", "other"]
 
 
-
 def test_a_stop_while_a_watch_is_being_opened_shuts_it_once_it_opens() -> None:
     """The client's Watch.stop shuts the connection it reads; one still being opened it cannot see, and the
     informer's thread then read the new watch for its 300 s: `autopilot run` took five minutes to end once
