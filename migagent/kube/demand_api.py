@@ -199,7 +199,7 @@ class _Kept(Generic[T]):
             self._stopping.set()
             watching = self._watching
         _Stopping.threads.add(self._thread)
-        if watching is not None:
+        if watching is not None:  # opened, but perhaps not yet handed to the Watch, whose stop would miss it
             _shut(watching)
         self._informer.stop()  # its Watch shuts the connection it reads, then the thread is joined
         _Stopping.threads.discard(self._thread)
