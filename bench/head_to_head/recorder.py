@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bench.head_to_head.timeline import NodeSample, sample
+from migagent_sim.deadline import Deadline, load_factor
 
 JsonDict = dict[str, Any]
 
@@ -33,8 +34,9 @@ def _evicted(pod: JsonDict) -> bool:
 
 
 class Recorder:
-    def __init__(self, node_name: str) -> None:
+    def __init__(self, node_name: str, *, load: Callable[[], float] = load_factor) -> None:
         self._node = node_name
+        self._load = load
         self._lock = threading.Lock()
         self._samples: list[NodeSample] = []
         self._gone: list[PodGone] = []
@@ -89,14 +91,15 @@ class Recorder:
 
     def wait_quiet(self, quiet_s: float, *, timeout_s: float, done: Callable[[Sequence[NodeSample]], bool]) -> bool:
         """Until `done(every sample so far)` holds (times are time.monotonic() values) and nothing changed for
-        `quiet_s`; False on `timeout_s`. `done` must not call back into the recorder (its lock is held)."""
-        deadline = time.monotonic() + timeout_s
+        `quiet_s`; False once `timeout_s` of an idle machine, stretched by the load factor, has passed (at load
+        28 on 2 cores NVIDIA's mig-manager took 150 s for `three-fast`, and its device plugin longer to
+        advertise). `done` must not call back into the recorder (its lock is held)."""
+        deadline = Deadline(timeout_s, load=self._load)
         with self._lock:
             while True:
-                now = time.monotonic()
                 quiet_since = max([*(s.t for s in self._samples[-1:]), *(g.t for g in self._gone[-1:]), 0.0])
-                if self._samples and done(list(self._samples)) and now - quiet_since >= quiet_s:
+                if self._samples and done(list(self._samples)) and time.monotonic() - quiet_since >= quiet_s:
                     return True
-                if now > deadline:
+                if deadline.passed():
                     return False
-                self._changed.wait(timeout=min(0.2, max(0.01, deadline - now)))
+                self._changed.wait(timeout=min(0.2, max(0.01, deadline.left())))

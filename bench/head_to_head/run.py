@@ -22,6 +22,7 @@ from bench.head_to_head.timeline import (
 )
 from migagent.layout.parse import load_layout_file
 from migagent_sim.cluster_config import SimClusterConfig
+from migagent_sim.deadline import Deadline
 from tests.realkube.control_plane import ControlPlane
 
 QUIET_S = 2.0
@@ -161,7 +162,8 @@ class RunContext:
     def settle(self, since: float, target: str, *, timeout_s: float) -> bool:
         """Until the state label moved after the write at `since` and came to rest, nothing changing for
         QUIET_S: on `failed`, or on `success` with `target` in the layout label and its resources advertised
-        (a name the layout file lacks can only fail). False when `timeout_s` passed first."""
+        (a name the layout file lacks can only fail). False when `timeout_s` (stretched by the load factor)
+        passed first."""
         if self.given_up is not None:
             return False
         expected = self.expected(target) if target in self.layouts else None
@@ -184,9 +186,10 @@ class RunContext:
         return self.node.recorder.wait_quiet(QUIET_S, timeout_s=timeout_s, done=done)
 
     def wait_for(self, check: Callable[[], bool], *, timeout_s: float, poll_s: float = 0.02) -> bool:
-        deadline = time.monotonic() + timeout_s
+        """Until `check()`; False once `timeout_s`, stretched by the load factor as `settle` is, has passed."""
+        deadline = Deadline(timeout_s)
         while not check():
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 return False
             time.sleep(poll_s)
         return True

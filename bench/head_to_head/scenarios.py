@@ -26,6 +26,7 @@ APP = {"app": "inference"}
 @dataclass(frozen=True)
 class Settings:
     settle_timeout_s: float = 240.0
+    """Of an idle machine: each wait stretches it by the load factor (`migagent_sim.deadline`)."""
     pdb_release_s: float = 10.0
     """How long the budget blocks in `pdb-for-a-while` before its peer becomes Ready elsewhere."""
     fast_gap_s: float = 0.5

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -64,6 +65,10 @@ def test_rollout_advise_and_the_autopilot_can_be_tried_against_the_lingering_dem
         assert main(["advise", *server]) == 0
         assert "PENDING POD" in capsys.readouterr().out
         assert main(["autopilot", "run", "--dry-run", "--all", "--run-for", "1", "--poll", "0.2", *server]) == 0
+        # Its events, a JSON object a line: none in a second here, or `autopilot_looks_skipped` where a
+        # loaded machine made a look outlast its 0.2 s poll (suite-beside, round 2). Read apart from history's.
+        ran = capsys.readouterr().out.splitlines()
+        assert all("event" in json.loads(line) for line in ran), ran
         assert main(["autopilot", "history", "--api-server", url[1]]) == 0
         assert capsys.readouterr().out.startswith("autopilot: active")
     finally:
