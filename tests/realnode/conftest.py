@@ -10,11 +10,12 @@ scripts/nvidia_ctk.sh, and the agent's image archive from scripts/build_image.sh
 MIGAGENT_IMAGE_ARCHIVE. Without them every test here is skipped at collection with one line naming the
 script; with MIGAGENT_REQUIRE_REAL_NODE=1 (what .ci/run sets) that is an error instead.
 
-One real node on the machine at a time, whatever runs them: two would share the pod subnet's route
-and the kubelet's iptables chains, and a pod's connection to the API server then times out. Within
-one run the tests are one xdist group; two runs at once (the suite beside itself, a developer's run
-beside CI) take turns through a lock file, the second waiting (under its first test's timeout) until
-the first's node has stopped.
+One real node on the machine at a time, whatever runs them: two would share the kubelet's iptables
+chains, which the first to stop removes from under the other. Within one run the tests are one xdist
+group; two runs at once (the suite beside itself, a developer's run beside CI) take turns through a
+lock file, the second waiting (under its first test's timeout) until the first's node has stopped.
+The pod subnet is not shared: each node takes a /24 nothing on the machine routes yet
+(pod_network.py), past a bridge left by a run killed before its node stopped.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ session (10 tests, minutes alone, tens of minutes on a loaded machine). Generous
 
 @pytest.fixture(scope="package")
 def host_lock() -> Iterator[None]:
-    """This machine's real node, kubelet chains and pod subnet route while tests/realnode runs: another run
+    """This machine's real node and kubelet chains while tests/realnode runs: another run
     of the suite beside this one (a developer beside CI) waits here for its turn. Package-scoped, with the
     node: both go when this worker's last tests/realnode test is done (one xdist group, run as a block),
     not when the worker's whole session ends, which kept the other run waiting for every later test here.

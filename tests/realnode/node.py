@@ -12,7 +12,8 @@ What it takes here (docs/testing.md, "A real node", has the messages):
   containers included) is under it and stopping kills them all, then removes the tree.
 - cgroup v1: `failCgroupV1: false`; no CAP_SYS_RESOURCE: containerd's `restrict_oom_score_adj`;
   no registry: local images only, the sandbox image included (images.py); a CNI bridge with its own
-  name, removed at the end, and the kubelet's iptables chains too (firewall.py).
+  name on a /24 nothing else here routes (pod_network.py), removed at the end, and the kubelet's
+  iptables chains too (firewall.py).
 
 `reboot()` is the closest thing to a node's reboot: every process of the node killed, /run emptied,
 then containerd and the kubelet started again on the same disk (the kubelet's and the agent's
@@ -36,12 +37,11 @@ import yaml
 
 from tests.realkube.control_plane import REPO, ControlPlane, free_port
 from tests.realkube.rest import HttpError
-from tests.realnode import firewall
+from tests.realnode import firewall, pod_network
 from tests.waiting import eventually
 
 CGROUPS = Path("/sys/fs/cgroup")
 OVERLAID = ("var/lib", "var/log", "run", "usr/local")  # /usr/local: where the GPU Operator's toolkit goes
-POD_SUBNET = "10.233.0.0/24"
 NODE_SCRIPT = "scripts/real_node.sh"
 NODE_BINARIES = ("kubelet", "pause", "busybox", "bin/containerd", "bin/containerd-shim-runc-v2", "bin/ctr", "bin/runc",
                  "cni/bridge", "cni/host-local", "cni/loopback")  # fmt: skip
@@ -107,15 +107,6 @@ class RealNode:
         for sub in ("kubelet", "containerd", "cni/net.d", "cni/ipam", *(f"root/{d}/upper" for d in OVERLAID),
                     *(f"root/{d}/work" for d in OVERLAID)):  # fmt: skip
             (work / sub).mkdir(parents=True, exist_ok=True)
-        (work / "cni/net.d/10-bridge.conflist").write_text(json.dumps({
-            "cniVersion": "1.0.0",
-            "name": "migagent-realnode",
-            "plugins": [{
-                "type": "bridge", "bridge": self.bridge, "isGateway": True, "ipMasq": False,
-                "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_SUBNET}]], "routes": [{"dst": "0.0.0.0/0"}],
-                         "dataDir": str(work / "cni/ipam")},
-            }],
-        }), encoding="utf-8")  # fmt: skip
         cri = 'plugins."io.containerd.grpc.v1.cri"'
         (work / "containerd.toml").write_text(
             "version = 2\n"
@@ -167,6 +158,7 @@ class RealNode:
     def start(self) -> RealNode:
         try:
             self._make_cgroups()
+            self._lay_pod_network()
             self._start_containerd()
             self._start_kubelet()
             eventually(self.ready, f"Node {self.name} Ready:\n{self.log_tail('kubelet')}", timeout_s=120, poll_s=0.25)
@@ -203,6 +195,21 @@ class RealNode:
             (self.workdir / "root/run" / sub).mkdir(parents=True)
         self._start_containerd()
         self._start_kubelet()
+
+    def _lay_pod_network(self) -> None:
+        """A /24 nothing here routes yet, on a bridge made now (pod_network.py says why), and the CNI
+        config that puts every pod on it."""
+        subnet = pod_network.free_pod_subnet(pod_network.taken_networks())
+        pod_network.make_bridge(self.bridge, subnet)
+        (self.workdir / "cni/net.d/10-bridge.conflist").write_text(json.dumps({
+            "cniVersion": "1.0.0",
+            "name": "migagent-realnode",
+            "plugins": [{
+                "type": "bridge", "bridge": self.bridge, "isGateway": True, "ipMasq": False,
+                "ipam": {"type": "host-local", "ranges": [[{"subnet": str(subnet)}]], "routes": [{"dst": "0.0.0.0/0"}],
+                         "dataDir": str(self.workdir / "cni/ipam")},
+            }],
+        }), encoding="utf-8")  # fmt: skip
 
     def _terminate(self, name: str) -> None:
         process = self._processes.pop(name, None)

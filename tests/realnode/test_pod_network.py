@@ -1,0 +1,53 @@
+"""A real node's pod subnet is one nothing on this machine routes yet (pod_network.py)."""
+
+from __future__ import annotations
+
+import subprocess
+from ipaddress import IPv4Network
+
+import pytest
+
+from tests.realnode import pod_network
+
+STALE_BRIDGE = "mgstaletest"
+
+
+def test_the_first_slash_24_that_overlaps_no_route_or_address_is_chosen() -> None:
+    taken = [IPv4Network("192.0.2.0/24"), IPv4Network("10.233.0.0/24"), IPv4Network("10.233.1.7/32")]
+
+    assert pod_network.free_pod_subnet(taken) == IPv4Network("10.233.2.0/24")
+    assert pod_network.free_pod_subnet([IPv4Network("192.0.2.0/24")]) == IPv4Network("10.233.0.0/24")
+
+
+def test_a_route_wider_than_the_range_leaves_no_subnet_and_the_error_names_the_range() -> None:
+    with pytest.raises(RuntimeError, match=r"10\.233\.0\.0/16"):
+        pod_network.free_pod_subnet([IPv4Network("10.0.0.0/8")])
+
+
+def test_a_bridge_left_on_a_subnet_is_passed_over_by_the_next_node(host_lock: None) -> None:
+    # Under the real node's lock: the subnet a node of this run would take is the one this test makes stale.
+    chosen = pod_network.free_pod_subnet(pod_network.taken_networks())
+    try:
+        pod_network.make_bridge(STALE_BRIDGE, chosen)
+        assert chosen in pod_network.taken_networks()
+
+        after = pod_network.free_pod_subnet(pod_network.taken_networks())
+
+        assert not after.overlaps(chosen)
+        assert after.subnet_of(pod_network.POD_SUBNETS)
+    finally:
+        subprocess.run(["ip", "link", "delete", STALE_BRIDGE], capture_output=True, check=False)
+    assert pod_network.free_pod_subnet(pod_network.taken_networks()) == chosen
+
+
+def test_a_bridge_that_is_down_still_holds_its_subnet(host_lock: None) -> None:
+    # Its route is gone with the link, its address is not: a node on the same subnet would answer ARP
+    # for the same gateway once the old bridge came up again.
+    chosen = pod_network.free_pod_subnet(pod_network.taken_networks())
+    try:
+        pod_network.make_bridge(STALE_BRIDGE, chosen)
+        subprocess.run(["ip", "link", "set", STALE_BRIDGE, "down"], check=True)
+
+        assert not pod_network.free_pod_subnet(pod_network.taken_networks()).overlaps(chosen)
+    finally:
+        subprocess.run(["ip", "link", "delete", STALE_BRIDGE], capture_output=True, check=False)
