@@ -34,6 +34,7 @@ from migagent.plumbing.logging import configure_logging
 from migagent.sources.node_label import WatchSettings
 from migagent.wiring import AgentOptions
 from migagent_sim.cluster import SimCluster, SimClusterConfig
+from migagent_sim.deadline import wait_until
 
 EIGHT_H100 = SimClusterConfig(spec="8xH100-80GB-SXM", start_layout="all-1g.10gb")
 TRANSITIONS = (("all-1g.10gb", "half-balanced"), ("all-1g.10gb", "all-balanced"), ("all-1g.10gb", "all-7g"))
@@ -58,11 +59,9 @@ def _applied(cluster: SimCluster, layout: str) -> bool:
 
 
 def _wait(cluster: SimCluster, layout: str, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not _applied(cluster, layout):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{layout} was not applied within {timeout_s:g}s")
-        time.sleep(0.002)
+    """Until `layout` is applied; an error once `timeout_s` of an idle machine, stretched by load, passed."""
+    if not wait_until(lambda: _applied(cluster, layout), timeout_s, poll_s=0.002):
+        raise RuntimeError(f"{layout} was not applied within {timeout_s:g}s (times the load factor)")
 
 
 def _requests(cluster: SimCluster, since: int) -> Counter[str]:

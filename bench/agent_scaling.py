@@ -21,14 +21,10 @@ GPU_COUNTS = (8, 16, 32)
 _BASE = SimClusterConfig(spec="8xH100-80GB-SXM", start_layout="all-1g.10gb")
 
 
-def _wait_applied(cluster: SimCluster, layout: str, timeout_s: float = 180.0) -> None:
-    from bench.agent_bench import _applied  # one definition of "applied" for every table (imported late: a cycle)
+def _wait_applied(cluster: SimCluster, layout: str) -> None:
+    from bench.agent_bench import _wait  # one definition of "applied" for every table (imported late: a cycle)
 
-    deadline = time.monotonic() + timeout_s
-    while not _applied(cluster, layout):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{layout} was not applied within {timeout_s:g}s")
-        time.sleep(0.002)
+    _wait(cluster, layout, timeout_s=180.0)
 
 
 def measure_change(workdir: Path, *, gpus: int, pods: int, target: str = "all-balanced") -> tuple[float, Counter[str]]:

@@ -43,6 +43,7 @@ from migagent.sim.reset import SimResetRunner
 from migagent.sources.node_label import WatchSettings
 from migagent.wiring import AgentOptions
 from migagent_sim.cluster import PDB_BLOCKING_FOR_NOW, SimCluster, SimClusterConfig
+from migagent_sim.deadline import wait_until
 from migagent_sim.fakelib.backend import nvml_for
 
 NODE = SimClusterConfig(spec="2xH100-80GB-SXM", start_layout="all-1g.10gb")
@@ -248,15 +249,6 @@ def _settled(cluster: SimCluster, layout: str) -> bool:
     return labels.get("nvidia.com/mig.config.state") == "success" and advertised == EXPECTED[layout]
 
 
-def _wait(check: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
 def run_two_agents(workdir: Path, *, scale: float) -> list[Cell]:
     with SimCluster(workdir, NODE) as cluster:
         options = scaled_options(cluster, scale)
@@ -266,7 +258,7 @@ def run_two_agents(workdir: Path, *, scale: float) -> list[Cell]:
             cluster.start_agent(replace(options, holder_identity=f"agent-{index}"), wrap_driver=_always(driver))
         cluster.kubelet.run_workload("ml", "moves", mig_uuid=cluster.mig_uuid(0, 6))
         cluster.label(TARGET)
-        converged = _wait(lambda: _settled(cluster, TARGET), 60.0)
+        converged = wait_until(lambda: _settled(cluster, TARGET), 60.0)
         changed = sum(1 for d in drivers if d.mutations)
         return ["two-agents-together", timeline.cordon_episodes(), "yes" if converged else "NO",
                 f"{changed} agent(s) changed GPUs", sum(evicted_pods(cluster).values())]

@@ -40,6 +40,7 @@ from migagent.sim.fake_nvml import FakeNvml
 from migagent.sim.reset import SimResetRunner
 from migagent.wiring import AgentOptions, build_agent
 from migagent_sim.cluster import DEMO_LAYOUTS, GPU_OPERATOR_LABELS, RunningAgent
+from migagent_sim.deadline import Deadline
 from migagent_sim.fakelib.backend import nvml_for
 from migagent_sim.podresources_server import serve_pod_resources
 from tests.realkube.control_plane import ControlPlane, Identity, binaries_built, binaries_dir
@@ -95,15 +96,15 @@ def _start_agent(plane: ControlPlane, identity: Identity, node: str, workdir: Pa
 
 def _all_report_success(plane: ControlPlane, nodes: Sequence[str], timeout_s: float) -> None:
     admin = plane.rest(plane.admin)
-    deadline = time.monotonic() + timeout_s
+    deadline = Deadline(timeout_s)
     waiting = list(nodes)
     while waiting:
         labels = admin.get(f"/api/v1/nodes/{waiting[0]}")["metadata"].get("labels", {})
         if labels.get(MIG_CONFIG_STATE_LABEL) == "success":
             waiting.pop(0)
             continue
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{len(waiting)} nodes did not report success within {timeout_s:g}s")
+        if deadline.passed():
+            raise RuntimeError(f"{len(waiting)} nodes did not report success within {deadline.describe()}")
         time.sleep(0.5)
 
 

@@ -22,7 +22,7 @@ from bench.head_to_head.timeline import (
 )
 from migagent.layout.parse import load_layout_file
 from migagent_sim.cluster_config import SimClusterConfig
-from migagent_sim.deadline import Deadline
+from migagent_sim.deadline import wait_until
 from tests.realkube.control_plane import ControlPlane
 
 QUIET_S = 2.0
@@ -187,12 +187,7 @@ class RunContext:
 
     def wait_for(self, check: Callable[[], bool], *, timeout_s: float, poll_s: float = 0.02) -> bool:
         """Until `check()`; False once `timeout_s`, stretched by the load factor as `settle` is, has passed."""
-        deadline = Deadline(timeout_s)
-        while not check():
-            if deadline.passed():
-                return False
-            time.sleep(poll_s)
-        return True
+        return wait_until(check, timeout_s, poll_s=poll_s)
 
     def close(self) -> None:
         if self.process is not None:

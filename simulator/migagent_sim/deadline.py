@@ -50,3 +50,14 @@ class Deadline:
         if self._factor <= 1.0:
             return f"{self.seconds:g}s"
         return f"{self.seconds:g}s x {self._factor:.1f} for load"
+
+
+def wait_until(check: Callable[[], bool], seconds: float, *, poll_s: float = 0.02) -> bool:
+    """Poll `check` until it holds (True), or until `seconds` of an idle machine, stretched by the load
+    factor, have passed without it (False)."""
+    deadline = Deadline(seconds)
+    while not check():
+        if deadline.passed():
+            return False
+        time.sleep(poll_s)
+    return True

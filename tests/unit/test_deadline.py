@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from migagent_sim.deadline import MAX_LOAD_FACTOR, Deadline, load_factor
+from migagent_sim.deadline import MAX_LOAD_FACTOR, Deadline, load_factor, wait_until
 
 
 def test_the_load_factor_never_shortens_a_bound_nor_stretches_it_without_limit() -> None:
@@ -36,3 +36,16 @@ def test_on_an_idle_machine_the_bound_is_the_seconds_given() -> None:
     bound = Deadline(0.0, load=lambda: 1.0)
     assert bound.passed()
     assert bound.describe() == "0s"
+
+
+def test_a_wait_ends_true_on_the_check_that_holds_and_false_once_its_bound_passed() -> None:
+    answers = iter([False, False, True])
+    calls: list[bool] = []
+
+    def third_time() -> bool:
+        calls.append(next(answers))
+        return calls[-1]
+
+    assert wait_until(third_time, 60.0, poll_s=0.001)
+    assert len(calls) == 3
+    assert not wait_until(lambda: False, 0.0, poll_s=0.001)  # zero seconds times any factor is zero
