@@ -107,8 +107,8 @@ def test_metrics_expose_every_listed_series_during_and_after_a_reconfiguration(c
         wait_until(lambda: state(cluster) == "success", what="the starting layout reported")
         cluster.label("all-balanced")
         # The attempt's outcome is the last thing it records: migagent_layout_info names the new layout a
-        # moment before the count of applied reconciles goes up, and a scrape between the two (at load 19)
-        # saw the layout with no applied reconcile yet.
+        # moment before the count of applied reconciles goes up (test_demo_metrics, at load 19, scraped
+        # between the two and saw the layout with no applied reconcile yet).
         wait_until(
             lambda: sample(scrape(server.url), "migagent_reconciles_total", outcome="applied") == 1,
             what="the change counted in migagent_reconciles_total{outcome=applied}",
