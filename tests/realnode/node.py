@@ -76,9 +76,7 @@ def node_binaries_missing() -> str | None:
 
 def node_address() -> str:
     """This machine's first global IPv4 address: pods reach the API server there (not on loopback)."""
-    shown = subprocess.run(["ip", "-j", "-4", "addr", "show", "scope", "global"], capture_output=True, text=True,
-                           check=True)  # fmt: skip
-    for link in json.loads(shown.stdout):
+    for link in pod_network.ip_json("addr", "show", "scope", "global"):
         for address in link.get("addr_info", []):
             return str(address["local"])
     raise RuntimeError("no global IPv4 address on this machine: a real node needs one for its pods")
@@ -173,8 +171,7 @@ class RealNode:
         self._terminate("kubelet")
         self._terminate("containerd")
         self._kill_cgroup_members()
-        if Path(f"/sys/class/net/{self.bridge}").exists():
-            subprocess.run(["ip", "link", "delete", self.bridge], check=False)
+        pod_network.remove_bridge(self.bridge)
         firewall.remove_new_chains(self._chains_before)
         self._remove_cgroups()
         for log in self._logs:

@@ -30,10 +30,10 @@ def taken_networks() -> list[IPv4Network]:
     """Every IPv4 destination this machine routes (all tables, the default route aside) and every
     network of an address on one of its links, up or down."""
     taken: list[IPv4Network] = []
-    for route in _ip_json("route", "show", "table", "all"):
+    for route in ip_json("route", "show", "table", "all"):
         if route.get("dst", "default") != "default":
             taken.append(IPv4Network(route["dst"], strict=False))
-    for link in _ip_json("addr", "show"):
+    for link in ip_json("addr", "show"):
         for address in link.get("addr_info", []):
             taken.append(IPv4Interface(f"{address['local']}/{address['prefixlen']}").network)
     return taken
@@ -59,7 +59,12 @@ def make_bridge(name: str, subnet: IPv4Network) -> None:
         subprocess.run(["ip", *argv], check=True, capture_output=True)
 
 
-def _ip_json(*argv: str) -> list[dict[str, Any]]:
+def remove_bridge(name: str) -> None:
+    """Gone, with its address and route; nothing to do when it is gone already."""
+    subprocess.run(["ip", "link", "delete", name], check=False, capture_output=True)
+
+
+def ip_json(*argv: str) -> list[dict[str, Any]]:
     shown = subprocess.run(["ip", "-j", "-4", *argv], capture_output=True, text=True, check=True)
     found: list[dict[str, Any]] = json.loads(shown.stdout or "[]")
     return found

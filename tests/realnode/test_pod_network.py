@@ -36,7 +36,7 @@ def test_a_bridge_left_on_a_subnet_is_passed_over_by_the_next_node(host_lock: No
         assert not after.overlaps(chosen)
         assert after.subnet_of(pod_network.POD_SUBNETS)
     finally:
-        subprocess.run(["ip", "link", "delete", STALE_BRIDGE], capture_output=True, check=False)
+        pod_network.remove_bridge(STALE_BRIDGE)
     assert pod_network.free_pod_subnet(pod_network.taken_networks()) == chosen
 
 
@@ -50,4 +50,4 @@ def test_a_bridge_that_is_down_still_holds_its_subnet(host_lock: None) -> None:
 
         assert not pod_network.free_pod_subnet(pod_network.taken_networks()).overlaps(chosen)
     finally:
-        subprocess.run(["ip", "link", "delete", STALE_BRIDGE], capture_output=True, check=False)
+        pod_network.remove_bridge(STALE_BRIDGE)
