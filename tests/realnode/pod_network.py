@@ -11,11 +11,19 @@ two bridges give `curl: (7) Failed to connect to 10.233.0.3 port 8080 after 3067
 
 The bridge is made at the node's start, not by the CNI bridge plugin at the first pod: its route is
 then on the machine from the moment the subnet is chosen, and another node chooses past it. The
-plugin takes a bridge that already has its gateway address as it is."""
+plugin takes a bridge that already has its gateway address as it is, so it also skips what it does
+when it adds that address: set the bridge's MAC address. That is make_bridge's to do. A bridge whose
+address was never set takes the lowest of its ports' addresses, so a pod's veth that comes and goes
+(the device plugin's, restarted by each change) moves the gateway's address under the other pods.
+A pod keeps the old one in its neighbour table until that entry fails, 30 s or more, and sends to
+an address nothing answers meanwhile: the agent lost its lease and crash-looped on `Connection to
+192.0.2.2 timed out` (suite-beside round 2 at 5b24aa8,
+test_a_device_plugin_that_does_not_come_back_fails_the_change_clearly)."""
 
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 from collections.abc import Iterable
 from ipaddress import IPv4Interface, IPv4Network
@@ -54,9 +62,16 @@ def gateway(subnet: IPv4Network) -> IPv4Interface:
 
 
 def make_bridge(name: str, subnet: IPv4Network) -> None:
-    for argv in (("link", "add", name, "type", "bridge"), ("addr", "add", str(gateway(subnet)), "dev", name),
-                 ("link", "set", name, "up")):  # fmt: skip
+    """Up, with the subnet's gateway address and a MAC address of its own that no port changes."""
+    for argv in (("link", "add", name, "address", bridge_mac(), "type", "bridge"),
+                 ("addr", "add", str(gateway(subnet)), "dev", name), ("link", "set", name, "up")):  # fmt: skip
         subprocess.run(["ip", *argv], check=True, capture_output=True)
+
+
+def bridge_mac() -> str:
+    """A random unicast MAC address, locally administered (first octet 0x02): given when the link is
+    made, the kernel keeps it as set rather than following the ports'."""
+    return ":".join(f"{octet:02x}" for octet in (0x02, *secrets.token_bytes(5)))
 
 
 def remove_bridge(name: str) -> None:

@@ -10,6 +10,9 @@ import pytest
 from tests.realnode import pod_network
 
 STALE_BRIDGE = "mgstaletest"
+POD_VETH = "mgvethtest"
+LOWEST_MAC = "00:00:5e:00:53:01"
+"""Lower than any address bridge_mac gives (RFC 7042's documentation range)."""
 
 
 def test_the_first_slash_24_that_overlaps_no_route_or_address_is_chosen() -> None:
@@ -51,3 +54,25 @@ def test_a_bridge_that_is_down_still_holds_its_subnet(host_lock: None) -> None:
         assert not pod_network.free_pod_subnet(pod_network.taken_networks()).overlaps(chosen)
     finally:
         pod_network.remove_bridge(STALE_BRIDGE)
+
+
+def test_the_bridge_keeps_its_mac_address_while_a_port_with_a_lower_one_comes_and_goes(host_lock: None) -> None:
+    # Unset, a bridge's MAC address follows its lowest port's: the pods' gateway would move under them
+    # each time the device plugin's pod came and went (pod_network.py says what that cost).
+    chosen = pod_network.free_pod_subnet(pod_network.taken_networks())
+    try:
+        pod_network.make_bridge(STALE_BRIDGE, chosen)
+        made = _mac(STALE_BRIDGE)
+        subprocess.run(["ip", "link", "add", POD_VETH, "address", LOWEST_MAC, "type", "veth"], check=True)
+        subprocess.run(["ip", "link", "set", POD_VETH, "master", STALE_BRIDGE, "up"], check=True)
+
+        assert _mac(STALE_BRIDGE) == made
+        subprocess.run(["ip", "link", "delete", POD_VETH], check=True)
+        assert _mac(STALE_BRIDGE) == made
+    finally:
+        subprocess.run(["ip", "link", "delete", POD_VETH], check=False, capture_output=True)
+        pod_network.remove_bridge(STALE_BRIDGE)
+
+
+def _mac(link: str) -> str:
+    return str(pod_network.ip_json("link", "show", link)[0]["address"])
