@@ -33,6 +33,7 @@ import subprocess
 from pathlib import Path
 from typing import IO, Any
 
+import grpc
 import yaml
 
 from tests.realkube.control_plane import REPO, ControlPlane, free_port
@@ -72,6 +73,19 @@ def node_binaries_missing() -> str | None:
     if absent or not (directory / "STAMP").is_file():
         return f"the real node is not built in {directory} (no {', '.join(absent) or 'STAMP'}): run {NODE_SCRIPT}"
     return None
+
+
+def cri_ready(socket: Path) -> bool:
+    """Whether the CRI runtime on `socket` answers Version, the first call a kubelet makes (an empty
+    request: no CRI types needed)."""
+    if not socket.exists():
+        return False
+    with grpc.insecure_channel(f"unix://{socket}") as channel:
+        try:
+            channel.unary_unary("/runtime.v1.RuntimeService/Version")(b"", timeout=5)
+        except grpc.RpcError:
+            return False
+    return True
 
 
 def node_address() -> str:
@@ -253,7 +267,9 @@ class RealNode:
         )  # fmt: skip
         self.socket.unlink(missing_ok=True)  # a killed containerd leaves it: not a sign of the new one
         process = self._spawn("containerd", ["unshare", "--mount", "--propagation", "private", "sh", "-c", script])
-        eventually(lambda: self.socket.exists() or process.poll() is not None, "containerd's socket", timeout_s=60)
+        # Its socket is up a moment before its CRI: a kubelet started in between exits at once ("validate CRI
+        # v1 runtime API ...: server is not initialized yet"), and after a reboot nothing started it again.
+        eventually(lambda: cri_ready(self.socket) or process.poll() is not None, "containerd's CRI", timeout_s=60)
         if process.poll() is not None:
             raise RuntimeError(f"containerd exited with {process.returncode}:\n{self.log_tail('containerd')}")
 

@@ -9,7 +9,8 @@ import pytest
 
 from tests.realnode import pod_network
 
-STALE_BRIDGE = "mgstaletest"
+BRIDGE = "mgbridgetest"
+"""A bridge of this test module's own, on the subnet a node would take next."""
 POD_VETH = "mgvethtest"
 LOWEST_MAC = "00:00:5e:00:53:01"
 """Lower than any address bridge_mac gives (RFC 7042's documentation range)."""
@@ -31,7 +32,7 @@ def test_a_bridge_left_on_a_subnet_is_passed_over_by_the_next_node(host_lock: No
     # Under the real node's lock: the subnet a node of this run would take is the one this test makes stale.
     chosen = pod_network.free_pod_subnet(pod_network.taken_networks())
     try:
-        pod_network.make_bridge(STALE_BRIDGE, chosen)
+        pod_network.make_bridge(BRIDGE, chosen)
         assert chosen in pod_network.taken_networks()
 
         after = pod_network.free_pod_subnet(pod_network.taken_networks())
@@ -39,7 +40,7 @@ def test_a_bridge_left_on_a_subnet_is_passed_over_by_the_next_node(host_lock: No
         assert not after.overlaps(chosen)
         assert after.subnet_of(pod_network.POD_SUBNETS)
     finally:
-        pod_network.remove_bridge(STALE_BRIDGE)
+        pod_network.remove_bridge(BRIDGE)
     assert pod_network.free_pod_subnet(pod_network.taken_networks()) == chosen
 
 
@@ -48,12 +49,12 @@ def test_a_bridge_that_is_down_still_holds_its_subnet(host_lock: None) -> None:
     # for the same gateway once the old bridge came up again.
     chosen = pod_network.free_pod_subnet(pod_network.taken_networks())
     try:
-        pod_network.make_bridge(STALE_BRIDGE, chosen)
-        subprocess.run(["ip", "link", "set", STALE_BRIDGE, "down"], check=True)
+        pod_network.make_bridge(BRIDGE, chosen)
+        subprocess.run(["ip", "link", "set", BRIDGE, "down"], check=True)
 
         assert not pod_network.free_pod_subnet(pod_network.taken_networks()).overlaps(chosen)
     finally:
-        pod_network.remove_bridge(STALE_BRIDGE)
+        pod_network.remove_bridge(BRIDGE)
 
 
 def test_the_bridge_keeps_its_mac_address_while_a_port_with_a_lower_one_comes_and_goes(host_lock: None) -> None:
@@ -61,17 +62,17 @@ def test_the_bridge_keeps_its_mac_address_while_a_port_with_a_lower_one_comes_an
     # each time the device plugin's pod came and went (pod_network.py says what that cost).
     chosen = pod_network.free_pod_subnet(pod_network.taken_networks())
     try:
-        pod_network.make_bridge(STALE_BRIDGE, chosen)
-        made = _mac(STALE_BRIDGE)
+        pod_network.make_bridge(BRIDGE, chosen)
+        made = _mac(BRIDGE)
         subprocess.run(["ip", "link", "add", POD_VETH, "address", LOWEST_MAC, "type", "veth"], check=True)
-        subprocess.run(["ip", "link", "set", POD_VETH, "master", STALE_BRIDGE, "up"], check=True)
+        subprocess.run(["ip", "link", "set", POD_VETH, "master", BRIDGE, "up"], check=True)
 
-        assert _mac(STALE_BRIDGE) == made
+        assert _mac(BRIDGE) == made
         subprocess.run(["ip", "link", "delete", POD_VETH], check=True)
-        assert _mac(STALE_BRIDGE) == made
+        assert _mac(BRIDGE) == made
     finally:
         subprocess.run(["ip", "link", "delete", POD_VETH], check=False, capture_output=True)
-        pod_network.remove_bridge(STALE_BRIDGE)
+        pod_network.remove_bridge(BRIDGE)
 
 
 def _mac(link: str) -> str:
