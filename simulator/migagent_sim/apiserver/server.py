@@ -40,7 +40,7 @@ from migagent_sim.apiserver.routing import (
     RESOURCESLICES,
 )
 from migagent_sim.apiserver.store import Store, StoredEvent
-from migagent_sim.apiserver.terminating import Terminator
+from migagent_sim.apiserver.terminating import PodEnds, Terminator
 
 if TYPE_CHECKING:
     from migagent_sim.apiserver.access import AccessControl
@@ -79,7 +79,8 @@ class FakeApiServer:
         self._faults = FaultInjector()
         self._requests = RequestLog()
         settings = WatchSettings(default_timeout_s=default_watch_timeout_s, bookmark_interval_s=bookmark_interval_s)
-        self._terminator = Terminator(self._store, grace_scale=grace_scale)
+        self._pod_ends = PodEnds(self._store)
+        self._terminator = Terminator(self._store, grace_scale=grace_scale, pod_ends=self._pod_ends)
         self._disruption = DisruptionController(self._store)
         dispatcher = Dispatcher(self._store, self._clock, settings, admission=access, terminator=self._terminator)
         self._access = access
@@ -196,8 +197,12 @@ class FakeApiServer:
         return self._store.update(PODS, namespace, name, _in_place(fn))
 
     def delete_pod(self, namespace: str, name: str) -> JsonDict:
-        """Remove a pod as a completed graceful delete would (DELETED watch event, on_pod_deleted listeners)."""
+        """Remove a pod as a completed graceful delete would: on_pod_deleted listeners (its containers stop),
+        then the DELETED watch event."""
         wall = self._clock.wall()
+        current = self._store.get(PODS, namespace, name)
+        if current is not None:
+            self._pod_ends.end(current)
 
         def stamp(pod: JsonDict) -> None:
             pod["metadata"].setdefault("deletionTimestamp", timestamp(wall))
@@ -361,8 +366,9 @@ class FakeApiServer:
         return self._store.listener_errors()
 
     def on_pod_deleted(self, callback: Callable[[JsonDict], None]) -> None:
-        """`callback(pod)` after each pod deletion (API delete, eviction or delete_pod), outside the store lock."""
-        self._store.add_listener(_only(PODS.key, ("DELETED",), callback))
+        """`callback(pod)` once per deleted pod (API delete, eviction or delete_pod), outside the store lock:
+        a Terminating pod's just before its removal, a pod removed at once just after (terminating.py)."""
+        self._pod_ends.add(callback)
 
     def on_node_changed(self, callback: Callable[[JsonDict], None]) -> None:
         """`callback(node)` after each committed node creation or change, outside the store lock."""

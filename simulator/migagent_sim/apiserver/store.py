@@ -238,10 +238,14 @@ class Store:
         with self._lock:
             listeners = list(self._listeners)
         for listener in listeners:
-            try:
-                listener(event)
-            except Exception as error:
-                # A broken test listener must not turn a committed write into an HTTP 500.
-                _LOG.exception("fake apiserver listener failed on %s %s", event.type, event.resource.plural)
-                with self._lock:
-                    self._listener_errors.append(error)
+            self.call_listener(listener, event, f"{event.type} {event.resource.plural}")
+
+    def call_listener(self, listener: Callable[[Any], None], argument: Any, what: str) -> None:
+        """`listener(argument)`; an exception is logged and kept in listener_errors, never raised."""
+        try:
+            listener(argument)
+        except Exception as error:
+            # A broken test listener must not turn a committed write into an HTTP 500.
+            _LOG.exception("fake apiserver listener failed on %s", what)
+            with self._lock:
+                self._listener_errors.append(error)
