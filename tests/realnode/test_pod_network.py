@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
+from collections.abc import Iterator
 from ipaddress import IPv4Network
 
 import pytest
@@ -30,48 +32,49 @@ def test_a_route_wider_than_the_range_leaves_no_subnet_and_the_error_names_the_r
 
 def test_a_bridge_left_on_a_subnet_is_passed_over_by_the_next_node(host_lock: None) -> None:
     # Under the real node's lock: the subnet a node of this run would take is the one this test makes stale.
-    chosen = pod_network.free_pod_subnet(pod_network.taken_networks())
-    try:
-        pod_network.make_bridge(BRIDGE, chosen)
+    with _bridge_on_the_next_subnet() as chosen:
         assert chosen in pod_network.taken_networks()
 
         after = pod_network.free_pod_subnet(pod_network.taken_networks())
 
         assert not after.overlaps(chosen)
         assert after.subnet_of(pod_network.POD_SUBNETS)
-    finally:
-        pod_network.remove_bridge(BRIDGE)
     assert pod_network.free_pod_subnet(pod_network.taken_networks()) == chosen
 
 
 def test_a_bridge_that_is_down_still_holds_its_subnet(host_lock: None) -> None:
     # Its route is gone with the link, its address is not: a node on the same subnet would answer ARP
     # for the same gateway once the old bridge came up again.
-    chosen = pod_network.free_pod_subnet(pod_network.taken_networks())
-    try:
-        pod_network.make_bridge(BRIDGE, chosen)
+    with _bridge_on_the_next_subnet() as chosen:
         subprocess.run(["ip", "link", "set", BRIDGE, "down"], check=True)
 
         assert not pod_network.free_pod_subnet(pod_network.taken_networks()).overlaps(chosen)
-    finally:
-        pod_network.remove_bridge(BRIDGE)
 
 
 def test_the_bridge_keeps_its_mac_address_while_a_port_with_a_lower_one_comes_and_goes(host_lock: None) -> None:
     # Unset, a bridge's MAC address follows its lowest port's: the pods' gateway would move under them
     # each time the device plugin's pod came and went (pod_network.py says what that cost).
+    with _bridge_on_the_next_subnet():
+        made = _mac(BRIDGE)
+        try:
+            subprocess.run(["ip", "link", "add", POD_VETH, "address", LOWEST_MAC, "type", "veth"], check=True)
+            subprocess.run(["ip", "link", "set", POD_VETH, "master", BRIDGE, "up"], check=True)
+
+            assert _mac(BRIDGE) == made
+            subprocess.run(["ip", "link", "delete", POD_VETH], check=True)
+            assert _mac(BRIDGE) == made
+        finally:
+            subprocess.run(["ip", "link", "delete", POD_VETH], check=False, capture_output=True)
+
+
+@contextlib.contextmanager
+def _bridge_on_the_next_subnet() -> Iterator[IPv4Network]:
+    """BRIDGE made (pod_network.make_bridge) on the subnet a node would take next, and removed after."""
     chosen = pod_network.free_pod_subnet(pod_network.taken_networks())
     try:
         pod_network.make_bridge(BRIDGE, chosen)
-        made = _mac(BRIDGE)
-        subprocess.run(["ip", "link", "add", POD_VETH, "address", LOWEST_MAC, "type", "veth"], check=True)
-        subprocess.run(["ip", "link", "set", POD_VETH, "master", BRIDGE, "up"], check=True)
-
-        assert _mac(BRIDGE) == made
-        subprocess.run(["ip", "link", "delete", POD_VETH], check=True)
-        assert _mac(BRIDGE) == made
+        yield chosen
     finally:
-        subprocess.run(["ip", "link", "delete", POD_VETH], check=False, capture_output=True)
         pod_network.remove_bridge(BRIDGE)
 
 

@@ -80,7 +80,7 @@ class FakeApiServer:
         self._requests = RequestLog()
         settings = WatchSettings(default_timeout_s=default_watch_timeout_s, bookmark_interval_s=bookmark_interval_s)
         self._pod_ends = PodEnds(self._store)
-        self._terminator = Terminator(self._store, grace_scale=grace_scale, pod_ends=self._pod_ends)
+        self._terminator = Terminator(self._store, self._pod_ends, grace_scale=grace_scale)
         self._disruption = DisruptionController(self._store)
         dispatcher = Dispatcher(self._store, self._clock, settings, admission=access, terminator=self._terminator)
         self._access = access

@@ -68,7 +68,7 @@ class Terminator:
     """Removes Terminating pods when their (scaled) grace period is over, after `pod_ends` told of their
     end; `stop()` cancels what is pending."""
 
-    def __init__(self, store: Store, *, grace_scale: float = 1.0, pod_ends: PodEnds | None = None) -> None:
+    def __init__(self, store: Store, pod_ends: PodEnds, *, grace_scale: float = 1.0) -> None:
         if grace_scale < 0:
             raise ValueError(f"grace_scale must be >= 0, got {grace_scale}")
         self._store = store
@@ -112,7 +112,6 @@ class Terminator:
         current = self._store.get(PODS, namespace, name)
         if current is None or current["metadata"].get("uid") != uid:
             return  # already gone, or a same-named replacement
-        if self._pod_ends is not None:
-            self._pod_ends.end(current)  # the containers stop, then the kubelet deletes the pod
+        self._pod_ends.end(current)  # the containers stop, then the kubelet deletes the pod
         with contextlib.suppress(ApiError):  # removed meanwhile
             self._store.delete(PODS, namespace, name)
